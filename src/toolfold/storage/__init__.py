@@ -1,0 +1,109 @@
+"""toolfold.storage — the session store: scoped values, tagged lists, entries, one seq.
+
+Settled history lives in the session scope; an operation's crash-recovery scaffolding
+lives in an ephemeral scope that is retired (deleted) when the operation settles.
+Commits are atomic, stay in one scope, and are serialised on a per-session line.
+Backends: memory, JSONL files, SQLite, PostgreSQL (see docs/storage.md).
+"""
+
+from __future__ import annotations
+
+from ._addresses import (
+    SESSION,
+    EphemeralScope,
+    ListAddress,
+    Scope,
+    SessionScope,
+    ValueAddress,
+    encode_scope_id,
+    ephemeral_scope,
+    list_address,
+    value,
+)
+from ._base import (
+    CommitResult,
+    Entry,
+    FsyncPolicy,
+    ListElement,
+    Repository,
+    Session,
+)
+from ._errors import (
+    BackendError,
+    ClosedError,
+    CorruptStoreError,
+    InvalidValueError,
+    ScopeError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StorageError,
+)
+from ._memory import MemoryRepository
+from ._repository import open_repository
+from ._writes import (
+    JSON,
+    AppendEntry,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    EphemeralWrite,
+    JSONLike,
+    RetireScope,
+    SessionWrite,
+    SetValue,
+    Write,
+    append_entry,
+    append_list,
+    delete_list,
+    delete_value,
+    retire_scope,
+    scope_of,
+    set_value,
+)
+
+__all__ = [
+    "JSON",
+    "SESSION",
+    "AppendEntry",
+    "AppendList",
+    "BackendError",
+    "ClosedError",
+    "CommitResult",
+    "CorruptStoreError",
+    "DeleteList",
+    "DeleteValue",
+    "Entry",
+    "EphemeralScope",
+    "EphemeralWrite",
+    "FsyncPolicy",
+    "InvalidValueError",
+    "JSONLike",
+    "ListAddress",
+    "ListElement",
+    "MemoryRepository",
+    "Repository",
+    "RetireScope",
+    "Scope",
+    "ScopeError",
+    "Session",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionScope",
+    "SessionWrite",
+    "SetValue",
+    "StorageError",
+    "ValueAddress",
+    "Write",
+    "append_entry",
+    "append_list",
+    "delete_list",
+    "delete_value",
+    "encode_scope_id",
+    "ephemeral_scope",
+    "list_address",
+    "open_repository",
+    "retire_scope",
+    "scope_of",
+    "set_value",
+    "value",
+]

@@ -1,0 +1,555 @@
+"""The abstract session and repository: the session line, argument checks, paging rules.
+
+Backends implement the ``_``-prefixed hooks; everything a caller touches (validation,
+the one-scope rule, the serialising line, closed checks, cancellation safety) lives
+here once, so every backend behaves the same at its edges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar, overload
+
+import orjson
+
+from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
+from ._errors import ClosedError, CorruptStoreError, SessionExistsError, StorageError
+from ._writes import (
+    JSON,
+    EphemeralWrite,
+    SessionWrite,
+    Write,
+    check_writes,
+    scope_of,
+)
+
+__all__ = [
+    "CommitResult",
+    "Entry",
+    "FsyncPolicy",
+    "ListElement",
+    "Order",
+    "Paged",
+    "Repository",
+    "Session",
+    "check_session_name",
+    "cut_at_tag",
+    "decode_json",
+    "encode_json",
+    "page_sorted",
+]
+
+T = TypeVar("T")
+Order = Literal["asc", "desc"]
+
+_SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    """The seqs a commit assigned, one per write, in write order (empty: nothing written)."""
+
+    seqs: tuple[int, ...]
+
+    @property
+    def last_seq(self) -> int | None:
+        """The seq of the last write, or ``None`` if the commit wrote nothing."""
+        return self.seqs[-1] if self.seqs else None
+
+
+@dataclass(frozen=True, slots=True)
+class ListElement:
+    """One element of a stored list: its global ``seq``, opaque ``value`` and ``tag``."""
+
+    seq: int
+    value: JSON
+    tag: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One settled transcript entry with its global ``seq``."""
+
+    seq: int
+    value: JSON
+
+
+@dataclass(frozen=True, slots=True)
+class FsyncPolicy:
+    """When a backend forces data to stable storage.
+
+    ``main`` governs the session scope (main log / main tables), ``side`` the ephemeral
+    scopes (JSONL side files). ``"commit"``: every commit is durable when ``commit()``
+    returns (survives power loss). ``"none"``: data is handed to the OS at commit
+    (survives a process crash, not necessarily a power loss). SQL backends have one
+    database, so they use ``main`` for everything (see docs/storage.md).
+    """
+
+    main: Literal["commit", "none"] = "commit"
+    side: Literal["commit", "none"] = "commit"
+
+    def __post_init__(self) -> None:
+        for field in ("main", "side"):
+            v = getattr(self, field)
+            if v not in ("commit", "none"):
+                raise StorageError(f"FsyncPolicy.{field} must be 'commit' or 'none', got {v!r}")
+
+
+def check_session_name(name: object) -> str:
+    """Return ``name`` if it is a valid session name, else raise :class:`StorageError`.
+
+    Valid: 1–128 characters of ``A-Z a-z 0-9 . _ -``, not starting with ``.`` — safe as a
+    file name on every platform and never a hidden or temp file.
+    """
+    if not isinstance(name, str) or not _SESSION_NAME.fullmatch(name) or name.startswith("."):
+        raise StorageError(
+            f"invalid session name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ - "
+            "not starting with '.'"
+        )
+    return name
+
+
+def encode_json(value: object) -> bytes:
+    """Encode an already-checked JSON value (see ``check_json``) as compact UTF-8 bytes."""
+    return orjson.dumps(value)
+
+
+def decode_json(data: bytes | str, *, path: str, record: int | str | None = None) -> JSON:
+    """Decode stored JSON; malformed data is a :class:`CorruptStoreError` naming where."""
+    try:
+        result: JSON = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorruptStoreError(
+            f"{path}: record {record} is not valid JSON ({exc}); the store is damaged",
+            path=path,
+            record=record,
+        ) from exc
+    return result
+
+
+class Paged(Protocol):
+    """Anything the pager can page: it has a ``seq`` and a ``tag``."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def tag(self) -> str | None: ...
+
+
+P = TypeVar("P", bound=Paged)
+
+
+def cut_at_tag(elements: list[P], stop_at_tag: str | None) -> list[P]:
+    """Cut a page right *after* the first element tagged ``stop_at_tag`` (inclusive stop)."""
+    if stop_at_tag is None:
+        return elements
+    for i, el in enumerate(elements):
+        if el.tag == stop_at_tag:
+            return elements[: i + 1]
+    return elements
+
+
+def page_sorted(
+    elements: Sequence[P],
+    *,
+    cursor: int | None,
+    order: Order,
+    limit: int | None,
+    stop_at_tag: str | None,
+) -> list[P]:
+    """Page an ascending-by-seq sequence: exclusive cursor, order, at most ``limit``
+    examined, then the inclusive ``stop_at_tag`` cut. Never looks past the page."""
+    if order == "asc":
+        start = 0 if cursor is None else bisect.bisect_right(elements, cursor, key=_seq)
+        end = len(elements) if limit is None else min(len(elements), start + limit)
+        page = list(elements[start:end])
+    else:
+        end = len(elements) if cursor is None else bisect.bisect_left(elements, cursor, key=_seq)
+        start = 0 if limit is None else max(0, end - limit)
+        page = list(elements[start:end])
+        page.reverse()
+    return cut_at_tag(page, stop_at_tag)
+
+
+def _seq(el: Paged) -> int:
+    return el.seq
+
+
+async def _finish_uncancelled(aw: Awaitable[T]) -> T:
+    """Await ``aw`` to completion even if we are cancelled meanwhile, then re-raise the
+    cancellation. A commit half-way through a backend write must keep the session line
+    held until the write is over, or the next commit could overtake it."""
+    task = asyncio.ensure_future(aw)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+            break
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
+class Session(ABC):
+    """One open session of a store: values, lists and entries in scopes, one global seq.
+
+    All commits of a session go through one *session line* (an ``asyncio.Lock``): they
+    are executed one at a time in arrival order, and a callable payload is evaluated
+    inside the line, right before its writes execute — so a payload computed later is
+    always committed later (durable checkpoints rely on this; see docs/storage.md).
+    Reads do not wait for the line; they see every commit that has returned.
+    """
+
+    def __init__(self, name: str, next_seq: int) -> None:
+        self._name = name
+        self._next_seq = next_seq
+        self._line = asyncio.Lock()
+        self._closed = False
+        self._on_close: Callable[[Session], None] | None = None
+
+    # -- public API ------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The session's name."""
+        return self._name
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next write would get at the earliest (high-water mark + 1)."""
+        return self._next_seq
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    @overload
+    async def commit(self, writes: Sequence[SessionWrite]) -> CommitResult: ...
+    @overload
+    async def commit(self, writes: Sequence[EphemeralWrite]) -> CommitResult: ...
+    @overload
+    async def commit(self, writes: Callable[[], Sequence[Write]]) -> CommitResult: ...
+    async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
+        """Commit ``writes`` atomically; each write gets the next global seq.
+
+        ``writes`` is a sequence of writes, or a callable returning one, evaluated inside
+        the session line right before the writes execute (it may return ``[]``: nothing is
+        written and no seq is used). All writes must be in one scope (:class:`ScopeError`
+        otherwise); values must be plain JSON (:class:`InvalidValueError`). On any error
+        nothing of the transaction is committed.
+        """
+        self._check_open()
+        async with self._line:
+            self._check_open()
+            batch = writes() if callable(writes) else writes
+            if not isinstance(batch, list | tuple):
+                raise StorageError(
+                    f"commit of session {self._name!r} needs a list of writes "
+                    f"(or a callable returning one), got {type(batch).__name__} {batch!r:.80}"
+                )
+            if not batch:
+                return CommitResult(())
+            ws = tuple(batch)
+            scope = scope_of(ws)
+            check_writes(ws)
+            seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
+            return CommitResult(seqs)
+
+    async def get_value(self, address: ValueAddress[Any]) -> JSON | None:
+        """Return the value at ``address``, or ``None`` if it is missing (or retired)."""
+        self._check_open()
+        if not isinstance(address, ValueAddress):
+            raise StorageError(
+                f"get_value needs a value(namespace, key[, scope]) address, got {address!r}"
+            )
+        return await self._get_value(address)
+
+    async def scan_values(
+        self, namespace: str, key_prefix: str = "", scope: Scope = SESSION
+    ) -> list[tuple[str, JSON]]:
+        """Return ``(key, value)`` of every value in ``namespace``/``scope`` whose key
+        starts with ``key_prefix``, in key (code point) order."""
+        self._check_open()
+        ValueAddress(namespace, key_prefix, scope)  # validates all three
+        return await self._scan_values(namespace, key_prefix, scope)
+
+    async def read_list(
+        self,
+        address: ListAddress[Any],
+        *,
+        cursor: int | None = None,
+        order: Order = "asc",
+        limit: int | None = None,
+        stop_at_tag: str | None = None,
+    ) -> list[ListElement]:
+        """Read one page of the list at ``address``.
+
+        Applies the exclusive ``cursor`` (a seq), the ``order``, examines at most ``limit``
+        elements, and stops *after including* the first element whose tag is
+        ``stop_at_tag``. It never searches past the page: page again from the last seq.
+        """
+        self._check_open()
+        if not isinstance(address, ListAddress):
+            raise StorageError(
+                f"read_list needs a list_address(namespace, key[, scope]), got {address!r}"
+            )
+        self._check_page(f"read_list of {address}", cursor, limit)
+        if order not in ("asc", "desc"):
+            raise StorageError(
+                f"read_list of {address}: order must be 'asc' or 'desc', got {order!r}"
+            )
+        if stop_at_tag is not None and (not isinstance(stop_at_tag, str) or not stop_at_tag):
+            raise StorageError(
+                f"read_list of {address}: stop_at_tag must be a non-empty str or None, "
+                f"got {stop_at_tag!r}"
+            )
+        if limit == 0:
+            return []
+        return await self._read_list(address, cursor, order, limit, stop_at_tag)
+
+    async def read_entries(
+        self, *, cursor: int | None = None, limit: int | None = None
+    ) -> list[Entry]:
+        """Return settled transcript entries with seq > ``cursor``, ascending, at most
+        ``limit`` of them."""
+        self._check_open()
+        self._check_page("read_entries", cursor, limit)
+        if limit == 0:
+            return []
+        return await self._read_entries(cursor, limit)
+
+    async def live_scopes(self) -> list[EphemeralScope]:
+        """Return the ephemeral scopes holding live data (not retired), ordered by id.
+
+        These are the operations that had not settled — what recovery must look at.
+        """
+        self._check_open()
+        return sorted(await self._live_scopes(), key=lambda s: s.id)
+
+    async def close(self) -> None:
+        """Close the session (idempotent). Waits for a commit in flight; afterwards every
+        other method raises :class:`ClosedError`."""
+        if self._closed:
+            return
+        async with self._line:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                await self._close()
+            finally:
+                if self._on_close is not None:
+                    self._on_close(self)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"next_seq={self._next_seq}"
+        return f"<{type(self).__name__} {self._name!r} {state}>"
+
+    # -- helpers for backends ---------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(
+                f"session {self._name!r} is closed; open it again from its repository"
+            )
+
+    def _check_page(self, what: str, cursor: object, limit: object) -> None:
+        if cursor is not None and (not isinstance(cursor, int) or isinstance(cursor, bool)):
+            raise StorageError(f"{what}: cursor must be a seq (int) or None, got {cursor!r}")
+        if limit is not None and (
+            not isinstance(limit, int) or isinstance(limit, bool) or limit < 0
+        ):
+            raise StorageError(f"{what}: limit must be an int >= 0 or None, got {limit!r}")
+
+    def _allocate(self, n: int) -> tuple[int, ...]:
+        """Reserve ``n`` consecutive seqs. They are burnt even if the write then fails:
+        a seq that may have reached the disk is never handed out twice (gaps are fine)."""
+        first = self._next_seq
+        self._next_seq = first + n
+        return tuple(range(first, first + n))
+
+    # -- backend hooks ------------------------------------------------------------
+
+    @abstractmethod
+    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+        """Atomically apply ``writes`` (all in ``scope``, already validated), assigning each
+        a fresh seq; return the seqs and advance ``_next_seq``. Runs inside the line."""
+
+    @abstractmethod
+    async def _get_value(self, address: ValueAddress[Any]) -> JSON | None: ...
+
+    @abstractmethod
+    async def _scan_values(
+        self, namespace: str, key_prefix: str, scope: Scope
+    ) -> list[tuple[str, JSON]]: ...
+
+    @abstractmethod
+    async def _read_list(
+        self,
+        address: ListAddress[Any],
+        cursor: int | None,
+        order: Order,
+        limit: int | None,
+        stop_at_tag: str | None,
+    ) -> list[ListElement]: ...
+
+    @abstractmethod
+    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]: ...
+
+    @abstractmethod
+    async def _live_scopes(self) -> list[EphemeralScope]: ...
+
+    @abstractmethod
+    async def _close(self) -> None:
+        """Release the backend's resources (called once, inside the line)."""
+
+
+class Repository(ABC):
+    """A store holding many sessions (a directory, a database file, a database).
+
+    At most one open :class:`Session` object per session name per repository: the
+    session line lives in that object, so a second one would defeat serialisation.
+    Closing the repository closes its open sessions.
+    """
+
+    #: A short description of where the store lives, for messages (e.g. the path).
+    location: str = "?"
+
+    def __init__(self) -> None:
+        self._open: dict[str, Session] = {}
+        self._closed = False
+        self._lock = asyncio.Lock()
+
+    async def create_session(self, name: str) -> Session:
+        """Create and open a new session; :class:`SessionExistsError` if it exists."""
+        self._check_open()
+        check_session_name(name)
+        async with self._lock:
+            self._check_open()
+            if name in self._open:
+                raise SessionExistsError(
+                    f"session {name!r} already exists in {self.location} (and is open)"
+                )
+            return self._register(await self._create_session(name))
+
+    async def open_session(self, name: str, *, create: bool = False) -> Session:
+        """Open an existing session (:class:`SessionNotFoundError` if missing), or create
+        it when ``create`` is true."""
+        self._check_open()
+        check_session_name(name)
+        async with self._lock:
+            self._check_open()
+            if name in self._open:
+                raise StorageError(
+                    f"session {name!r} is already open in this repository ({self.location}); "
+                    "share that Session object or close it first"
+                )
+            return self._register(await self._open_session(name, create=create))
+
+    async def list_sessions(self) -> list[str]:
+        """Return the names of all sessions in the store, sorted."""
+        self._check_open()
+        return sorted(await self._list_sessions())
+
+    async def delete_session(self, name: str) -> None:
+        """Delete a session and everything it holds (side files, rows, spill).
+
+        :class:`SessionNotFoundError` if it does not exist; a :class:`StorageError` if it
+        is open in this repository (close it first).
+        """
+        self._check_open()
+        check_session_name(name)
+        async with self._lock:
+            self._check_open()
+            if name in self._open:
+                raise StorageError(
+                    f"session {name!r} is open in this repository ({self.location}); "
+                    "close it before deleting it"
+                )
+            await self._delete_session(name)
+
+    async def close(self) -> None:
+        """Close every open session, then the store (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            for session in list(self._open.values()):
+                await session.close()
+        finally:
+            await self._close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    async def __aenter__(self) -> Repository:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.location}{' closed' if self._closed else ''}>"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError(f"repository {self.location} is closed; open it again")
+
+    def _register(self, session: Session) -> Session:
+        self._open[session.name] = session
+        session._on_close = self._forget
+        return session
+
+    def _forget(self, session: Session) -> None:
+        if self._open.get(session.name) is session:
+            del self._open[session.name]
+
+    # -- backend hooks ------------------------------------------------------------
+
+    @abstractmethod
+    async def _create_session(self, name: str) -> Session:
+        """Create a new session (raise SessionExistsError if it exists) and open it."""
+
+    @abstractmethod
+    async def _open_session(self, name: str, *, create: bool) -> Session:
+        """Open ``name`` (SessionNotFoundError if missing and not ``create``)."""
+
+    @abstractmethod
+    async def _list_sessions(self) -> list[str]: ...
+
+    @abstractmethod
+    async def _delete_session(self, name: str) -> None:
+        """Delete ``name`` (SessionNotFoundError if missing). It is not open here."""
+
+    @abstractmethod
+    async def _close(self) -> None:
+        """Release the store's resources (called once, after its sessions closed)."""

@@ -1,0 +1,69 @@
+"""The one exception hierarchy of toolfold.storage.
+
+::
+
+    Exception
+     └── StorageError              anything storage refuses or cannot do
+          ├── ScopeError           a bad scope id, or writes of two scopes in one transaction
+          ├── InvalidValueError    a value that is not plain JSON (also a TypeError)
+          ├── CorruptStoreError    a store file/record that cannot be read (carries path, record)
+          ├── ClosedError          a session or repository used after ``close()``
+          ├── BackendError         the backend broke underneath us (sqlite3, psycopg, OSError)
+          ├── SessionNotFoundError opening/deleting a session that does not exist
+          └── SessionExistsError   creating a session that already exists
+
+Errors from sqlite3, psycopg and the operating system never leak out of the
+layer: they are re-raised as one of these with the original as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Root of every error toolfold.storage raises."""
+
+
+class ScopeError(StorageError, ValueError):
+    """Raised for an invalid scope id, or a transaction whose writes span two scopes."""
+
+
+class InvalidValueError(StorageError, TypeError):
+    """Raised when a value to store is not plain JSON; names the write and the bad part.
+
+    Nothing of the transaction is committed.
+    """
+
+
+class CorruptStoreError(StorageError):
+    """Raised when a store cannot be read back: a malformed record, a foreign side file,
+    a file that is not a database.
+
+    ``path`` is the offending file (or DSN / table); ``record`` is the line number or
+    record identifier when known, else ``None``.
+    """
+
+    def __init__(self, message: str, *, path: str, record: int | str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.record = record
+
+
+class ClosedError(StorageError):
+    """Raised when a session or repository is used after it was closed by its owner.
+
+    "Closed by us" — compare :class:`BackendError`, "broke underneath us".
+    """
+
+
+class BackendError(StorageError):
+    """Raised when the underlying database or file system fails; ``__cause__`` holds the
+    original exception. The transaction in flight was not committed (or, for a failure
+    after the commit point, the error says so)."""
+
+
+class SessionNotFoundError(StorageError, LookupError):
+    """Raised when opening or deleting a session that does not exist in the repository."""
+
+
+class SessionExistsError(StorageError):
+    """Raised when creating a session whose name is already taken."""

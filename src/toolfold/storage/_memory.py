@@ -1,0 +1,206 @@
+"""The in-memory backend: dicts keyed by (scope, namespace, key), one next_seq.
+
+It is the reference model for the conformance and property tests. Values are kept as
+encoded JSON bytes, so a caller mutating what it wrote or read can never change the
+store, and every value round-trips exactly as it would through a durable backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
+from ._base import (
+    Entry,
+    ListElement,
+    Order,
+    Repository,
+    Session,
+    encode_json,
+    page_sorted,
+)
+from ._errors import SessionExistsError, SessionNotFoundError
+from ._writes import (
+    JSON,
+    AppendEntry,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    RetireScope,
+    SetValue,
+    Write,
+)
+
+__all__ = ["MemoryRepository", "MemorySession"]
+
+_Key = tuple[Scope, str, str]
+
+
+class _Element:
+    __slots__ = ("data", "seq", "tag")
+
+    def __init__(self, seq: int, data: bytes, tag: str | None) -> None:
+        self.seq = seq
+        self.data = data
+        self.tag = tag
+
+
+class _MemoryData:
+    """One session's state; survives close/reopen within its repository."""
+
+    def __init__(self) -> None:
+        self.next_seq = 1
+        self.values: dict[_Key, bytes] = {}
+        self.lists: dict[_Key, list[_Element]] = {}
+        self.entries: list[tuple[int, bytes]] = []
+
+    def apply(self, writes: tuple[Write, ...], seqs: tuple[int, ...]) -> None:
+        # Encode everything first: once we start mutating nothing may fail, which is
+        # what makes this transaction atomic.
+        encoded = [
+            encode_json(w.value)
+            if isinstance(w, SetValue)
+            else encode_json(w.element)
+            if isinstance(w, AppendList)
+            else encode_json(w.entry)
+            if isinstance(w, AppendEntry)
+            else b""
+            for w in writes
+        ]
+        for w, seq, data in zip(writes, seqs, encoded, strict=True):
+            if isinstance(w, SetValue):
+                self.values[_key(w.address)] = data
+            elif isinstance(w, DeleteValue):
+                self.values.pop(_key(w.address), None)
+            elif isinstance(w, AppendList):
+                self.lists.setdefault(_key(w.address), []).append(_Element(seq, data, w.tag))
+            elif isinstance(w, DeleteList):
+                self.lists.pop(_key(w.address), None)
+            elif isinstance(w, AppendEntry):
+                self.entries.append((seq, data))
+            elif isinstance(w, RetireScope):
+                self.retire(w.scope)
+        self.next_seq = seqs[-1] + 1
+
+    def retire(self, scope: EphemeralScope) -> None:
+        # Everything of the scope has a smaller seq than the retirement (seqs only
+        # grow), so "dead" is simply "all of it".
+        for k in [k for k in self.values if k[0] == scope]:
+            del self.values[k]
+        for k in [k for k in self.lists if k[0] == scope]:
+            del self.lists[k]
+
+
+def _key(address: ValueAddress[Any] | ListAddress[Any]) -> _Key:
+    return (address.scope, address.namespace, address.key)
+
+
+class MemorySession(Session):
+    """A session held in memory (see :class:`MemoryRepository`)."""
+
+    def __init__(self, name: str, data: _MemoryData) -> None:
+        super().__init__(name, data.next_seq)
+        self._data = data
+
+    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+        seqs = self._allocate(len(writes))
+        self._data.apply(writes, seqs)
+        return seqs
+
+    async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
+        data = self._data.values.get(_key(address))
+        return None if data is None else _loads(data)
+
+    async def _scan_values(
+        self, namespace: str, key_prefix: str, scope: Scope
+    ) -> list[tuple[str, JSON]]:
+        hits = [
+            (k[2], data)
+            for k, data in self._data.values.items()
+            if k[0] == scope and k[1] == namespace and k[2].startswith(key_prefix)
+        ]
+        hits.sort(key=lambda kv: kv[0])
+        return [(key, _loads(data)) for key, data in hits]
+
+    async def _read_list(
+        self,
+        address: ListAddress[Any],
+        cursor: int | None,
+        order: Order,
+        limit: int | None,
+        stop_at_tag: str | None,
+    ) -> list[ListElement]:
+        raw = self._data.lists.get(_key(address), [])
+        page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
+        return [ListElement(e.seq, _loads(e.data), e.tag) for e in page]
+
+    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
+        out: list[Entry] = []
+        for seq, data in self._data.entries:
+            if cursor is not None and seq <= cursor:
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(Entry(seq, _loads(data)))
+        return out
+
+    async def _live_scopes(self) -> list[EphemeralScope]:
+        scopes: set[EphemeralScope] = set()
+        for k in self._data.values:
+            if isinstance(k[0], EphemeralScope):
+                scopes.add(k[0])
+        for k in self._data.lists:
+            if isinstance(k[0], EphemeralScope):
+                scopes.add(k[0])
+        return list(scopes)
+
+    async def _close(self) -> None:
+        pass
+
+
+def _loads(data: bytes) -> JSON:
+    result: JSON = orjson.loads(data)
+    return result
+
+
+class MemoryRepository(Repository):
+    """A repository whose sessions live in this process only (``memory:``).
+
+    Sessions survive close/reopen while the repository object lives; nothing touches
+    the disk, so the fsync policy does not apply.
+    """
+
+    location = "memory:"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sessions: dict[str, _MemoryData] = {}
+
+    async def _create_session(self, name: str) -> Session:
+        if name in self._sessions:
+            raise SessionExistsError(f"session {name!r} already exists in memory:")
+        self._sessions[name] = _MemoryData()
+        return MemorySession(name, self._sessions[name])
+
+    async def _open_session(self, name: str, *, create: bool) -> Session:
+        data = self._sessions.get(name)
+        if data is None:
+            if not create:
+                raise SessionNotFoundError(
+                    f"no session {name!r} in memory:; create it first "
+                    "(create_session, or open_session(..., create=True))"
+                )
+            data = self._sessions[name] = _MemoryData()
+        return MemorySession(name, data)
+
+    async def _list_sessions(self) -> list[str]:
+        return list(self._sessions)
+
+    async def _delete_session(self, name: str) -> None:
+        if self._sessions.pop(name, None) is None:
+            raise SessionNotFoundError(f"no session {name!r} in memory: to delete")
+
+    async def _close(self) -> None:
+        pass

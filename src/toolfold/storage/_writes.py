@@ -1,0 +1,300 @@
+"""The writes a transaction is made of, the JSON they carry, and the one-scope rule."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeAlias
+
+from ._addresses import (
+    SESSION,
+    EphemeralScope,
+    ListAddress,
+    Sc,
+    Scope,
+    SessionScope,
+    ValueAddress,
+)
+from ._errors import InvalidValueError, ScopeError, StorageError
+
+__all__ = [
+    "JSON",
+    "AppendEntry",
+    "AppendList",
+    "DeleteList",
+    "DeleteValue",
+    "EphemeralWrite",
+    "JSONLike",
+    "RetireScope",
+    "SessionWrite",
+    "SetValue",
+    "Write",
+    "append_entry",
+    "append_list",
+    "check_json",
+    "delete_list",
+    "delete_value",
+    "retire_scope",
+    "scope_of",
+    "set_value",
+]
+
+#: A JSON value as storage returns it.
+JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
+#: A JSON value as storage accepts it (tuples and other sequences/mappings read back
+#: as ``list`` / ``dict``).
+JSONLike: TypeAlias = (
+    "bool | int | float | str | Sequence[JSONLike] | Mapping[str, JSONLike] | None"
+)
+
+# orjson (our encoder) handles integers in the signed/unsigned 64-bit range and at
+# most 254 levels of nesting; checking here keeps every backend (Memory included)
+# accepting exactly the same values.
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1
+MAX_DEPTH = 250
+
+
+def _where(path: list[str | int]) -> str:
+    return "".join(f"[{p!r}]" for p in path) or "the value itself"
+
+
+def check_json(value: object, what: str) -> None:
+    """Raise :class:`InvalidValueError` unless ``value`` is plain, finite JSON.
+
+    ``what`` names the write (e.g. ``"set_value of value 'ns'/'k' in SESSION"``) so the
+    message says where the bad part is. Strings must be valid Unicode, dict keys must be
+    ``str``, floats finite, integers within 64 bits, nesting at most 250 levels.
+    """
+    path: list[str | int] = []
+
+    def bad(reason: str) -> InvalidValueError:
+        return InvalidValueError(
+            f"{what}: {reason} at {_where(path)}; storage accepts only plain JSON "
+            "(None, bool, int, finite float, str, list, dict with str keys) — "
+            "nothing of this transaction was committed"
+        )
+
+    def walk(v: object, depth: int) -> None:
+        if v is None or isinstance(v, bool):
+            return
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise bad(f"string {v[:40]!r} holds a lone surrogate") from None
+            return
+        if isinstance(v, int):
+            if not _MIN_INT <= v <= _MAX_INT:
+                raise bad(f"integer {v} is outside the 64-bit range")
+            return
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise bad(f"float {v!r} is not finite")
+            return
+        if depth >= MAX_DEPTH:
+            raise bad(f"nesting deeper than {MAX_DEPTH} levels")
+        if isinstance(v, list | tuple):
+            for i, item in enumerate(v):
+                path.append(i)
+                walk(item, depth + 1)
+                path.pop()
+            return
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise bad(f"dict key {k!r} is a {type(k).__name__}, not a str")
+                path.append(k)
+                walk(k, depth)
+                walk(item, depth + 1)
+                path.pop()
+            return
+        raise bad(f"{type(v).__name__} {v!r:.60} is not JSON")
+
+    walk(value, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class SetValue(Generic[Sc]):
+    """Set the value at ``address`` to ``value`` (replacing any previous value)."""
+
+    address: ValueAddress[Sc]
+    value: JSONLike
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteValue(Generic[Sc]):
+    """Delete the value at ``address`` (no error if it is missing)."""
+
+    address: ValueAddress[Sc]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendList(Generic[Sc]):
+    """Append ``element`` (opaque JSON) to the list at ``address``, with an optional tag."""
+
+    address: ListAddress[Sc]
+    element: JSONLike
+    tag: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tag is not None and (not isinstance(self.tag, str) or not self.tag):
+            raise StorageError(
+                f"append_list to {self.address}: tag must be a non-empty str or None, "
+                f"got {self.tag!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteList(Generic[Sc]):
+    """Delete the whole list at ``address`` (no error if it is missing)."""
+
+    address: ListAddress[Sc]
+
+
+@dataclass(frozen=True, slots=True)
+class AppendEntry:
+    """Append ``entry`` to the settled transcript (always session scope)."""
+
+    entry: JSONLike
+
+
+@dataclass(frozen=True, slots=True)
+class RetireScope:
+    """End the current lifetime of ``scope``: everything of it with a smaller seq is dead.
+
+    A session-scope write: it commits together with the settled result entries.
+    """
+
+    scope: EphemeralScope
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.scope, EphemeralScope):
+            raise ScopeError(
+                f"retire_scope needs an ephemeral_scope(id), got {self.scope!r}; "
+                "the session scope cannot be retired"
+            )
+
+
+#: A write that belongs to the session scope.
+SessionWrite: TypeAlias = (
+    SetValue[SessionScope]
+    | DeleteValue[SessionScope]
+    | AppendList[SessionScope]
+    | DeleteList[SessionScope]
+    | AppendEntry
+    | RetireScope
+)
+#: A write that belongs to an ephemeral scope.
+EphemeralWrite: TypeAlias = (
+    SetValue[EphemeralScope]
+    | DeleteValue[EphemeralScope]
+    | AppendList[EphemeralScope]
+    | DeleteList[EphemeralScope]
+)
+#: Any write.
+Write: TypeAlias = (
+    SetValue[Any] | DeleteValue[Any] | AppendList[Any] | DeleteList[Any] | AppendEntry | RetireScope
+)
+
+_WRITE_TYPES = (SetValue, DeleteValue, AppendList, DeleteList, AppendEntry, RetireScope)
+
+
+def set_value(address: ValueAddress[Sc], value: JSONLike) -> SetValue[Sc]:
+    """Return a write setting ``address`` to ``value``."""
+    return SetValue(address, value)
+
+
+def delete_value(address: ValueAddress[Sc]) -> DeleteValue[Sc]:
+    """Return a write deleting the value at ``address``."""
+    return DeleteValue(address)
+
+
+def append_list(
+    address: ListAddress[Sc], element: JSONLike, tag: str | None = None
+) -> AppendList[Sc]:
+    """Return a write appending ``element`` (with optional non-empty ``tag``) to a list."""
+    return AppendList(address, element, tag)
+
+
+def delete_list(address: ListAddress[Sc]) -> DeleteList[Sc]:
+    """Return a write deleting the list at ``address``."""
+    return DeleteList(address)
+
+
+def append_entry(entry: JSONLike) -> AppendEntry:
+    """Return a write appending ``entry`` to the settled transcript."""
+    return AppendEntry(entry)
+
+
+def retire_scope(scope: EphemeralScope) -> RetireScope:
+    """Return the (session-scope) write retiring ``scope``."""
+    return RetireScope(scope)
+
+
+def write_scope(write: Write) -> Scope:
+    """Return the scope a single write belongs to."""
+    if isinstance(write, AppendEntry | RetireScope):
+        return SESSION
+    if isinstance(write, SetValue | DeleteValue | AppendList | DeleteList):
+        scope: Scope = write.address.scope
+        return scope
+    raise StorageError(
+        f"not a storage write: {type(write).__name__} {write!r:.80}; build writes with "
+        "set_value(), delete_value(), append_list(), delete_list(), append_entry(), "
+        "retire_scope()"
+    )
+
+
+def describe(write: Write) -> str:
+    """Return a short human description of a write, for error messages."""
+    if isinstance(write, AppendEntry):
+        return "append_entry"
+    if isinstance(write, RetireScope):
+        return f"retire_scope({write.scope.id!r})"
+    verb = {
+        SetValue: "set_value",
+        DeleteValue: "delete_value",
+        AppendList: "append_list",
+        DeleteList: "delete_list",
+    }[type(write)]
+    return f"{verb} of {write.address}"
+
+
+def scope_of(writes: Iterable[Write]) -> Scope:
+    """Return the one scope all ``writes`` belong to.
+
+    Raises :class:`ScopeError` for a mixed transaction (two files cannot be written
+    atomically, so storage refuses to pretend they can), and :class:`StorageError`
+    for an empty one or a non-write.
+    """
+    ws = list(writes)
+    first: Scope | None = None
+    first_index = 0
+    for i, w in enumerate(ws):
+        s = write_scope(w)
+        if first is None:
+            first, first_index = s, i
+        elif s != first:
+            raise ScopeError(
+                f"a transaction must stay in one scope: write {first_index} "
+                f"({describe(ws[first_index])}) is in {first!r} but write {i} "
+                f"({describe(w)}) is in {s!r}; commit them as two transactions"
+            )
+    if first is None:
+        raise StorageError("scope_of needs at least one write")
+    return first
+
+
+def check_writes(writes: Sequence[Write]) -> None:
+    """Validate every write's payload (JSON) — raises before anything is committed."""
+    for i, w in enumerate(writes):
+        if not isinstance(w, _WRITE_TYPES):
+            write_scope(w)  # raises the descriptive error
+        if isinstance(w, SetValue):
+            check_json(w.value, f"write {i} ({describe(w)})")
+        elif isinstance(w, AppendList):
+            check_json(w.element, f"write {i} ({describe(w)})")
+        elif isinstance(w, AppendEntry):
+            check_json(w.entry, f"write {i} ({describe(w)})")
