@@ -5,6 +5,7 @@
     ValueError
      └── ChordError            anything Chord refuses (untrusted ops, producer misuse)
           ├── ShapeError       a malformed op: unknown verb, wrong arity, wrong field type
+          │    └── JSONValueError   a payload that is not JSON-only (also a TypeError)
           ├── PathError        a path that cannot be resolved (carries ``.path``)
           └── UnsafePathError  a reserved or invalid path segment (carries ``.segment``)
 
@@ -49,3 +50,16 @@ class UnsafePathError(ChordError):
     def __init__(self, message: str, segment: Any = None) -> None:
         super().__init__(message)
         self.segment = segment
+
+
+class JSONValueError(ShapeError, TypeError):
+    """Raised when a value to replicate is not JSON-only (a ``set``, ``tuple``, ``bytes``, NaN,
+    a non-``str`` key, nesting beyond the depth bound, ...).
+
+    It is a ``ChordError`` (so ``apply`` lets nothing else escape) and a ``TypeError`` (what
+    Python callers expect for a value of the wrong type). ``path`` is where the bad part sits.
+    """
+
+    def __init__(self, message: str, path: Any = None) -> None:
+        super().__init__(message)
+        self.path = path

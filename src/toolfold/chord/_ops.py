@@ -1,0 +1,413 @@
+"""Op vocabulary of Chord: type aliases, integer/segment rules, JSON checks and the two validators."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, NoReturn, TypeAlias
+
+from ._errors import JSONValueError, ShapeError, UnsafePathError
+
+__all__ = [
+    "JSON",
+    "MAX_DEPTH",
+    "OP_VERBS",
+    "RESERVED_SEGMENTS",
+    "Batch",
+    "Op",
+    "Path",
+    "Segment",
+    "WireBatch",
+    "WireOp",
+    "as_index",
+    "check_json",
+    "check_op",
+    "copy_json",
+    "describe",
+    "is_base",
+    "validate_op",
+    "validate_wire_op",
+]
+
+JSON: TypeAlias = Any
+"""A JSON value: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``, ``dict`` with
+``str`` keys. (``Any`` because a recursive alias would make ``dict[str, int]`` unassignable.)"""
+
+Segment: TypeAlias = str | int
+"""One path step: an object key (``str``) or an array index (non-negative ``int``)."""
+
+Path: TypeAlias = list[Segment]
+"""Where an op applies; ``[]`` is the root (only ``p`` and ``m`` may target it)."""
+
+Op: TypeAlias = list[Any]
+"""A decoded op, e.g. ``["a", ["content", 0, "text"], "chunk"]`` (long form, inline path)."""
+
+WireOp: TypeAlias = list[Any]
+"""An encoded op: long or short form, a path or an interned id, or a ``["#", id, path]``."""
+
+Batch: TypeAlias = list[Op]
+"""One flush: a list of ops. A base batch starts with ``r``."""
+
+WireBatch: TypeAlias = list[WireOp]
+"""One encoded flush."""
+
+RESERVED_SEGMENTS: frozenset[str] = frozenset({"__proto__", "constructor", "prototype"})
+"""Path segments every Chord producer and applier refuses (JavaScript replicas walk paths with
+``obj[key]``; these names reach the prototype chain there)."""
+
+OP_VERBS: frozenset[str] = frozenset("rsdatpm")
+"""The seven verbs of the decoded vocabulary (the wire adds ``#``)."""
+
+MAX_DEPTH = 254
+"""Deepest container nesting accepted inside one payload (``r``/``s`` value, ``p`` items).
+
+Chosen to match what ``orjson`` (used by storage and transport) can serialise, and to keep the
+recursive copy far away from Python's recursion limit: a forged payload gets a ``ShapeError``,
+never a ``RecursionError``."""
+
+_VERB_LIST = "r, s, d, a, t, p, m"
+_MAX_SHOWN = 160
+
+
+def describe(value: Any) -> str:
+    """Short, safe text for a value inside an error message (truncated; never raises)."""
+    try:
+        text = repr(value)
+    except Exception:  # a hostile __repr__ must not replace the real error
+        text = f"<{type(value).__name__}>"
+    if len(text) > _MAX_SHOWN:
+        text = text[: _MAX_SHOWN - 3] + "..."
+    return text
+
+
+def as_index(value: Any) -> int | None:
+    """``value`` as a non-negative integer field, or ``None`` when it is not one.
+
+    Integer fields (indices, counts, ids, path segments) accept a JSON integer or a
+    whole-valued float (``1.0``, what JavaScript cannot tell apart from ``1``), never a bool.
+    """
+    t = type(value)
+    if t is int:
+        return value if value >= 0 else None
+    if t is float:
+        if value.is_integer() and value >= 0:
+            return int(value)
+        return None
+    return None
+
+
+def is_base(batch: Sequence[Any]) -> bool:
+    """True when ``batch`` (decoded or wire) starts with ``r``: it replaces the whole value.
+
+    Exactly ``len(batch) > 0 and batch[0][0] == "r"``; never raises (garbage is not a base).
+    """
+    try:
+        return len(batch) > 0 and batch[0][0] == "r"
+    except Exception:
+        return False
+
+
+# -- JSON values -------------------------------------------------------------------------------
+
+
+class _NotJSON(Exception):
+    """Internal: carries the reason and the location (innermost first) out of the recursion."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.loc: list[Segment] = []
+
+
+def _copy(value: Any, depth: int) -> Any:
+    # Exact type checks on purpose: a str/int/dict subclass (enums, OrderedDict, ...) would
+    # serialise differently or not at all; bool is checked before int because it is one.
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        if math.isfinite(value):
+            return value
+        raise _NotJSON(f"{value!r} is not a finite number (JSON has no NaN or infinity)")
+    if depth >= MAX_DEPTH:
+        raise _NotJSON(f"containers are nested deeper than {MAX_DEPTH} levels")
+    if t is list:
+        out: list[Any] = []
+        append = out.append
+        for i, item in enumerate(value):
+            ti = type(item)
+            if ti is str or ti is int or ti is bool or item is None:
+                append(item)
+                continue
+            try:
+                append(_copy(item, depth + 1))
+            except _NotJSON as exc:
+                exc.loc.append(i)
+                raise
+        return out
+    if t is dict:
+        obj: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotJSON(f"object key {describe(key)} is not a str")
+            ti = type(item)
+            if ti is str or ti is int or ti is bool or item is None:
+                obj[key] = item
+                continue
+            try:
+                obj[key] = _copy(item, depth + 1)
+            except _NotJSON as exc:
+                exc.loc.append(key)
+                raise
+        return obj
+    hint = " (use a list)" if t in (tuple, set, frozenset) else ""
+    raise _NotJSON(f"{t.__name__} {describe(value)} is not a JSON value{hint}")
+
+
+def _not_json(exc: _NotJSON, path: Sequence[Any], what: str) -> NoReturn:
+    where = [*path, *reversed(exc.loc)]
+    raise JSONValueError(
+        f"{what} at path {describe(where)}: {exc.reason}; only None, bool, int, finite float, "
+        f"str, list and dict with str keys can be replicated",
+        path=where,
+    ) from None
+
+
+def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value") -> Any:
+    """A fresh copy of the JSON value ``value`` (strings and numbers are shared: immutable).
+
+    Raises :class:`JSONValueError` (a ``ChordError`` and a ``TypeError``) naming the path of the
+    first non-JSON part; ``path`` is where ``value`` itself sits, for the message.
+    """
+    try:
+        return _copy(value, 0)
+    except _NotJSON as exc:
+        _not_json(exc, path, what)
+    except RecursionError:  # only when the caller's own stack is already nearly exhausted
+        raise JSONValueError(
+            f"{what} at path {describe(list(path))} is too deeply nested to copy", path=list(path)
+        ) from None
+
+
+def check_json(value: Any, path: Sequence[Any] = ()) -> None:
+    """Check that ``value`` is JSON-only; raise :class:`JSONValueError` naming the bad part.
+
+    Signature for producers (the tracker): ``check_json(value, path)`` where ``path`` is the
+    path ``value`` is being written to. Rejects ``set``, ``tuple``, ``bytes``, NaN/infinity,
+    non-``str`` keys, subclasses of the JSON types, cycles and nesting beyond
+    :data:`MAX_DEPTH` (cycles are caught by the depth bound).
+    """
+    copy_json(value, path)
+
+
+# -- ops -----------------------------------------------------------------------------------------
+
+
+def _shape(message: str, where: str, op: Any) -> NoReturn:
+    raise ShapeError(f"{message} at {where}: {describe(op)}")
+
+
+def _segment(seg: Any, path: Any, where: str) -> Segment:
+    if type(seg) is str:
+        if seg in RESERVED_SEGMENTS:
+            raise UnsafePathError(
+                f"unsafe path segment: {seg!r} in path {describe(path)} at {where}; "
+                f"{', '.join(sorted(RESERVED_SEGMENTS))} are refused as path segments "
+                f"(JavaScript replicas would reach the prototype); write the value inside "
+                f"its parent's payload instead",
+                segment=seg,
+            )
+        return seg
+    index = as_index(seg)
+    if index is None:
+        raise UnsafePathError(
+            f"unsafe path segment: {describe(seg)} in path {describe(path)} at {where}; "
+            f"a segment is a str key or a non-negative integer index",
+            segment=seg,
+        )
+    return index
+
+
+def check_path(path: Any, where: str) -> Path:
+    """Validate a path (list of segments) and return it with integer segments normalised."""
+    if type(path) is not list and type(path) is not tuple:
+        raise ShapeError(f"path is not an array at {where}: {describe(path)}")
+    out: Path = []
+    for seg in path:
+        if type(seg) is str and seg not in RESERVED_SEGMENTS:
+            out.append(seg)
+        else:
+            out.append(_segment(seg, path, where))
+    return out
+
+
+def _check_perm(perm: Any, where: str, op: Any) -> list[int]:
+    if type(perm) is not list and type(perm) is not tuple:
+        _shape("m permutation is not an array", where, op)
+    n = len(perm)
+    seen = bytearray(n)
+    out: list[int] = []
+    for p in perm:
+        i = as_index(p)
+        if i is None or i >= n or seen[i]:
+            _shape(
+                f"m permutation is not a bijection of 0..{n - 1} (bad entry {describe(p)})",
+                where,
+                op,
+            )
+        seen[i] = 1
+        out.append(i)
+    return out
+
+
+def _count(value: Any, message: str, where: str, op: Any) -> int:
+    n = as_index(value)
+    if n is None:
+        _shape(f"{message} must be a non-negative integer, got {describe(value)}", where, op)
+    return n
+
+
+def check_op(op: Any, where: str = "op") -> Op:
+    """Validate a decoded op and return it normalised (a fresh list, integer fields as ``int``).
+
+    Payloads are not copied here (``apply`` copies them); ``where`` names the op in messages.
+    """
+    if type(op) is not list and type(op) is not tuple:
+        _shape("op is not an array", where, op)
+    n = len(op)
+    if n == 0:
+        _shape("op is empty (expected [verb, ...])", where, op)
+    verb = op[0]
+    if verb == "s" and type(verb) is str:
+        if n != 3:
+            _shape("s arity: expected ['s', path, value]", where, op)
+        path = check_path(op[1], where)
+        if not path:
+            _shape("path is empty: s needs a non-empty path (use r to replace the root)", where, op)
+        return ["s", path, op[2]]
+    if verb == "a" and type(verb) is str:
+        if n != 3:
+            _shape("a shape: expected ['a', path, text]", where, op)
+        path = check_path(op[1], where)
+        if not path:
+            _shape("path is empty: a needs a non-empty path", where, op)
+        if type(op[2]) is not str:
+            _shape(f"a value must be a str, got {describe(op[2])}", where, op)
+        return ["a", path, op[2]]
+    if verb == "p" and type(verb) is str:
+        if n != 5:
+            _shape("p arity: expected ['p', path, index, remove, items]", where, op)
+        path = check_path(op[1], where)
+        index = _count(op[2], "p index", where, op)
+        remove = _count(op[3], "p remove", where, op)
+        if type(op[4]) is not list and type(op[4]) is not tuple:
+            _shape(f"p items must be a list, got {describe(op[4])}", where, op)
+        return ["p", path, index, remove, op[4]]
+    if verb == "r" and type(verb) is str:
+        if n != 2:
+            _shape("r arity: expected ['r', value]", where, op)
+        return ["r", op[1]]
+    if verb == "t" and type(verb) is str:
+        if n != 3:
+            _shape("t shape: expected ['t', path, count]", where, op)
+        path = check_path(op[1], where)
+        if not path:
+            _shape("path is empty: t needs a non-empty path", where, op)
+        return ["t", path, _count(op[2], "t count", where, op)]
+    if verb == "d" and type(verb) is str:
+        if n != 2:
+            _shape("d arity: expected ['d', path]", where, op)
+        path = check_path(op[1], where)
+        if not path:
+            _shape("path is empty: d needs a non-empty path", where, op)
+        return ["d", path]
+    if verb == "m" and type(verb) is str:
+        if n != 3:
+            _shape("m arity: expected ['m', path, permutation]", where, op)
+        path = check_path(op[1], where)
+        return ["m", path, _check_perm(op[2], where, op)]
+    _shape(f"unknown op verb: {describe(verb)} (expected one of {_VERB_LIST})", where, op)
+
+
+def validate_op(op: Any) -> None:
+    """Check one decoded op (long form, inline path; no ids, no short forms, no ``#``).
+
+    Raises :class:`ShapeError` for a malformed op and :class:`UnsafePathError` for a reserved
+    or invalid segment. Values inside payloads are checked by ``apply`` when it copies them.
+    """
+    check_op(op)
+
+
+# Wire grammar: verb -> arities of the short form and of the long form.
+_WIRE_ARITY: dict[str, tuple[int, int]] = {
+    "r": (2, 2),
+    "s": (2, 3),
+    "d": (1, 2),
+    "a": (2, 3),
+    "t": (2, 3),
+    "p": (4, 5),
+    "m": (2, 3),
+}
+
+
+def check_wire_op(op: Any, where: str = "op") -> tuple[str, Any, list[Any]]:
+    """Validate one wire op; return ``(verb, target, args)``.
+
+    ``target`` is ``None`` for a short form (and for ``r``), an ``int`` id, or a normalised path
+    (``list``); for ``#`` it is the id and ``args`` is ``[path]``.
+    """
+    if type(op) is not list and type(op) is not tuple:
+        _shape("op is not an array", where, op)
+    n = len(op)
+    if n == 0:
+        _shape("op is empty (expected [verb, ...])", where, op)
+    verb = op[0]
+    if type(verb) is not str:
+        _shape(f"unknown op verb: {describe(verb)} (expected one of {_VERB_LIST}, #)", where, op)
+    if verb == "#":
+        ident = as_index(op[1]) if n == 3 else None
+        if ident is None or (type(op[2]) is not list and type(op[2]) is not tuple):
+            _shape("# shape: expected ['#', id (non-negative integer), path]", where, op)
+        return "#", ident, [check_path(op[2], where)]
+    arity = _WIRE_ARITY.get(verb)
+    if arity is None:
+        _shape(f"unknown op verb: {describe(verb)} (expected one of {_VERB_LIST}, #)", where, op)
+    short, long = arity
+    if n != short and n != long:
+        _shape(f"{verb} arity: {n} elements (expected {short} or {long})", where, op)
+    if verb == "r":
+        return "r", None, [op[1]]
+    if n == long:
+        raw = op[1]
+        if type(raw) is list or type(raw) is tuple:
+            target: Any = check_path(raw, where)
+        else:
+            target = as_index(raw)
+            if target is None:
+                _shape(f"path is not an array (nor a path id): {describe(raw)}", where, op)
+        args = list(op[2:])
+    else:
+        target = None
+        args = list(op[1:])
+    if verb == "a":
+        if type(args[0]) is not str:
+            _shape(f"a value must be a str, got {describe(args[0])}", where, op)
+    elif verb == "t":
+        args[0] = _count(args[0], "t count", where, op)
+    elif verb == "p":
+        args[0] = _count(args[0], "p index", where, op)
+        args[1] = _count(args[1], "p remove", where, op)
+        if type(args[2]) is not list and type(args[2]) is not tuple:
+            _shape(f"p items must be a list, got {describe(args[2])}", where, op)
+    elif verb == "m":
+        args[0] = _check_perm(args[0], where, op)
+    return verb, target, args
+
+
+def validate_wire_op(op: Any) -> None:
+    """Check one wire op in isolation (long or short form, path or id, or ``#``).
+
+    Whether a short form has a previous path or an id is defined is the decoder's business
+    (``PathError`` there); this checks verb, arity and field types.
+    """
+    check_wire_op(op)
