@@ -206,8 +206,10 @@
           throw new PathError("unresolvable path: " + show(path.slice(0, i + 1)), path.slice(0, i + 1));
         }
         node = node[seg];
-      } else if (isPlainObject(node) && typeof seg === "string" && hasOwn.call(node, seg)) {
-        node = node[seg];
+      } else if (isPlainObject(node) && hasOwn.call(node, String(seg))) {
+        // An integer segment on an object addresses the key of its decimal
+        // text (obj[0] is obj["0"]), as in the Python applier.
+        node = node[String(seg)];
       } else {
         throw new PathError("unresolvable path: " + show(path.slice(0, i + 1)), path.slice(0, i + 1));
       }
@@ -220,16 +222,18 @@
   }
 
   // Read the string at parent[key] (for a and t).
-  function stringAt(parent, key, path) {
+  function stringAt(parent, key, path) {  // -> [slot, string]
     if (Array.isArray(parent)) {
       if (typeof key !== "number") throw unresolvable(path);
       if (key >= parent.length) throw new UnsafePathError("unsafe path segment: " + key, key);
-    } else if (!isPlainObject(parent) || typeof key !== "string" || !hasOwn.call(parent, key)) {
+    } else if (!isPlainObject(parent) || !hasOwn.call(parent, String(key))) {
       throw unresolvable(path);
+    } else {
+      key = String(key);
     }
     const s = parent[key];
     if (typeof s !== "string") throw new PathError("not a string at " + show(path), path);
-    return s;
+    return [key, s];
   }
 
   // Apply decoded ops to `target` atomically; returns the new value (a root
@@ -279,7 +283,7 @@
       } else {
         const perm = op[2];
         if (perm.length !== arr.length) {
-          throw new PathError("m permutation length " + perm.length + " does not match array length " + arr.length + " at " + show(path), path);
+          throw new ShapeError("m permutation has " + perm.length + " entries but the array at " + show(path) + " has " + arr.length);
         }
         const old = arr.slice();
         for (let i = 0; i < perm.length; i++) arr[i] = old[perm[i]];
@@ -302,7 +306,8 @@
           parent[key] = v;
           undo.push(() => { parent[key] = old; });
         }
-      } else if (isPlainObject(parent) && typeof key === "string") {
+      } else if (isPlainObject(parent)) {
+        const key = String(path[path.length - 1]);
         const had = hasOwn.call(parent, key);
         const old = parent[key];
         parent[key] = v;
@@ -318,7 +323,8 @@
         if (key >= parent.length) throw new UnsafePathError("unsafe path segment: " + key, key);
         const old = parent.splice(key, 1);
         undo.push(() => { parent.splice(key, 0, old[0]); });
-      } else if (isPlainObject(parent) && typeof key === "string") {
+      } else if (isPlainObject(parent)) {
+        const key = String(path[path.length - 1]);
         if (hasOwn.call(parent, key)) {
           const old = parent[key];
           delete parent[key];
@@ -330,10 +336,10 @@
       return value;
     }
     // a, t
-    const s = stringAt(parent, key, path);
+    const [k, s] = stringAt(parent, key, path);
     const next = verb === "a" ? s + op[2] : s.slice(op[2]);
-    parent[key] = next;
-    undo.push(() => { parent[key] = s; });
+    parent[k] = next;
+    undo.push(() => { parent[k] = s; });
     return value;
   }
 

@@ -1,0 +1,548 @@
+"""Lane reduction (seed §6) and the lane host that replicates a lane view as Chord ops.
+
+``reduce_lane_snapshot`` folds harness events into a plain ``LaneView`` dict. It
+takes the event and the view, nothing else: no tool registry, no tool code, so a
+tool rewritten between a crash and a resume cannot make a persisted stream
+unreadable.
+
+``LaneHost`` runs that same reducer on a view held by a Chord tracker; the
+tracker turns the reducer's mutations into ops, which the host encodes and
+fans out to subscribers. The harness itself never emits lane ops.
+
+``Lanes`` routes a harness's event stream to one host per lane (a ``RunStart``
+names the lane; later events of that run follow it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypedDict
+
+import orjson
+
+from toolfold import chord
+from toolfold.chord import ChordError, Encoder, apply
+
+from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+
+__all__ = [
+    "DEFAULT_BUFFER_BATCHES",
+    "DEFAULT_BUFFER_BYTES",
+    "DEFAULT_SETTLED_TOOLS",
+    "DEFAULT_TRANSCRIPT_TAIL",
+    "LaneClosedError",
+    "LaneError",
+    "LaneHost",
+    "LaneOperation",
+    "LaneSubscription",
+    "LaneTool",
+    "LaneView",
+    "Lanes",
+    "LaneBatch",
+    "new_lane_view",
+    "reduce_lane_snapshot",
+]
+
+DEFAULT_TRANSCRIPT_TAIL = 50
+"""How many settled ``ToolResultMessage``s a lane view keeps (oldest dropped first)."""
+
+DEFAULT_SETTLED_TOOLS = 50
+"""How many settled tool calls stay in ``tools``/``order`` (running calls always stay)."""
+
+DEFAULT_BUFFER_BATCHES = 256
+"""Per-subscriber backlog bound, in batches, before the backlog is replaced by a fresh base."""
+
+DEFAULT_BUFFER_BYTES = 8 * 1024 * 1024
+"""Per-subscriber backlog bound, in encoded bytes, before the backlog is replaced by a fresh base."""
+
+
+class LaneOperation(TypedDict):
+    """The lane's current operation (the latest ``RunStart``)."""
+
+    run_id: str
+    status: Literal["running", "done"]
+
+
+class LaneTool(TypedDict):
+    """One tool call as the lane sees it: identity, status, and its folded output."""
+
+    tool_name: str
+    args: Any
+    run_id: str
+    turn_id: str
+    status: Literal["running", "done", "error"]
+    output: Any
+    """The folded ``ToolOutputState`` (``None`` until the first, base, update arrives)."""
+
+
+class LaneView(TypedDict):
+    """A lane's state: the operation, its tool calls with folded output, a transcript tail."""
+
+    lane: str
+    operation: LaneOperation | None
+    tools: dict[str, LaneTool]
+    order: list[str]
+    transcript: list[dict[str, Any]]
+
+
+class LaneError(Exception):
+    """Root of the errors the lane host raises."""
+
+
+class LaneClosedError(LaneError):
+    """Raised when subscribing to or publishing on a host that was closed."""
+
+
+def new_lane_view(lane: str) -> LaneView:
+    """An empty lane view for ``lane``."""
+    return {"lane": lane, "operation": None, "tools": {}, "order": [], "transcript": []}
+
+
+def _plain(value: Any) -> Any:
+    """Structural copy: containers are copied, leaves (strings, numbers) shared.
+
+    Works on tracked proxies too (they read like dicts and lists), and costs the
+    number of containers, not the number of bytes: strings are immutable.
+    """
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence):
+        return [_plain(v) for v in value]
+    if hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    return [_plain(v) for v in value]
+
+
+def reduce_lane_snapshot(
+    view: LaneView,
+    event: HarnessEvent,
+    *,
+    transcript_tail: int = DEFAULT_TRANSCRIPT_TAIL,
+    settled_tools: int = DEFAULT_SETTLED_TOOLS,
+) -> None:
+    """Fold one harness event into ``view`` by plain mutation.
+
+    - ``RunStart``: the operation becomes ``{run_id, "running"}``; settled calls of
+      other runs leave ``tools`` (they live on in the transcript tail).
+    - ``ToolStart``: a running entry with ``output: None`` is added to ``tools``
+      and ``order`` (a repeated start for a known id resets that entry).
+    - ``ToolUpdate``: the ops are applied to the call's output. An update for a
+      call the view has never seen is ignored (the host sends a base batch); an
+      update whose ops cannot apply leaves the view unchanged.
+    - ``ToolEnd``: status ``"done"`` or ``"error"``; nothing else (the fold is the result).
+    - ``ToolSettled``: the message joins the transcript, which keeps the last
+      ``transcript_tail`` entries; settled calls past ``settled_tools`` leave ``tools``.
+    - ``RunEnd``: the operation (if it is this run) becomes ``"done"``.
+
+    Anything else is ignored. ``view`` may be a plain dict or a tracked proxy: the
+    reducer only reads, assigns, deletes and uses list mutators, so a tracker
+    sees every change.
+    """
+    if isinstance(event, ToolUpdate):
+        _reduce_update(view, event)
+    elif isinstance(event, ToolStart):
+        tools = view["tools"]
+        if event.tool_call_id not in tools:
+            view["order"].append(event.tool_call_id)
+        tools[event.tool_call_id] = {
+            "tool_name": event.tool_name,
+            "args": _plain(event.args),
+            "run_id": event.run_id,
+            "turn_id": event.turn_id,
+            "status": "running",
+            "output": None,
+        }
+    elif isinstance(event, ToolEnd):
+        tool = view["tools"].get(event.tool_call_id)
+        if tool is not None:
+            tool["status"] = "error" if event.is_error else "done"
+    elif isinstance(event, ToolSettled):
+        transcript = view["transcript"]
+        transcript.append(_plain(event.message))
+        excess = len(transcript) - max(transcript_tail, 0)
+        if excess > 0:
+            del transcript[:excess]
+        tool = view["tools"].get(event.tool_call_id)
+        if tool is not None and tool["status"] == "running":
+            tool["status"] = "error" if event.message.get("is_error") else "done"
+        _trim_settled(view, settled_tools)
+    elif isinstance(event, RunStart):
+        view["operation"] = {"run_id": event.run_id, "status": "running"}
+        tools = view["tools"]
+        stale = [
+            tid
+            for tid in view["order"]
+            if tools[tid]["run_id"] != event.run_id and tools[tid]["status"] != "running"
+        ]
+        _drop_tools(view, stale)
+    elif isinstance(event, RunEnd):
+        operation = view["operation"]
+        if operation is not None and operation["run_id"] == event.run_id:
+            operation["status"] = "done"
+
+
+def _reduce_update(view: LaneView, event: ToolUpdate) -> None:
+    tool = view["tools"].get(event.tool_call_id)
+    if tool is None:
+        return
+    if type(tool) is dict:
+        # A plain view: apply in place. `apply` is atomic and proportional to the
+        # change; it returns the new value when the batch replaces the root.
+        try:
+            tool["output"] = apply(tool["output"], event.ops)
+        except ChordError:
+            return
+        return
+    # A tracked view. Applying ops straight onto a tracked sub-tree would bypass
+    # the tracker, so apply them to a structural copy (strings shared, so this
+    # costs the number of containers, not bytes) and assign the result back:
+    # the tracker diffs container over container and emits the small ops
+    # (`a` for a grown text, `t`+`a` for a slid window, `p` for a new image).
+    try:
+        output = apply(_plain(tool["output"]), event.ops)
+    except ChordError:
+        return
+    tool["output"] = output
+
+
+def _trim_settled(view: LaneView, keep: int) -> None:
+    tools = view["tools"]
+    settled = [tid for tid in view["order"] if tools[tid]["status"] != "running"]
+    excess = len(settled) - max(keep, 0)
+    if excess > 0:
+        _drop_tools(view, settled[:excess])
+
+
+def _drop_tools(view: LaneView, ids: list[str]) -> None:
+    if not ids:
+        return
+    gone = set(ids)
+    tools = view["tools"]
+    for tid in ids:
+        del tools[tid]
+    order = view["order"]
+    # Remove by splicing runs so the tracker records few `p` ops rather than a rewrite.
+    i = len(order) - 1
+    while i >= 0:
+        if order[i] in gone:
+            j = i
+            while j - 1 >= 0 and order[j - 1] in gone:
+                j -= 1
+            del order[j : i + 1]
+            i = j - 1
+        else:
+            i -= 1
+
+
+@dataclass(frozen=True, slots=True)
+class LaneBatch:
+    """One batch as delivered to a subscriber: its SSE ``id`` and the JSON wire text."""
+
+    id: int
+    data: str
+    base: bool
+
+
+class _Group:
+    """Subscribers whose streams have had the identical history share one encoder.
+
+    An encoder's output depends only on the batches it has seen since its last
+    base; subscribers that joined between the same two publishes get the same
+    base and then the same batches, so their streams are byte-identical. One
+    encoder per *distinct* stream, which is what "one encoder per subscription"
+    protects (ids from one stream are meaningless in another), at O(1) encoding
+    cost per publish instead of O(subscribers).
+    """
+
+    __slots__ = ("base_data", "encoder", "members")
+
+    def __init__(self, snapshot: Any) -> None:
+        self.encoder = Encoder()
+        self.members: set[LaneSubscription] = set()
+        self.base_data = orjson.dumps(self.encoder.encode([["r", snapshot]])).decode()
+
+
+class LaneSubscription:
+    """One subscriber's stream of wire batches: a base first, then deltas.
+
+    Iterate with ``async for``; the iteration ends when the subscription or its
+    host is closed. Ids start at 0 and are consecutive. When the backlog passes
+    the host's bound the backlog is dropped and the next batch is a fresh base
+    (still the next consecutive id); a consumer that folds ``r`` by replacing its
+    value converges without reconnecting.
+    """
+
+    def __init__(self, host: LaneHost) -> None:
+        self._host = host
+        self._buffer: collections.deque[tuple[str, bool]] = collections.deque()
+        self._buffered_bytes = 0
+        self._wake = asyncio.Event()
+        self._next_id = 0
+        self._closed = False
+        self._needs_base = False
+        self._group: _Group | None = None
+        self.resyncs = 0
+        """How many times the backlog overflowed and was replaced by a fresh base."""
+
+    @property
+    def buffered_batches(self) -> int:
+        """Batches waiting to be read."""
+        return len(self._buffer)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Encoded bytes waiting to be read."""
+        return self._buffered_bytes
+
+    @property
+    def closed(self) -> bool:
+        """Whether the subscription ended (closed by the consumer or by the host)."""
+        return self._closed
+
+    def _push(self, data: str, base: bool) -> None:
+        if self._closed or self._needs_base:
+            return
+        if base:
+            # A base batch supersedes everything before it (the consumer's decoder
+            # and value both reset on `r`), so the backlog can go. This also keeps
+            # a base that alone exceeds the byte bound deliverable.
+            self._buffer.clear()
+            self._buffered_bytes = 0
+        self._buffer.append((data, base))
+        self._buffered_bytes += len(data)
+        host = self._host
+        if not base and (
+            len(self._buffer) > host.buffer_batches or self._buffered_bytes > host.buffer_bytes
+        ):
+            # Slow consumer: forget the backlog (memory stays bounded) and owe it
+            # a fresh base, taken lazily when it next reads, so nothing
+            # accumulates while it stays slow.
+            self._buffer.clear()
+            self._buffered_bytes = 0
+            self._needs_base = True
+            self.resyncs += 1
+            host._leave_group(self)
+        self._wake.set()
+
+    def _end(self) -> None:
+        self._closed = True
+        self._buffer.clear()
+        self._buffered_bytes = 0
+        self._wake.set()
+
+    def close(self) -> None:
+        """Unsubscribe; a pending or later read ends the iteration."""
+        if not self._closed:
+            self._host._unsubscribe(self)
+            self._end()
+
+    def next_nowait(self) -> LaneBatch | None:
+        """The next batch if one is ready (``None`` if none is, or the stream ended)."""
+        if self._closed:
+            return None
+        if self._needs_base:
+            self._needs_base = False
+            self._host._join_with_base(self)
+        if not self._buffer:
+            self._wake.clear()
+            return None
+        data, base = self._buffer.popleft()
+        self._buffered_bytes -= len(data)
+        batch = LaneBatch(self._next_id, data, base)
+        self._next_id += 1
+        return batch
+
+    def __aiter__(self) -> AsyncIterator[LaneBatch]:
+        return self
+
+    async def __anext__(self) -> LaneBatch:
+        while True:
+            batch = self.next_nowait()
+            if batch is not None:
+                return batch
+            if self._closed:
+                raise StopAsyncIteration
+            await self._wake.wait()
+
+
+class LaneHost:
+    """Runs the lane reducer on a tracked view and publishes the ops to subscribers.
+
+    ``handle(event)`` reduces the event into the tracked view, flushes the
+    tracker and fans the batch out. ``subscribe()`` returns a stream that starts
+    with the current view as a base batch and continues with every later batch.
+    Single-threaded: call it from the event loop that consumes the subscriptions.
+    """
+
+    def __init__(
+        self,
+        lane: str,
+        *,
+        transcript_tail: int = DEFAULT_TRANSCRIPT_TAIL,
+        settled_tools: int = DEFAULT_SETTLED_TOOLS,
+        buffer_batches: int = DEFAULT_BUFFER_BATCHES,
+        buffer_bytes: int = DEFAULT_BUFFER_BYTES,
+    ) -> None:
+        if buffer_batches < 1 or buffer_bytes < 1:
+            raise ValueError(
+                f"LaneHost buffer bounds must be positive, got buffer_batches={buffer_batches}, "
+                f"buffer_bytes={buffer_bytes}; use at least 1"
+            )
+        self.lane = lane
+        self.transcript_tail = transcript_tail
+        self.settled_tools = settled_tools
+        self.buffer_batches = buffer_batches
+        self.buffer_bytes = buffer_bytes
+        self._tracker = chord.track(new_lane_view(lane))
+        self._tracker.flush()  # the tracker's first flush is its base; subscribers get their own
+        self._groups: list[_Group] = []
+        self._fresh: _Group | None = None  # the group joined by subscribers since the last publish
+        self._subscribers: set[LaneSubscription] = set()
+        self._closed = False
+        self.published = 0
+        """How many batches were published (reducer changes that produced ops)."""
+
+    @property
+    def view(self) -> LaneView:
+        """The current plain lane view (read-only by convention: mutate via ``handle``)."""
+        target: LaneView = self._tracker.target
+        return target
+
+    @property
+    def subscribers(self) -> int:
+        """Number of open subscriptions."""
+        return len(self._subscribers)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ``close()`` was called."""
+        return self._closed
+
+    def handle(self, event: HarnessEvent) -> None:
+        """Reduce ``event`` into the view and publish the resulting ops (if any)."""
+        if self._closed:
+            raise LaneClosedError(
+                f"lane {self.lane!r} is closed; event {event.type} was not applied — "
+                "create a new LaneHost to keep reducing"
+            )
+        reduce_lane_snapshot(
+            self._tracker.state,
+            event,
+            transcript_tail=self.transcript_tail,
+            settled_tools=self.settled_tools,
+        )
+        ops = self._tracker.flush()
+        if ops:
+            self._publish(ops)
+
+    def _publish(self, ops: list[Any]) -> None:
+        self.published += 1
+        self._fresh = None
+        base = bool(ops) and ops[0][0] == "r"
+        for group in self._groups:
+            data = orjson.dumps(group.encoder.encode(ops)).decode()
+            # Copy: a member may leave the group (overflow) while we push.
+            for sub in list(group.members):
+                sub._push(data, base)
+
+    def subscribe(self) -> LaneSubscription:
+        """A new subscription: the current view as base batch 0, then every later batch."""
+        if self._closed:
+            raise LaneClosedError(
+                f"lane {self.lane!r} is closed; subscribe to a live host instead"
+            )
+        sub = LaneSubscription(self)
+        self._subscribers.add(sub)
+        self._join_with_base(sub)
+        return sub
+
+    def _join_with_base(self, sub: LaneSubscription) -> None:
+        # The snapshot and the registration happen in one synchronous step, so
+        # nothing published can fall between the base and the buffered deltas.
+        group = self._fresh
+        if group is None:
+            group = _Group(self._tracker.target)
+            self._groups.append(group)
+            self._fresh = group
+        group.members.add(sub)
+        sub._group = group
+        sub._push(group.base_data, True)
+
+    def _leave_group(self, sub: LaneSubscription) -> None:
+        group = sub._group
+        if group is None:
+            return
+        group.members.discard(sub)
+        sub._group = None
+        if not group.members:
+            self._groups.remove(group)
+            if self._fresh is group:
+                self._fresh = None
+
+    def _unsubscribe(self, sub: LaneSubscription) -> None:
+        self._subscribers.discard(sub)
+        self._leave_group(sub)
+
+    def close(self) -> None:
+        """End every subscription (their iterations finish) and refuse new work."""
+        self._closed = True
+        for sub in list(self._subscribers):
+            self._leave_group(sub)
+            sub._end()
+        self._subscribers.clear()
+
+
+class Lanes:
+    """One ``LaneHost`` per lane, fed from a harness event stream.
+
+    A ``RunStart`` names its lane; the run's later events follow it. Events of a
+    run this router never saw start go to ``default_lane``. Attach ``handle`` as a
+    synchronous listener of the harness bus.
+    """
+
+    def __init__(self, *, default_lane: str = "default", remember_runs: int = 4096, **host_options: Any) -> None:
+        self.default_lane = default_lane
+        self._hosts: dict[str, LaneHost] = {}
+        self._runs: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._remember_runs = remember_runs
+        self._host_options = host_options
+        self._closed = False
+
+    def host(self, lane: str) -> LaneHost:
+        """The host of ``lane`` (created empty on first use)."""
+        host = self._hosts.get(lane)
+        if host is None:
+            if self._closed:
+                raise LaneClosedError(f"lanes are closed; lane {lane!r} cannot be created")
+            host = LaneHost(lane, **self._host_options)
+            self._hosts[lane] = host
+        return host
+
+    def names(self) -> list[str]:
+        """Lane names, in creation order."""
+        return list(self._hosts)
+
+    def handle(self, event: HarnessEvent) -> None:
+        """Route ``event`` to its lane's host."""
+        if self._closed:
+            return
+        if isinstance(event, RunStart):
+            self._runs[event.run_id] = event.lane
+            self._runs.move_to_end(event.run_id)
+            while len(self._runs) > self._remember_runs:
+                self._runs.popitem(last=False)
+            lane = event.lane
+        else:
+            lane = self._runs.get(event.run_id, self.default_lane)
+        self.host(lane).handle(event)
+
+    def close(self) -> None:
+        """Close every host (ending their subscriptions)."""
+        self._closed = True
+        for host in self._hosts.values():
+            host.close()

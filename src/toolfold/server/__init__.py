@@ -1,0 +1,11 @@
+"""The toolfold web server: SSE lane subscriptions, a small JSON API and the live viewer.
+
+``create_app(lanes=..., run_command=..., repository=...)`` builds a Starlette app;
+feed it harness events through ``lanes.handle`` (a ``toolfold.harness.Lanes``).
+"""
+
+from __future__ import annotations
+
+from ._app import CommandRunner, SessionLister, ViewerState, create_app, stop_streams
+
+__all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]

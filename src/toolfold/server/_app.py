@@ -1,0 +1,217 @@
+"""The Starlette app: SSE lane subscriptions, a small JSON API and the web viewer."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from toolfold.harness._lane import LaneError, Lanes
+
+__all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
+
+STATIC_DIR = Path(__file__).resolve().parent / "static"
+
+MAX_COMMAND_BYTES = 64 * 1024
+"""Longest command the API accepts (a command is a shell line, not a payload channel)."""
+
+MAX_LANES = 256
+"""Lanes are created on first use; this bounds how many a client can make the server hold."""
+
+_LANE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+CommandRunner = Callable[[str, str], Awaitable[str]]
+"""``await runner(lane, command) -> tool_call_id``: start a bash tool call in ``lane``.
+
+It must return once the call has started (its events flow to the lanes); it must
+not wait for the command to finish.
+"""
+
+
+class SessionLister(Protocol):
+    """What ``GET /v1/sessions`` needs from a store (``toolfold.storage.Repository`` fits)."""
+
+    async def list_sessions(self) -> list[str]: ...
+
+
+class ViewerState:
+    """What the app holds: the lanes, the command runner, the session store."""
+
+    def __init__(
+        self,
+        lanes: Lanes,
+        run_command: CommandRunner | None,
+        repository: SessionLister | None,
+    ) -> None:
+        self.lanes = lanes
+        self.run_command = run_command
+        self.repository = repository
+
+    def stop_streams(self) -> None:
+        """End every SSE subscription (call on the app's event loop before stopping the server)."""
+        self.lanes.close()
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _check_lane(lanes: Lanes, lane: str) -> str | None:
+    if not _LANE_NAME.match(lane):
+        return (
+            f"lane name {lane!r} is not allowed: use 1-64 characters from "
+            "letters, digits, '.', '_' and '-'"
+        )
+    if lane not in lanes.names() and len(lanes.names()) >= MAX_LANES:
+        return (
+            f"lane {lane!r} does not exist and the server already holds {MAX_LANES} lanes; "
+            "use an existing lane (GET /v1/lanes)"
+        )
+    return None
+
+
+def create_app(
+    *,
+    lanes: Lanes | None = None,
+    run_command: CommandRunner | None = None,
+    repository: SessionLister | None = None,
+) -> Starlette:
+    """Build the viewer app.
+
+    - ``lanes`` receives the harness's events (attach ``lanes.handle`` to the
+      harness bus); a fresh ``Lanes`` is made when omitted.
+    - ``run_command(lane, command)`` backs ``POST /v1/lanes/{lane}/commands``
+      (``harness_command_runner`` builds one from a harness); without it the
+      endpoint answers 501.
+    - ``repository`` backs ``GET /v1/sessions``.
+
+    Routes: ``GET /`` (viewer), ``GET /static/*``, ``GET /v1/lanes``,
+    ``GET /v1/lanes/{lane}/state`` (SSE), ``POST /v1/lanes/{lane}/commands``,
+    ``GET /v1/sessions``. On shutdown every subscription ends.
+    """
+    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, repository)
+
+    async def index(request: Request) -> Response:
+        return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
+
+    async def list_lanes(request: Request) -> Response:
+        out = []
+        for name in state.lanes.names():
+            host = state.lanes.host(name)
+            view = host.view
+            out.append(
+                {
+                    "lane": name,
+                    "tools": len(view["order"]),
+                    "running": sum(
+                        1 for t in view["tools"].values() if t["status"] == "running"
+                    ),
+                    "subscribers": host.subscribers,
+                }
+            )
+        return JSONResponse({"lanes": out})
+
+    async def lane_state(request: Request) -> Response:
+        lane = request.path_params["lane"]
+        problem = _check_lane(state.lanes, lane)
+        if problem:
+            return _error(404, problem)
+        try:
+            sub = state.lanes.host(lane).subscribe()
+        except LaneError as exc:
+            return _error(503, str(exc))
+
+        async def events() -> AsyncIterator[str]:
+            try:
+                # A comment first so proxies and clients see the stream open at once.
+                yield ": toolfold lane " + lane + "\n\n"
+                async for batch in sub:
+                    # Wire JSON has no raw newlines (JSON escapes them), so one
+                    # `data:` line carries the batch.
+                    yield f"id: {batch.id}\ndata: {batch.data}\n\n"
+            finally:
+                sub.close()
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    async def post_command(request: Request) -> Response:
+        lane = request.path_params["lane"]
+        problem = _check_lane(state.lanes, lane)
+        if problem:
+            return _error(404, problem)
+        if state.run_command is None:
+            return _error(
+                501,
+                "this server has no command runner; start it with "
+                "create_app(run_command=harness_command_runner(...))",
+            )
+        body = await request.body()
+        if len(body) > MAX_COMMAND_BYTES + 1024:
+            return _error(413, f"request body is {len(body)} bytes; commands are limited to {MAX_COMMAND_BYTES}")
+        try:
+            import json
+
+            payload = json.loads(body)
+        except ValueError as exc:
+            return _error(400, f'body is not JSON ({exc}); send {{"command": "..."}}')
+        command = payload.get("command") if isinstance(payload, dict) else None
+        if not isinstance(command, str) or not command.strip():
+            return _error(
+                400, f'field "command" must be a non-empty string, got {command!r}; send {{"command": "ls"}}'
+            )
+        if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
+            return _error(413, f"command is longer than {MAX_COMMAND_BYTES} bytes; shorten it")
+        tool_call_id = await state.run_command(lane, command)
+        return JSONResponse({"lane": lane, "tool_call_id": tool_call_id}, status_code=202)
+
+    async def list_sessions(request: Request) -> Response:
+        if state.repository is None:
+            return JSONResponse({"sessions": []})
+        try:
+            sessions = await state.repository.list_sessions()
+        except Exception as exc:  # a store failure is reported, not a crash of the viewer
+            return _error(503, f"the session store failed to list sessions: {exc}")
+        return JSONResponse({"sessions": sorted(sessions)})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            state.stop_streams()
+
+    app = Starlette(
+        routes=[
+            Route("/", index),
+            Route("/v1/lanes", list_lanes),
+            Route("/v1/lanes/{lane}/state", lane_state),
+            Route("/v1/lanes/{lane}/commands", post_command, methods=["POST"]),
+            Route("/v1/sessions", list_sessions),
+            Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.toolfold = state
+    return app
+
+
+def stop_streams(app: Starlette) -> None:
+    """End every SSE subscription of ``app`` so a server can stop without waiting on them.
+
+    Uvicorn waits for open responses before it runs the lifespan shutdown, so a
+    host stopping uvicorn calls this first (on the app's event loop).
+    """
+    state: Any = app.state.toolfold
+    state.stop_streams()

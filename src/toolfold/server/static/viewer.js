@@ -1,0 +1,317 @@
+// viewer.js — the lane viewer: subscribe over SSE, fold Chord batches into a
+// replica with chord.js, render running and settled tool calls.
+//
+// Protocol (docs/replication.md): every subscription starts with a base batch
+// at id 0 and continues with consecutive ids. There is no resume: on a gap, an
+// id the decoder cannot resolve, a batch that fails to apply, or a connection
+// error, the replica is dropped and the viewer subscribes again from scratch.
+"use strict";
+
+(function () {
+  const Chord = window.Chord;
+  const params = new URLSearchParams(window.location.search);
+  const viewer = {
+    lane: params.get("lane") || "default",
+    replica: null,
+    expectedId: 0,
+    connected: false,
+    subscriptions: 0,      // how many times we (re)subscribed
+    resubscribeReasons: [],
+    batches: 0,
+    source: null,
+    state() { return this.replica ? this.replica.value : null; },
+  };
+  window.toolfoldViewer = viewer;
+
+  const $ = (id) => document.getElementById(id);
+  let renderQueued = false;
+  let retryTimer = null;
+
+  function setConn(live, text) {
+    viewer.connected = live;
+    const el = $("conn");
+    el.textContent = text;
+    el.className = "conn " + (live ? "conn-live" : "conn-connecting");
+  }
+
+  function subscribe() {
+    if (retryTimer !== null) { clearTimeout(retryTimer); retryTimer = null; }
+    if (viewer.source) viewer.source.close();
+    viewer.replica = new Chord.Replica();
+    viewer.expectedId = 0;
+    viewer.subscriptions += 1;
+    setConn(false, "connecting");
+    const src = new EventSource("/v1/lanes/" + encodeURIComponent(viewer.lane) + "/state");
+    viewer.source = src;
+    src.onmessage = (ev) => onBatch(src, ev);
+    src.onerror = () => {
+      if (viewer.source !== src) return;
+      // EventSource would retry on its own with Last-Event-ID, which the server
+      // does not honour; close it and take the one resubscribe path instead.
+      resubscribe("connection error", 1000);
+    };
+  }
+
+  function resubscribe(reason, delayMs) {
+    viewer.resubscribeReasons.push(reason);
+    if (viewer.resubscribeReasons.length > 20) viewer.resubscribeReasons.shift();
+    if (viewer.source) { viewer.source.close(); viewer.source = null; }
+    setConn(false, "resubscribing (" + reason + ")");
+    if (retryTimer !== null) clearTimeout(retryTimer);
+    retryTimer = setTimeout(subscribe, delayMs || 0);
+  }
+
+  function onBatch(src, ev) {
+    if (viewer.source !== src) return;
+    const id = Number(ev.lastEventId);
+    if (!Number.isInteger(id) || id !== viewer.expectedId) {
+      resubscribe("gap: expected id " + viewer.expectedId + ", got " + ev.lastEventId);
+      return;
+    }
+    let wire;
+    try { wire = JSON.parse(ev.data); } catch (e) { resubscribe("bad JSON at id " + id); return; }
+    if (id === 0 && !Chord.isBase(wire)) { resubscribe("first batch is not a base"); return; }
+    try {
+      viewer.replica.fold(wire);
+    } catch (e) {
+      resubscribe((e && e.name ? e.name : "error") + " at id " + id + ": " + (e && e.message));
+      return;
+    }
+    viewer.expectedId = id + 1;
+    viewer.batches += 1;
+    if (!viewer.connected) setConn(true, "live");
+    scheduleRender();
+  }
+
+  function scheduleRender() {
+    if (renderQueued) return;
+    renderQueued = true;
+    requestAnimationFrame(() => { renderQueued = false; render(); });
+  }
+
+  function el(tag, cls, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  function fmtBytes(n) {
+    if (typeof n !== "number") return "?";
+    if (n < 1024) return n + " B";
+    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
+    return (n / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  // "showing last N of M lines / full output at PATH", from the truncation
+  // totals the producer keeps inside the state (no caps travel on tool_start).
+  // The state does not say which end was kept; a "retain" field wins if a
+  // producer adds one, else head for the head-retaining built-ins, tail otherwise.
+  function truncationText(out, toolName) {
+    const tr = out && out.truncation;
+    if (!tr || !tr.truncated) return null;
+    const retain = out.retain || tr.retain || (toolName === "read" || toolName === "grep" ? "head" : "tail");
+    const which = retain === "head" ? "first" : "last";
+    let s = "showing " + which + " " + tr.output_lines + " of " + tr.total_lines + " lines (" +
+      fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + ", limit " +
+      (tr.truncated_by === "bytes" ? fmtBytes(tr.max_bytes) : tr.max_lines + " lines") + ")";
+    return s;
+  }
+
+  function spillPath(out) {
+    if (!out) return null;
+    if (typeof out.spill_path === "string") return out.spill_path;
+    const d = out.details;
+    if (d && typeof d === "object") {
+      for (const k of ["full_output_path", "spill_path", "fullOutputPath"]) {
+        if (typeof d[k] === "string") return d[k];
+      }
+    }
+    return null;
+  }
+
+  function cellText(v) {
+    if (v === null || v === undefined) return "";
+    if (typeof v === "object") return JSON.stringify(v);
+    return String(v);
+  }
+
+  function detailsTable(details) {
+    if (!details || typeof details !== "object" || Array.isArray(details)) return null;
+    const keys = Object.keys(details);
+    if (keys.length === 0) return null;
+    const t = el("table", "details");
+    for (const k of keys) {
+      const tr = el("tr");
+      tr.appendChild(el("th", null, k));
+      const v = details[k];
+      const td = el("td");
+      if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
+        // A list of records (e.g. pytest failures) reads best as a nested table.
+        const inner = el("table", "details");
+        for (const row of v) {
+          const r = el("tr");
+          for (const rk of Object.keys(row)) r.appendChild(el("td", null, rk + ": " + cellText(row[rk])));
+          inner.appendChild(r);
+        }
+        td.appendChild(inner);
+      } else {
+        td.textContent = cellText(v);
+      }
+      tr.appendChild(td);
+      t.appendChild(tr);
+    }
+    return t;
+  }
+
+  const cards = new Map();  // tool_call_id -> {root, fingerprint parts}
+
+  function renderTool(id, tool) {
+    let c = cards.get(id);
+    if (!c) {
+      const root = el("article", "tool");
+      root.dataset.toolCallId = id;
+      const head = el("div", "tool-head");
+      const name = el("span", "tool-name");
+      const args = el("span", "tool-args");
+      const badge = el("span", "badge");
+      head.append(name, args, badge);
+      const trunc = el("div", "truncation");
+      const pre = el("pre", "text");
+      const table = el("div", "details-box");
+      const images = el("div", "images");
+      root.append(head, trunc, pre, table, images);
+      c = { root, name, args, badge, trunc, pre, table, images, text: null, details: null, imgs: null };
+      cards.set(id, c);
+    }
+    const status = tool.status || "running";
+    c.root.className = "tool status-" + status;
+    c.name.textContent = tool.tool_name;
+    const a = tool.args;
+    c.args.textContent = a && typeof a === "object" && typeof a.command === "string" ? a.command : cellText(a);
+    c.badge.className = "badge status-" + status;
+    c.badge.textContent = status;
+    const out = tool.output;
+    const content = out && Array.isArray(out.content) ? out.content : [];
+    const text = content.length && content[0] && typeof content[0].text === "string" ? content[0].text : "";
+    if (c.text !== text) { c.pre.textContent = text; c.text = text; c.pre.scrollTop = c.pre.scrollHeight; }
+    const tt = truncationText(out, tool.tool_name);
+    const sp = spillPath(out);
+    c.trunc.textContent = "";
+    if (tt || sp) {
+      c.trunc.append(tt ? tt : "");
+      if (sp) { c.trunc.append(tt ? " / full output at " : "full output at "); c.trunc.appendChild(el("code", null, sp)); }
+      c.trunc.hidden = false;
+    } else {
+      c.trunc.hidden = true;
+    }
+    const dj = out ? JSON.stringify(out.details) : "";
+    if (c.details !== dj) {
+      c.details = dj;
+      c.table.textContent = "";
+      const t = out ? detailsTable(out.details) : null;
+      if (t) c.table.appendChild(t);
+    }
+    const imgs = content.slice(1).filter((b) => b && b.type === "image");
+    const ij = imgs.map((b) => b.mime_type + ":" + (b.data || "").length).join(",");
+    if (c.imgs !== ij) {
+      c.imgs = ij;
+      c.images.textContent = "";
+      for (const b of imgs) {
+        const img = el("img");
+        img.alt = "tool image";
+        img.src = "data:" + b.mime_type + ";base64," + b.data;
+        c.images.appendChild(img);
+      }
+    }
+    return c.root;
+  }
+
+  function render() {
+    const v = viewer.state();
+    const box = $("tools");
+    if (!v || typeof v !== "object") { box.textContent = ""; return; }
+    const op = v.operation;
+    $("operation").textContent = op ? "operation " + op.run_id + ": " + op.status : "no operation yet";
+    const order = Array.isArray(v.order) ? v.order : [];
+    const tools = v.tools || {};
+    const seen = new Set();
+    const nodes = [];
+    for (const id of order) {
+      const tool = tools[id];
+      if (!tool) continue;
+      seen.add(id);
+      nodes.push(renderTool(id, tool));
+    }
+    for (const id of Array.from(cards.keys())) if (!seen.has(id)) cards.delete(id);
+    if (nodes.length === 0) {
+      box.replaceChildren(el("p", "empty", "No tool calls in lane " + viewer.lane + " yet."));
+    } else {
+      // replaceChildren keeps existing nodes (moves them), so scroll positions survive.
+      box.replaceChildren(...nodes);
+    }
+    const tr = Array.isArray(v.transcript) ? v.transcript : [];
+    $("transcript-count").textContent = String(tr.length);
+    const ol = $("transcript");
+    ol.textContent = "";
+    for (const m of tr) {
+      const li = el("li", m && m.is_error ? "error" : "");
+      const c = m && Array.isArray(m.content) && m.content[0] && typeof m.content[0].text === "string" ? m.content[0].text : "";
+      const lines = c.split("\n");
+      li.textContent = (m && (m.tool_name || m.tool_call_id) || "?") + " — " + lines.length + " lines: " + lines.slice(-1)[0].slice(0, 120);
+      ol.appendChild(li);
+    }
+  }
+
+  async function loadLanes() {
+    const sel = $("lane-select");
+    let names = [];
+    try {
+      const r = await fetch("/v1/lanes");
+      names = (await r.json()).lanes.map((l) => l.lane);
+    } catch (_e) { names = []; }
+    if (!names.includes(viewer.lane)) names.unshift(viewer.lane);
+    sel.textContent = "";
+    for (const n of names) {
+      const o = el("option", null, n);
+      o.value = n;
+      if (n === viewer.lane) o.selected = true;
+      sel.appendChild(o);
+    }
+  }
+
+  $("lane-select").addEventListener("change", (ev) => {
+    const lane = ev.target.value;
+    const u = new URL(window.location.href);
+    u.searchParams.set("lane", lane);
+    history.replaceState(null, "", u.toString());
+    viewer.lane = lane;
+    cards.clear();
+    subscribe();   // a lane switch is the same path as a cold start
+  });
+
+  $("command-form").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const input = $("command-input");
+    const command = input.value;
+    const status = $("command-status");
+    if (!command.trim()) { status.textContent = "type a command first"; return; }
+    status.textContent = "starting…";
+    try {
+      const r = await fetch("/v1/lanes/" + encodeURIComponent(viewer.lane) + "/commands", {
+        method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ command }),
+      });
+      const body = await r.json();
+      if (!r.ok) { status.textContent = "error: " + body.error; return; }
+      status.textContent = "started " + body.tool_call_id;
+      viewer.lastToolCallId = body.tool_call_id;
+      input.value = "";
+    } catch (e) {
+      status.textContent = "error: " + e;
+    }
+  });
+
+  loadLanes();
+  subscribe();
+})();
