@@ -33,6 +33,14 @@ def _unresolvable(path: Path, where: str, why: str) -> NoReturn:
     raise PathError(f"unresolvable path: {_path_text(path)} at {where}: {why}", path=path)
 
 
+def _no_members(parent: Any, path: Path, depth: int, where: str) -> NoReturn:
+    if parent is None and depth == 0:
+        why = "no value yet (start with an r op)"
+    else:
+        why = f"the {type(parent).__name__} at {_path_text(path[:depth])} has no members"
+    _unresolvable(path[: depth + 1], where, why)
+
+
 def _resolve(root: Any, path: Path, end: int, where: str) -> Any:
     """The container at ``path[:end]``, walking own members only (dict keys, list indices)."""
     cur = root
@@ -56,12 +64,7 @@ def _resolve(root: Any, path: Path, end: int, where: str) -> Any:
                 )
             cur = cur[seg]
         else:
-            what = (
-                "no value yet (start with an r op)"
-                if cur is None and depth == 0
-                else (f"{type(cur).__name__} value has no members")
-            )
-            _unresolvable(path[: depth + 1], where, what)
+            _no_members(cur, path, depth, where)
     return cur
 
 
@@ -95,7 +98,7 @@ def _string_at(parent: Any, path: Path, where: str, verb: str) -> tuple[Any, str
         k = _list_index(parent, key, path, where, verb, end=False)
         cur = parent[k]
     else:
-        _unresolvable(path, where, f"the parent is a {type(parent).__name__}, not a container")
+        _no_members(parent, path, len(path) - 1, where)
     if type(cur) is not str:
         _unresolvable(path, where, f"{verb} needs a string, found {type(cur).__name__}")
     return k, cur
@@ -156,7 +159,7 @@ def _apply_one(root: Any, op: list[Any], undo: _Undo | None, where: str) -> Any:
                     undo.append((_SET, parent, idx, parent[idx]))
                 parent[idx] = value
         else:
-            _unresolvable(path, where, f"the parent is a {type(parent).__name__}, not a container")
+            _no_members(parent, path, len(path) - 1, where)
     elif verb == "d":
         if type(parent) is dict:
             k = key if type(key) is str else str(key)
@@ -169,7 +172,7 @@ def _apply_one(root: Any, op: list[Any], undo: _Undo | None, where: str) -> Any:
             if undo is not None:
                 undo.append((_INSERT, parent, idx, old))
         else:
-            _unresolvable(path, where, f"the parent is a {type(parent).__name__}, not a container")
+            _no_members(parent, path, len(path) - 1, where)
     else:  # "a" / "t": strings are immutable, so the change is a set of the parent's slot
         k, text = _string_at(parent, path, where, verb)
         new = text + op[2] if verb == "a" else drop_utf16_prefix(text, op[2])
