@@ -43,7 +43,7 @@ def open_repository(url: str, *, fsync: FsyncPolicy | None = None) -> Repository
             path = path[2:]
         if not path:
             raise StorageError(f"store URL {url!r} names no file; use sqlite:PATH/TO/file.db")
-        from ._sqlite import SqliteRepository  # type: ignore[import-not-found,unused-ignore]
+        from ._sqlite import SqliteRepository
 
         return SqliteRepository(path, fsync=policy)  # type: ignore[no-any-return,unused-ignore]
     if url.startswith("jsonl:"):
@@ -55,7 +55,7 @@ def open_repository(url: str, *, fsync: FsyncPolicy | None = None) -> Repository
         return JsonlRepository(directory, fsync=policy)  # type: ignore[no-any-return,unused-ignore]
     scheme, sep, _ = url.partition(":")
     if url.endswith(".db") and not (sep and len(scheme) > 1 and "/" not in scheme):
-        from ._sqlite import SqliteRepository  # type: ignore[import-not-found,unused-ignore]
+        from ._sqlite import SqliteRepository
 
         return SqliteRepository(url, fsync=policy)  # type: ignore[no-any-return,unused-ignore]
     if Path(url).is_dir():

@@ -1,0 +1,505 @@
+"""The SQLite backend: many sessions in one database file (the CLI's embedded default).
+
+Every sqlite3 call runs on one dedicated worker thread per repository, so the event
+loop never blocks on a disk flush; the thread also serialises all access to the one
+connection. Transactions are ``BEGIN IMMEDIATE`` (the write lock is taken up front, so
+two processes cannot both read ``next_seq`` and then collide), the database is in WAL
+mode, and retirement is a scoped ``DELETE`` inside the same transaction as the sibling
+session writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import functools
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ._addresses import EphemeralScope, ListAddress, Scope, SessionScope, ValueAddress
+from ._base import (
+    Entry,
+    FsyncPolicy,
+    ListElement,
+    Order,
+    Repository,
+    Session,
+    decode_json,
+    encode_json,
+)
+from ._errors import (
+    BackendError,
+    ClosedError,
+    CorruptStoreError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
+from ._writes import (
+    JSON,
+    AppendEntry,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    RetireScope,
+    SetValue,
+    Write,
+)
+
+__all__ = ["SCHEMA", "SqliteRepository", "SqliteSession"]
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = "toolfold-storage/1"
+
+#: The tables. ``scope_id`` is ``''`` for the session scope (ephemeral ids are
+#: never empty), the raw scope id otherwise. JSON is stored as text.
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS toolfold_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    name       TEXT PRIMARY KEY,
+    next_seq   INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS kv_values (
+    session   TEXT NOT NULL,
+    scope_id  TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    PRIMARY KEY (session, scope_id, namespace, key)
+);
+CREATE TABLE IF NOT EXISTS list_elements (
+    session   TEXT NOT NULL,
+    scope_id  TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    seq       INTEGER NOT NULL,
+    value     TEXT NOT NULL,
+    tag       TEXT,
+    PRIMARY KEY (session, scope_id, namespace, key, seq)
+);
+CREATE TABLE IF NOT EXISTS entries (
+    session TEXT NOT NULL,
+    seq     INTEGER NOT NULL,
+    value   TEXT NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+CREATE TABLE IF NOT EXISTS retirements (
+    session  TEXT NOT NULL,
+    scope_id TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    PRIMARY KEY (session, seq)
+);
+"""
+
+_TABLES = ("kv_values", "list_elements", "entries", "retirements")
+
+
+def scope_column(scope: Scope) -> str:
+    """The ``scope_id`` column value of ``scope`` (``''`` for the session scope)."""
+    return "" if isinstance(scope, SessionScope) else scope.id
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def apply_write(
+    cur: sqlite3.Cursor, session: str, write: Write, seq: int, data: str | None
+) -> None:
+    """Execute one write inside the open transaction (module level so tests can inject
+    a failure in the middle of a transaction)."""
+    if isinstance(write, SetValue):
+        a = write.address
+        cur.execute(
+            "INSERT INTO kv_values (session, scope_id, namespace, key, value, seq) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session, scope_id, namespace, key) "
+            "DO UPDATE SET value = excluded.value, seq = excluded.seq",
+            (session, scope_column(a.scope), a.namespace, a.key, data, seq),
+        )
+    elif isinstance(write, DeleteValue):
+        a = write.address
+        cur.execute(
+            "DELETE FROM kv_values WHERE session = ? AND scope_id = ? AND namespace = ? "
+            "AND key = ?",
+            (session, scope_column(a.scope), a.namespace, a.key),
+        )
+    elif isinstance(write, AppendList):
+        b = write.address
+        cur.execute(
+            "INSERT INTO list_elements (session, scope_id, namespace, key, seq, value, tag) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (session, scope_column(b.scope), b.namespace, b.key, seq, data, write.tag),
+        )
+    elif isinstance(write, DeleteList):
+        b = write.address
+        cur.execute(
+            "DELETE FROM list_elements WHERE session = ? AND scope_id = ? AND namespace = ? "
+            "AND key = ?",
+            (session, scope_column(b.scope), b.namespace, b.key),
+        )
+    elif isinstance(write, AppendEntry):
+        cur.execute(
+            "INSERT INTO entries (session, seq, value) VALUES (?, ?, ?)", (session, seq, data)
+        )
+    elif isinstance(write, RetireScope):
+        # Everything of the scope has a smaller seq than this retirement (seqs only
+        # grow), so the dead data is simply all of the scope's rows.
+        sid = write.scope.id
+        cur.execute("DELETE FROM kv_values WHERE session = ? AND scope_id = ?", (session, sid))
+        cur.execute("DELETE FROM list_elements WHERE session = ? AND scope_id = ?", (session, sid))
+        cur.execute(
+            "INSERT INTO retirements (session, scope_id, seq) VALUES (?, ?, ?)",
+            (session, sid, seq),
+        )
+
+
+def _payload(write: Write) -> str | None:
+    if isinstance(write, SetValue):
+        return encode_json(write.value).decode()
+    if isinstance(write, AppendList):
+        return encode_json(write.element).decode()
+    if isinstance(write, AppendEntry):
+        return encode_json(write.entry).decode()
+    return None
+
+
+class SqliteRepository(Repository):
+    """Sessions stored in one SQLite database file (``sqlite:PATH``).
+
+    The file (and its directory) is created on first use. ``fsync.main`` maps to
+    ``PRAGMA synchronous``: ``"commit"`` → ``FULL`` (each commit survives power loss),
+    ``"none"`` → ``NORMAL`` (WAL: survives a process crash; the last commits may be lost
+    on power loss, the file stays consistent). ``fsync.side`` does not apply: one file.
+    """
+
+    def __init__(self, path: str | Path, *, fsync: FsyncPolicy | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        self.location = f"sqlite:{self.path}"
+        self.fsync = fsync if fsync is not None else FsyncPolicy()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolfold-sqlite")
+        self._conn: sqlite3.Connection | None = None  # touched only on the worker thread
+        self._shut_down = False
+
+    # -- the worker ----------------------------------------------------------------
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` on the worker thread, translating sqlite3 errors."""
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                self._executor, functools.partial(self._call, fn, *args)
+            )
+        except RuntimeError as exc:
+            if self._shut_down:
+                raise ClosedError(f"repository {self.location} is closed") from exc
+            raise
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        conn = self._connect()
+        try:
+            return fn(conn, *args)
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise self._corrupt(exc) from exc
+            raise BackendError(f"SQLite failed on {self.path}: {exc}") from exc
+        except sqlite3.Error as exc:
+            raise BackendError(f"SQLite failed on {self.path}: {exc}") from exc
+
+    def _corrupt(self, exc: BaseException) -> CorruptStoreError:
+        return CorruptStoreError(
+            f"{self.path} is not a usable toolfold SQLite store ({exc}); move it aside "
+            "or point the store URL at another file",
+            path=str(self.path),
+        )
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BackendError(f"cannot create the directory of {self.path}: {exc}") from exc
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=True, timeout=30.0
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite file {self.path}: {exc}") from exc
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            sync = "FULL" if self.fsync.main == "commit" else "NORMAL"
+            conn.execute(f"PRAGMA synchronous = {sync}")
+            tables = {
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            }
+            if tables and "toolfold_meta" not in tables:
+                raise CorruptStoreError(
+                    f"{self.path} is an SQLite database but not a toolfold store "
+                    f"(tables: {', '.join(sorted(tables))}); use another file",
+                    path=str(self.path),
+                )
+            conn.execute("BEGIN IMMEDIATE")
+            for stmt in SCHEMA.split(";"):
+                if stmt.strip():
+                    conn.execute(stmt)
+            row = conn.execute("SELECT value FROM toolfold_meta WHERE key = 'schema'").fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO toolfold_meta (key, value) VALUES ('schema', ?)",
+                    (SCHEMA_VERSION,),
+                )
+            elif row[0] != SCHEMA_VERSION:
+                raise CorruptStoreError(
+                    f"{self.path} holds schema {row[0]!r}, this toolfold reads "
+                    f"{SCHEMA_VERSION!r}; use a matching toolfold version",
+                    path=str(self.path),
+                )
+            conn.execute("COMMIT")
+        except CorruptStoreError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise self._corrupt(exc) from exc
+        self._conn = conn
+        return conn
+
+    # -- repository hooks -----------------------------------------------------------
+
+    async def _create_session(self, name: str) -> Session:
+        def create(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (name, next_seq, created_at) VALUES (?, 1, ?)",
+                    (name, _now()),
+                )
+            except sqlite3.IntegrityError:
+                raise SessionExistsError(
+                    f"session {name!r} already exists in {self.location}"
+                ) from None
+
+        await self._run(create)
+        return SqliteSession(self, name, 1)
+
+    async def _open_session(self, name: str, *, create: bool) -> Session:
+        def open_(conn: sqlite3.Connection) -> int:
+            if create:
+                conn.execute(
+                    "INSERT INTO sessions (name, next_seq, created_at) VALUES (?, 1, ?) "
+                    "ON CONFLICT (name) DO NOTHING",
+                    (name, _now()),
+                )
+            row = conn.execute("SELECT next_seq FROM sessions WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(
+                    f"no session {name!r} in {self.location}; create it first "
+                    "(create_session, or open_session(..., create=True))"
+                )
+            return int(row[0])
+
+        return SqliteSession(self, name, await self._run(open_))
+
+    async def _list_sessions(self) -> list[str]:
+        def list_(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute("SELECT name FROM sessions")]
+
+        return await self._run(list_)
+
+    async def _delete_session(self, name: str) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cur = conn.execute("DELETE FROM sessions WHERE name = ?", (name,))
+                if cur.rowcount == 0:
+                    raise SessionNotFoundError(f"no session {name!r} in {self.location} to delete")
+                for table in _TABLES:
+                    conn.execute(f"DELETE FROM {table} WHERE session = ?", (name,))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        await self._run(delete)
+
+    async def _close(self) -> None:
+        def close(conn: sqlite3.Connection) -> None:
+            conn.close()
+
+        try:
+            if self._conn is not None:
+                await self._run(close)
+                self._conn = None
+        finally:
+            self._shut_down = True
+            self._executor.shutdown(wait=False)
+
+
+class SqliteSession(Session):
+    """One session of a :class:`SqliteRepository`."""
+
+    def __init__(self, repo: SqliteRepository, name: str, next_seq: int) -> None:
+        super().__init__(name, next_seq)
+        self._repo = repo
+
+    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+        payloads = [_payload(w) for w in writes]
+        name = self._name
+        floor = self._next_seq
+
+        def commit(conn: sqlite3.Connection) -> tuple[int, ...]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT next_seq FROM sessions WHERE name = ?", (name,)
+                ).fetchone()
+                if row is None:
+                    raise SessionNotFoundError(
+                        f"session {name!r} no longer exists in {self._repo.location} "
+                        "(deleted by another process?)"
+                    )
+                # The database is the authority (another process may share the file);
+                # our own floor keeps seqs burnt by a failed commit from coming back.
+                first = max(int(row[0]), floor)
+                seqs = tuple(range(first, first + len(writes)))
+                cur = conn.cursor()
+                for w, seq, data in zip(writes, seqs, payloads, strict=True):
+                    apply_write(cur, name, w, seq, data)
+                cur.execute("UPDATE sessions SET next_seq = ? WHERE name = ?", (seqs[-1] + 1, name))
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return seqs
+
+        try:
+            seqs = await self._repo._run(commit)
+        except BaseException:
+            # Never hand these seqs out again, whatever happened (gaps are allowed).
+            self._next_seq = floor + len(writes)
+            raise
+        self._next_seq = seqs[-1] + 1
+        return seqs
+
+    async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
+        name = self._name
+
+        def get(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT value FROM kv_values WHERE session = ? AND scope_id = ? "
+                "AND namespace = ? AND key = ?",
+                (name, scope_column(address.scope), address.namespace, address.key),
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+        text = await self._repo._run(get)
+        return None if text is None else self._decode(text, "kv_values")
+
+    async def _scan_values(
+        self, namespace: str, key_prefix: str, scope: Scope
+    ) -> list[tuple[str, JSON]]:
+        name = self._name
+
+        def scan(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            return [
+                (str(k), str(v))
+                for k, v in conn.execute(
+                    "SELECT key, value FROM kv_values WHERE session = ? AND scope_id = ? "
+                    "AND namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
+                    (name, scope_column(scope), namespace, len(key_prefix), key_prefix),
+                )
+            ]
+
+        return [(k, self._decode(v, "kv_values")) for k, v in await self._repo._run(scan)]
+
+    async def _read_list(
+        self,
+        address: ListAddress[Any],
+        cursor: int | None,
+        order: Order,
+        limit: int | None,
+        stop_at_tag: str | None,
+    ) -> list[ListElement]:
+        name = self._name
+        if order == "asc":
+            cond, direction = "seq > ?", "ASC"
+            bound = -(2**63) if cursor is None else cursor
+        else:
+            cond, direction = "seq < ?", "DESC"
+            bound = 2**63 - 1 if cursor is None else cursor
+
+        def read(conn: sqlite3.Connection) -> list[tuple[int, str, str | None]]:
+            rows = conn.execute(
+                f"SELECT seq, value, tag FROM list_elements WHERE session = ? AND scope_id = ? "
+                f"AND namespace = ? AND key = ? AND {cond} ORDER BY seq {direction} LIMIT ?",
+                (
+                    name,
+                    scope_column(address.scope),
+                    address.namespace,
+                    address.key,
+                    bound,
+                    -1 if limit is None else limit,
+                ),
+            )
+            out: list[tuple[int, str, str | None]] = []
+            # The cursor is lazy: stopping at the tag stops reading the table.
+            for seq, value, tag in rows:
+                out.append((seq, value, tag))
+                if stop_at_tag is not None and tag == stop_at_tag:
+                    break
+            return out
+
+        return [
+            ListElement(seq, self._decode(v, "list_elements", seq), tag)
+            for seq, v, tag in await self._repo._run(read)
+        ]
+
+    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
+        name = self._name
+
+        def read(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            return list(
+                conn.execute(
+                    "SELECT seq, value FROM entries WHERE session = ? AND seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (name, -(2**63) if cursor is None else cursor, -1 if limit is None else limit),
+                )
+            )
+
+        return [
+            Entry(seq, self._decode(v, "entries", seq)) for seq, v in await self._repo._run(read)
+        ]
+
+    async def _live_scopes(self) -> list[EphemeralScope]:
+        name = self._name
+
+        def live(conn: sqlite3.Connection) -> list[str]:
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT scope_id FROM kv_values WHERE session = ? AND scope_id != '' "
+                    "UNION SELECT scope_id FROM list_elements WHERE session = ? "
+                    "AND scope_id != ''",
+                    (name, name),
+                )
+            ]
+
+        return [EphemeralScope(sid) for sid in await self._repo._run(live)]
+
+    async def _close(self) -> None:
+        pass
+
+    def _decode(self, text: str, table: str, seq: int | None = None) -> JSON:
+        return decode_json(
+            text,
+            path=f"{self._repo.path} table {table}",
+            record=f"session {self._name!r} seq {seq}",
+        )
