@@ -129,7 +129,7 @@
     if (op.length !== LONG_ARITY[verb]) throw new ShapeError(verb + " arity");
     checkPath(op[1]);
     if (op[1].length === 0 && verb !== "p" && verb !== "m") {
-      throw new PathError("path is empty: " + verb + " needs a non-empty path", op[1]);
+      throw new ShapeError("path is empty: " + verb + " needs a non-empty path (use r to replace the root)");
     }
     checkArgs(verb, op, 2);
   }

@@ -1,0 +1,255 @@
+"""Real-browser tests: headless Chromium folds a live bash stream and runs the Chord vectors.
+
+The page's JavaScript applier (``static/chord.js``) must agree with the Python
+applier on every shared vector and on seeded random (often malformed) streams,
+and the viewer's replica must equal the server's lane view after a long,
+truncating bash stream with emoji and CJK text.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold.chord import ChordError, Decoder, Encoder, apply
+from toolfold.harness._lane import Lanes
+from toolfold.server import create_app
+
+VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "chord"
+
+# Runs one decode+apply case in the page; returns JSON text (JSON.stringify
+# escapes lone surrogates, which the Playwright channel could not carry raw).
+JS_RUN_CASES = """
+(lines) => {
+  const out = [];
+  for (const line of lines) {
+    const req = JSON.parse(line);
+    const dec = new Chord.Decoder();
+    let state = req.base;
+    const ops = [];
+    let res = null;
+    for (let i = 0; i < req.batches.length; i++) {
+      let o;
+      try { o = dec.decode(req.batches[i]); }
+      catch (e) { res = {ok: false, cls: e.name, at: i, phase: "decode", chord: e instanceof Chord.ChordError}; break; }
+      ops.push(o);
+      const before = JSON.stringify(state);
+      try { state = Chord.apply(state, o); }
+      catch (e) {
+        res = {ok: false, cls: e.name, at: i, phase: "apply", chord: e instanceof Chord.ChordError,
+               intact: JSON.stringify(state) === before};
+        break;
+      }
+    }
+    if (res === null) res = {ok: true, ops, state};
+    out.push(res);
+  }
+  return JSON.stringify(out);
+}
+"""
+
+JS_VALIDATE = """
+(lines) => JSON.stringify(lines.map((line) => {
+  const op = JSON.parse(line);
+  const r = {};
+  for (const [name, fn] of [["validate_wire", Chord.validateWireOp], ["validate", Chord.validateOp]]) {
+    try { fn(op); r[name] = "ok"; } catch (e) { r[name] = e.name; }
+  }
+  return r;
+}))
+"""
+
+
+def _py_run(req: dict[str, Any]) -> dict[str, Any]:
+    dec = Decoder()
+    state = copy.deepcopy(req["base"])
+    ops: list[Any] = []
+    for i, batch in enumerate(req["batches"]):
+        try:
+            decoded = dec.decode(batch)
+        except ChordError as exc:
+            return {"ok": False, "cls": type(exc).__name__, "at": i, "phase": "decode"}
+        ops.append(decoded)
+        try:
+            state = apply(state, decoded)
+        except ChordError as exc:
+            return {"ok": False, "cls": type(exc).__name__, "at": i, "phase": "apply"}
+    return {"ok": True, "ops": ops, "state": state}
+
+
+def _reference_class(error: str) -> str:
+    cls = error.split(":", 1)[0]
+    return "ShapeError" if cls == "TypeError" else cls
+
+
+def _load_vectors() -> list[dict[str, Any]]:
+    cases = []
+    for name in ("decode.jsonl", "edge_ok.jsonl", "malformed.jsonl"):
+        with (VECTORS / name).open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    case = json.loads(line)
+                    case["file"] = name
+                    cases.append(case)
+    return cases
+
+
+@pytest.fixture(scope="module")
+def page(browser_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A page with chord.js loaded from the package's static directory (no server needed)."""
+    chord_js = Path(__file__).resolve().parents[2] / "src" / "toolfold" / "server" / "static" / "chord.js"
+    p = browser_context.new_page()
+    p.set_content("<!doctype html><title>chord</title>")
+    p.add_script_tag(content=chord_js.read_text(encoding="utf-8"))
+    yield p
+    p.close()
+
+
+def test_js_applier_matches_the_reference_vectors_and_python(page: Any) -> None:
+    cases = _load_vectors()
+    assert len(cases) >= 100, f"expected the shared vectors at {VECTORS}, found {len(cases)} cases"
+    lines = [json.dumps(c["request"]) for c in cases]
+    js_results = json.loads(page.evaluate(JS_RUN_CASES, lines))
+    mismatches = []
+    for case, js in zip(cases, js_results, strict=True):
+        label = f"{case['file']}#{case['id']}"
+        py = _py_run(case["request"])
+        want = case["response"]
+        if want["ok"]:
+            if not js["ok"] or js["ops"] != want["ops"] or js["state"] != want["state"]:
+                mismatches.append(f"{label}: JS {js} != reference")
+            if not py["ok"] or py["state"] != js.get("state"):
+                mismatches.append(f"{label}: Python {py} != JS")
+        else:
+            expected = (_reference_class(want["error"]), want["at_batch"], want["phase"])
+            got = (js.get("cls"), js.get("at"), js.get("phase"))
+            if js["ok"] or got != expected or not js["chord"]:
+                mismatches.append(f"{label}: JS failed as {got}, reference {expected}")
+            if js.get("phase") == "apply" and not js.get("intact"):
+                mismatches.append(f"{label}: JS apply failure changed the replica")
+            if py["ok"] or (py["cls"], py["at"], py["phase"]) != got:
+                mismatches.append(f"{label}: Python {py} disagrees with JS {got}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_js_validators_match_the_reference_on_single_ops(page: Any) -> None:
+    cases = [c for c in _load_vectors() if "validate_wire" in c and c.get("validate_wire")]
+    assert cases
+    ops = [json.dumps(c["request"]["batches"][0][0]) for c in cases]
+    results = json.loads(page.evaluate(JS_VALIDATE, ops))
+    for case, got in zip(cases, results, strict=True):
+        for name in ("validate_wire", "validate"):
+            want = case[name]
+            expected = "ok" if want["ok"] else _reference_class(want["error"])
+            assert got[name] == expected, f"malformed#{case['id']} {name}: {got[name]} != {expected}"
+
+
+def _random_value(rng: random.Random, depth: int = 0) -> Any:
+    pick = rng.random()
+    if depth > 2 or pick < 0.5:
+        return rng.choice(["", "abc", "😀x", "漢字", "\U0001f1ef\U0001f1f5", 0, 1.5, True, None])
+    if pick < 0.75:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(["a", "b", "0", "text"]): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def _random_path(rng: random.Random) -> list[Any]:
+    segs: list[Any] = ["a", "b", "0", "text", 0, 1, 2, 5, "__proto__"]
+    return [rng.choice(segs) for _ in range(rng.randint(0, 3))]
+
+
+# Paths that exist in the base value below, by what they hold, so most random
+# ops apply and the comparison covers successes as well as failures.
+_STRINGS: list[list[Any]] = [["a", "text"], ["b", 0], ["b", 1, "text"], ["text"], ["a", "0", 1]]
+_LISTS: list[list[Any]] = [["a", "0"], ["b"]]
+_KEYS: list[list[Any]] = [["a", "new"], ["b", 1, "k"], ["z"], ["b", 2], ["a", "0", 0]]
+
+
+def _random_op(rng: random.Random) -> list[Any]:
+    verb = rng.choice("sdatpm")
+    sensible = rng.random() < 0.85
+    if verb in "at":
+        path = rng.choice(_STRINGS) if sensible else _random_path(rng)
+    elif verb in "pm":
+        path = rng.choice(_LISTS) if sensible else _random_path(rng)
+    else:
+        path = rng.choice(_KEYS + _STRINGS) if sensible else _random_path(rng)
+    if verb == "m" and sensible:
+        return ["m", path, [1, 0] if path == ["a", "0"] else [0, 1]]
+    if verb == "s":
+        return ["s", path, _random_value(rng)]
+    if verb == "d":
+        return ["d", path]
+    if verb == "a":
+        return ["a", path, rng.choice(["x", "😀", "字", ""])]
+    if verb == "t":
+        return ["t", path, rng.randint(0, 4)]
+    if verb == "p":
+        return ["p", path, rng.randint(0, 4), rng.randint(0, 2), [_random_value(rng)]]
+    n = rng.randint(0, 3)
+    perm = list(range(n))
+    rng.shuffle(perm)
+    return ["m", path, perm]
+
+
+def _mutate(rng: random.Random, wire: list[Any]) -> list[Any]:
+    wire = copy.deepcopy(wire)
+    if not wire:
+        return wire
+    i = rng.randrange(len(wire))
+    op = wire[i]
+    choice = rng.random()
+    if choice < 0.2:
+        op[0] = rng.choice(["x", "#", "r", "s", "d"])
+    elif choice < 0.4 and len(op) > 1:
+        op[rng.randrange(1, len(op))] = rng.choice([-1, 1.5, "0", None, [], 99, True, ["__proto__"]])
+    elif choice < 0.6:
+        op.pop()
+    elif choice < 0.8:
+        op.append(0)
+    else:
+        wire[i] = ["#", rng.choice([0, 1, 7]), _random_path(rng)]
+    return wire
+
+
+def test_js_and_python_agree_on_seeded_random_and_mutated_streams(page: Any) -> None:
+    rng = random.Random(20261130)
+    requests = []
+    for _ in range(400):
+        base = {"a": {"text": "héllo😀", "0": [1, "x"]}, "b": ["漢字", {"text": ""}], "text": "t"}
+        enc = Encoder()
+        batches = []
+        for _ in range(rng.randint(1, 3)):
+            ops = [_random_op(rng) for _ in range(rng.randint(1, 3))]
+            try:
+                wire = enc.encode(ops)
+            except ChordError:
+                # The encoder refuses invalid ops at record time; a forged stream
+                # sends them inline anyway.
+                wire = copy.deepcopy(ops)
+            if rng.random() < 0.15:
+                wire = _mutate(rng, wire)
+            batches.append(wire)
+        requests.append({"cmd": "decode_apply", "base": base, "batches": batches})
+    requests.append({"cmd": "decode_apply", "base": {}, "batches": [[["#", 0, ["__proto__"]]]]})
+    js_results = json.loads(page.evaluate(JS_RUN_CASES, [json.dumps(r) for r in requests]))
+    outcomes = {"ok": 0, "failed": 0}
+    for i, (req, js) in enumerate(zip(requests, js_results, strict=True)):
+        py = _py_run(req)
+        outcomes["ok" if py["ok"] else "failed"] += 1
+        if py["ok"]:
+            assert js["ok"], f"case {i}: Python applied, JS failed with {js}: {req['batches']}"
+            assert js["state"] == py["state"], f"case {i}: states differ: {req['batches']}"
+        else:
+            assert not js["ok"], f"case {i}: Python failed {py}, JS applied: {req['batches']}"
+            assert js["chord"], f"case {i}: JS raised a non-Chord error {js}"
+            assert (js["cls"], js["at"], js["phase"]) == (py["cls"], py["at"], py["phase"]), (
+                f"case {i}: JS {js} vs Python {py}: {req['batches']}"
+            )
+    # The generator must exercise both paths, or this test proves little.
+    assert outcomes["ok"] > 50 and outcomes["failed"] > 50, outcomes
