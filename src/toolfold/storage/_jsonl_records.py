@@ -243,7 +243,10 @@ def _decode(table: AddressTable, line: JSON, scope: Scope) -> list[tuple[int, Wr
         elif verb in ("v", "l", "x"):
             if n < 3:
                 raise _Bad(f"record {i}: {verb!r} has too few fields ({n})")
-            ns, k = _resolve(table, rec[1], scope_ref=False)
+            addr = _resolve(table, rec[1], scope_ref=False)
+            if not isinstance(addr, tuple):  # pragma: no cover - _resolve checked the kind
+                raise _Bad(f"record {i}: {verb!r} needs a value/list address")
+            ns, k = addr
             seq = _int(rec[2], f"record {i}: seq")
             if verb == "v":
                 if n != 4:

@@ -1,0 +1,749 @@
+"""The JSONL backend: one append-only main log per session plus one side file per live scope.
+
+Layout of a repository directory::
+
+    <dir>/<name>.jsonl                              main log: session scope, retirements
+    <dir>/<name>.jsonl.scopes/scope-<enc id>.scope  one per ephemeral scope lifetime
+    <dir>/.<...>.tmp, <dir>/<name>.jsonl.scopes/.<...>.tmp   temp files (ignored)
+
+Every file starts with a header line and then holds one line per transaction (see
+``_jsonl_records`` for the record encoding). The rules, and why they exist, are in
+docs/storage.md ("JSONL backend").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import os
+import secrets
+import shutil
+import urllib.parse
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, encode_scope_id
+from ._base import (
+    Entry,
+    FsyncPolicy,
+    ListElement,
+    Order,
+    Repository,
+    Session,
+    check_session_name,
+    page_sorted,
+)
+from ._errors import (
+    BackendError,
+    CorruptStoreError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StorageError,
+)
+from ._jsonl_records import AddressTable, decode_line, encode_line, undo
+from ._writes import (
+    JSON,
+    AppendEntry,
+    AppendList,
+    DeleteList,
+    DeleteValue,
+    RetireScope,
+    SetValue,
+    Write,
+)
+
+try:  # advisory lock: one writer per session file across processes (POSIX only)
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["JsonlRepository", "JsonlSession"]
+
+FORMAT_VERSION = 1
+MAIN_SUFFIX = ".jsonl"
+SIDE_DIR_SUFFIX = ".jsonl.scopes"
+SIDE_PREFIX = "scope-"
+SIDE_SUFFIX = ".scope"
+TMP_SUFFIX = ".tmp"
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(TMP_SUFFIX)
+
+
+def _sync_dir(path: Path) -> None:
+    # A rename/link/create is durable only once its directory entry is: fsync the dir.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_datasync = getattr(os, "fdatasync", os.fsync)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+# -- in-memory index ---------------------------------------------------------------------
+
+
+class _Element:
+    __slots__ = ("data", "seq", "tag")
+
+    def __init__(self, seq: int, data: bytes, tag: str | None) -> None:
+        self.seq = seq
+        self.data = data
+        self.tag = tag
+
+
+class _ScopeData:
+    __slots__ = ("lists", "values")
+
+    def __init__(self) -> None:
+        self.values: dict[str, dict[str, bytes]] = {}
+        self.lists: dict[tuple[str, str], list[_Element]] = {}
+
+
+class _Index:
+    """What a session holds, so reads never rescan a file. Values are kept as encoded
+    JSON (what the line carried): a caller can never mutate the store through a read."""
+
+    def __init__(self) -> None:
+        self.scopes: dict[Scope, _ScopeData] = {}
+        self.entries: list[_Element] = []
+
+    def apply(self, w: Write, seq: int, data: bytes | None) -> None:
+        if isinstance(w, AppendEntry):
+            self.entries.append(_Element(seq, data or b"null", None))
+        elif isinstance(w, RetireScope):
+            self.scopes.pop(w.scope, None)
+        else:
+            a = w.address
+            sd = self.scopes.get(a.scope)
+            if isinstance(w, SetValue | AppendList):
+                if sd is None:
+                    sd = self.scopes[a.scope] = _ScopeData()
+                if isinstance(w, SetValue):
+                    sd.values.setdefault(a.namespace, {})[a.key] = data or b"null"
+                else:
+                    sd.lists.setdefault((a.namespace, a.key), []).append(
+                        _Element(seq, data or b"null", w.tag)
+                    )
+            elif sd is not None:
+                if isinstance(w, DeleteValue):
+                    ns = sd.values.get(a.namespace)
+                    if ns is not None:
+                        ns.pop(a.key, None)
+                        if not ns:
+                            del sd.values[a.namespace]
+                else:
+                    sd.lists.pop((a.namespace, a.key), None)
+                if not sd.values and not sd.lists:
+                    del self.scopes[a.scope]
+
+
+def _loads(data: bytes) -> JSON:
+    result: JSON = orjson.loads(data)
+    return result
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _File:
+    """One append-only file we write: its path, open descriptor, size and address table."""
+
+    path: Path
+    scope_id: str | None = None  # None for the main log
+    size: int = 0
+    exists: bool = False
+    fd: int | None = None
+    table: AddressTable = field(default_factory=AddressTable)
+    #: Set when a failed write could not be taken back: appending more would bury a
+    #: torn line inside the file, so the file refuses writes until the session reopens.
+    broken: str | None = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+@dataclass
+class _Parsed:
+    """One file read from disk: header, complete records (seq-ascending), torn tail."""
+
+    path: Path
+    header: dict[str, Any]
+    records: list[tuple[int, Write, JSON, int]]  # seq, write, payload, line number
+    table: AddressTable
+    good_size: int  # bytes up to the end of the last complete line
+    total_size: int
+
+
+def _iter_lines(data: bytes) -> Iterator[tuple[int, int, bytes, bool]]:
+    """Yield ``(lineno, end_offset, line, has_newline)`` for each line of ``data``."""
+    pos, lineno, n = 0, 0, len(data)
+    while pos < n:
+        lineno += 1
+        nl = data.find(b"\n", pos)
+        if nl == -1:
+            yield lineno, n, data[pos:], False
+            return
+        yield lineno, nl + 1, data[pos:nl], True
+        pos = nl + 1
+
+
+def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Parsed:
+    where = str(path)
+    lines = _iter_lines(data)
+    first = next(lines, None)
+    header: object = None
+    if first is not None and first[3]:
+        with contextlib.suppress(orjson.JSONDecodeError):
+            header = orjson.loads(first[2])
+    if first is None or not isinstance(header, dict) or header.get("kind") != header_kind:
+        raise CorruptStoreError(
+            f"{where}: line 1 is not a {header_kind} line (got {data[:80]!r}); this is not a "
+            "toolfold JSONL file or its start was damaged — move it away",
+            path=where,
+            record=1,
+        )
+    if header.get("v") != FORMAT_VERSION:
+        raise CorruptStoreError(
+            f"{where}: format version {header.get('v')!r} is not supported (this toolfold "
+            f"reads version {FORMAT_VERSION}); open it with the toolfold that wrote it",
+            path=where,
+            record=1,
+        )
+    table = AddressTable()
+    records: list[tuple[int, Write, JSON, int]] = []
+    good = first[1]
+    last_seq = 0
+    for lineno, end, raw, has_nl in lines:
+        is_last = end >= len(data)
+        if not has_nl:
+            break  # torn: the write of this line never completed
+        try:
+            parsed = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            if is_last:
+                break  # torn (e.g. a partly persisted write): drop it
+            raise CorruptStoreError(
+                f"{where}: line {lineno} is not valid JSON ({exc}) and is not the last line, "
+                "so it is damage, not an interrupted write; restore the file or cut the "
+                "line out by hand",
+                path=where,
+                record=lineno,
+            ) from exc
+        for seq, w, payload in decode_line(table, parsed, scope, path=where, lineno=lineno):
+            if seq <= last_seq:
+                raise CorruptStoreError(
+                    f"{where}: line {lineno} has seq {seq} after seq {last_seq}; seqs in a "
+                    "file must increase — the file was edited or spliced",
+                    path=where,
+                    record=lineno,
+                )
+            last_seq = seq
+            records.append((seq, w, payload, lineno))
+        good = end
+    return _Parsed(path, header, records, table, good, len(data))
+
+
+@dataclass
+class _Loaded:
+    session_id: str
+    main: _File
+    sides: dict[EphemeralScope, _File]
+    index: _Index
+    next_seq: int
+
+
+def _side_name(scope: EphemeralScope) -> str:
+    return f"{SIDE_PREFIX}{encode_scope_id(scope.id)}{SIDE_SUFFIX}"
+
+
+def _lock(fd: int, path: Path) -> None:
+    if fcntl is None:  # pragma: no cover - non-POSIX
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise StorageError(
+            f"{path} is open in another repository object or process; JSONL sessions have "
+            "one writer — close it there first"
+        ) from None
+
+
+def _load_session(directory: Path, name: str, main_fd: int) -> _Loaded:
+    """Read a session from disk (main log, then side files), check it, rebuild the
+    index, then — only once everything checked out — repair: truncate torn tails,
+    unlink side files that hold nothing live, remove stale temp files."""
+    main_path = directory / f"{name}{MAIN_SUFFIX}"
+    with open(main_path, "rb") as f:
+        main = _parse_file(main_path, f.read(), SESSION, "session_header")
+    session_id = main.header.get("sessionId")
+    if not isinstance(session_id, str) or not session_id:
+        raise CorruptStoreError(
+            f"{main_path}: header has no sessionId; the file was edited — restore it",
+            path=str(main_path),
+            record=1,
+        )
+    retired: dict[str, int] = {}
+    for seq, w, _, _ in main.records:
+        if isinstance(w, RetireScope):
+            retired[w.scope.id] = seq  # seqs increase: the last one is the latest
+
+    side_dir = directory / f"{name}{SIDE_DIR_SUFFIX}"
+    sides: list[tuple[EphemeralScope, _Parsed]] = []
+    temps: list[Path] = []
+    if side_dir.is_dir():
+        for entry in sorted(os.scandir(side_dir), key=lambda e: e.name):
+            if _is_temp(entry.name):
+                temps.append(Path(entry.path))
+                continue
+            if not (entry.name.startswith(SIDE_PREFIX) and entry.name.endswith(SIDE_SUFFIX)):
+                continue  # not ours (a note, an editor backup): leave it alone
+            path = Path(entry.path)
+            scope = _side_scope(path, entry.name)
+            with open(path, "rb") as f:
+                parsed = _parse_file(path, f.read(), scope, "scope_header")
+            _check_side_header(parsed, scope, session_id)
+            sides.append((scope, parsed))
+
+    # Every complete record counts for the high-water mark and the duplicate check,
+    # dead ones included: a seq that reached a disk is never handed out again.
+    streams = [[(r[0], 0, r[3], r) for r in main.records]]
+    streams += [[(r[0], i + 1, r[3], r) for r in p.records] for i, (_, p) in enumerate(sides)]
+    paths = [main.path] + [p.path for _, p in sides]
+    index = _Index()
+    high = 0
+    prev: tuple[int, int, int] | None = None
+    for seq, file_no, lineno, (_, w, payload, _) in heapq.merge(*streams):
+        if prev is not None and prev[0] == seq:
+            raise CorruptStoreError(
+                f"seq {seq} appears twice: {paths[prev[1]]} line {prev[2]} and "
+                f"{paths[file_no]} line {lineno}; one of the files does not belong here",
+                path=str(paths[file_no]),
+                record=lineno,
+            )
+        prev = (seq, file_no, lineno)
+        high = seq
+        if file_no > 0:
+            scope = sides[file_no - 1][0]
+            if seq < retired.get(scope.id, 0):
+                continue  # dead: an earlier lifetime of the scope, retired
+        index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
+
+    # Checks are over; from here on we only repair.
+    main_file = _File(main_path, None, main.good_size, True, main_fd, main.table)
+    if main.good_size < main.total_size:
+        os.ftruncate(main_fd, main.good_size)
+    side_files: dict[EphemeralScope, _File] = {}
+    for scope, parsed in sides:
+        dead_before = retired.get(scope.id, 0)
+        if all(seq < dead_before for seq, *_ in parsed.records):
+            with contextlib.suppress(OSError):  # retried at the next open
+                os.unlink(parsed.path)
+            continue
+        if parsed.good_size < parsed.total_size:
+            os.truncate(parsed.path, parsed.good_size)
+        side_files[scope] = _File(parsed.path, scope.id, parsed.good_size, True, None, parsed.table)
+    for tmp in temps:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return _Loaded(session_id, main_file, side_files, index, high + 1)
+
+
+def _no_payload(w: Write) -> bool:
+    return isinstance(w, DeleteValue | DeleteList | RetireScope)
+
+
+def _side_scope(path: Path, filename: str) -> EphemeralScope:
+    enc = filename[len(SIDE_PREFIX) : -len(SIDE_SUFFIX)]
+    try:
+        scope = EphemeralScope(urllib.parse.unquote(enc, errors="strict"))
+        ok = encode_scope_id(scope.id) == enc
+    except (UnicodeDecodeError, StorageError):
+        ok = False
+    if not ok:
+        raise CorruptStoreError(
+            f"{path}: {filename!r} is not the name toolfold gives a side file (the scope id "
+            "is not canonically percent-encoded); move it out of the .scopes directory",
+            path=str(path),
+        )
+    return scope
+
+
+def _check_side_header(parsed: _Parsed, scope: EphemeralScope, session_id: str) -> None:
+    where = str(parsed.path)
+    if parsed.header.get("sessionId") != session_id:
+        raise CorruptStoreError(
+            f"{where}: side file belongs to session id {parsed.header.get('sessionId')!r}, "
+            f"not to this session ({session_id!r}); it was copied or left here from another "
+            "session — move it away, then open again",
+            path=where,
+            record=1,
+        )
+    if parsed.header.get("scopeId") != scope.id:
+        raise CorruptStoreError(
+            f"{where}: header names scope {parsed.header.get('scopeId')!r} but the file name "
+            f"says {scope.id!r}; the file was renamed — rename it back or move it away",
+            path=where,
+            record=1,
+        )
+
+
+# -- session -------------------------------------------------------------------------------
+
+
+class JsonlSession(Session):
+    """An open JSONL session (see :class:`JsonlRepository`)."""
+
+    def __init__(self, name: str, directory: Path, policy: FsyncPolicy, loaded: _Loaded) -> None:
+        super().__init__(name, loaded.next_seq)
+        self._dir = directory
+        self._side_dir = directory / f"{name}{SIDE_DIR_SUFFIX}"
+        self._policy = policy
+        self._session_id = loaded.session_id
+        self._main = loaded.main
+        self._sides = loaded.sides
+        self._index = loaded.index
+        #: Retired scopes whose side file could not be unlinked yet.
+        self._cleanup: set[EphemeralScope] = set()
+
+    @property
+    def main_path(self) -> Path:
+        """The main log file."""
+        return self._main.path
+
+    def side_path(self, scope: EphemeralScope) -> Path:
+        """Where the side file of ``scope`` lives (whether or not it exists)."""
+        return self._side_dir / _side_name(scope)
+
+    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+        seqs = self._allocate(len(writes))
+        if isinstance(scope, EphemeralScope):
+            file = self._side_file(scope)
+            sync = self._policy.side == "commit"
+        else:
+            file = self._main
+            sync = self._policy.main == "commit"
+        if file.broken is not None:
+            raise BackendError(file.broken)
+        line, payloads, token = encode_line(file.table, writes, seqs)
+        retiring = [w.scope for w in writes if isinstance(w, RetireScope)]
+        try:
+            if sync:
+                # fsync takes milliseconds: keep it off the event loop. The base class
+                # keeps the session line held until this returns, even if cancelled.
+                await asyncio.to_thread(self._write, file, line, sync)
+            else:
+                self._write(file, line, sync)
+        except BaseException:
+            undo(file.table, token)
+            raise
+        for w, seq, data in zip(writes, seqs, payloads, strict=True):
+            self._index.apply(w, seq, data)
+        # The retirement is durable; now drop the side files. This runs inside the
+        # session line, so no later write to a reused id can be overtaken by this unlink.
+        for s in retiring:
+            self._drop_side(s)
+        return seqs
+
+    def _side_file(self, scope: EphemeralScope) -> _File:
+        if scope in self._cleanup:
+            # A new lifetime of a retired id: get rid of the old file first if we can;
+            # if not, the new records go after the dead ones (reopen tells them apart by
+            # the retirement seq) and the file is no longer ours to delete.
+            self._drop_side(scope)
+            self._cleanup.discard(scope)
+        file = self._sides.get(scope)
+        if file is None:
+            file = self._sides[scope] = _File(self.side_path(scope), scope.id)
+        return file
+
+    def _drop_side(self, scope: EphemeralScope) -> None:
+        file = self._sides.pop(scope, None)
+        if file is None:
+            return
+        file.close()
+        try:
+            os.unlink(file.path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._sides[scope] = file  # still on disk, holding only dead records
+            self._cleanup.add(scope)
+            return
+        self._cleanup.discard(scope)
+
+    def _write(self, file: _File, line: bytes, sync: bool) -> None:
+        """Append one transaction line (creating a side file first if needed)."""
+        try:
+            if not file.exists:
+                self._create_side(file, sync)
+            if file.fd is None:
+                file.fd = os.open(file.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+        except OSError as exc:
+            raise BackendError(
+                f"cannot open {file.path} for writing ({exc}); nothing was committed"
+            ) from exc
+        before = file.size
+        try:
+            view = memoryview(line)
+            while view:
+                view = view[os.write(file.fd, view) :]
+            if sync:
+                _datasync(file.fd)
+        except OSError as exc:
+            # Take the partial line back, or the next append would bury a torn line
+            # in the middle of the file (which reopen must refuse as damage).
+            try:
+                os.ftruncate(file.fd, before)
+            except OSError as exc2:
+                file.broken = (
+                    f"{file.path}: an earlier write failed ({exc}) and its partial line could "
+                    f"not be removed ({exc2}); close and reopen the session (reopen drops the "
+                    "torn line)"
+                )
+            raise BackendError(
+                f"cannot append to {file.path} ({exc}); the transaction was not committed"
+            ) from exc
+        file.size = before + len(line)
+
+    def _create_side(self, file: _File, sync: bool) -> None:
+        # temp file + atomic rename: a side file is either absent or has its header, so
+        # a crash can never leave a headerless file that reopen would have to guess about.
+        if not self._side_dir.is_dir():
+            self._side_dir.mkdir(exist_ok=True)
+            if sync:
+                _sync_dir(self._dir)
+        header = orjson.dumps(
+            {
+                "v": FORMAT_VERSION,
+                "kind": "scope_header",
+                "sessionId": self._session_id,
+                "scopeId": file.scope_id,
+            }
+        )
+        _atomic_create(file.path, header + b"\n", sync, exclusive=False)
+        file.exists = True
+        file.size = len(header) + 1
+        file.table = AddressTable()
+
+    async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
+        sd = self._index.scopes.get(address.scope)
+        data = None if sd is None else sd.values.get(address.namespace, {}).get(address.key)
+        return None if data is None else _loads(data)
+
+    async def _scan_values(
+        self, namespace: str, key_prefix: str, scope: Scope
+    ) -> list[tuple[str, JSON]]:
+        sd = self._index.scopes.get(scope)
+        ns = {} if sd is None else sd.values.get(namespace, {})
+        keys = sorted(k for k in ns if k.startswith(key_prefix))
+        return [(k, _loads(ns[k])) for k in keys]
+
+    async def _read_list(
+        self,
+        address: ListAddress[Any],
+        cursor: int | None,
+        order: Order,
+        limit: int | None,
+        stop_at_tag: str | None,
+    ) -> list[ListElement]:
+        sd = self._index.scopes.get(address.scope)
+        raw = [] if sd is None else sd.lists.get((address.namespace, address.key), [])
+        page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
+        return [ListElement(e.seq, _loads(e.data), e.tag) for e in page]
+
+    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
+        page = page_sorted(
+            self._index.entries, cursor=cursor, order="asc", limit=limit, stop_at_tag=None
+        )
+        return [Entry(e.seq, _loads(e.data)) for e in page]
+
+    async def _live_scopes(self) -> list[EphemeralScope]:
+        return [s for s in self._index.scopes if isinstance(s, EphemeralScope)]
+
+    async def _close(self) -> None:
+        for scope in list(self._cleanup):
+            self._drop_side(scope)
+        for file in self._sides.values():
+            file.close()
+        self._main.close()  # also releases the advisory lock
+
+
+def _atomic_create(path: Path, content: bytes, sync: bool, *, exclusive: bool) -> None:
+    """Create ``path`` holding ``content`` all at once (temp file + rename, or + link
+    when ``exclusive``: then an existing file raises FileExistsError)."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view) :]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            os.link(tmp, path)
+        else:
+            os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    if sync:
+        _sync_dir(path.parent)
+
+
+# -- repository ----------------------------------------------------------------------------
+
+
+class JsonlRepository(Repository):
+    """Sessions as JSONL files in one directory (``jsonl:DIR``).
+
+    ``<name>.jsonl`` is the main log (session scope, one line per transaction); each live
+    ephemeral scope has a side file under ``<name>.jsonl.scopes/``. With the default
+    :class:`FsyncPolicy` every commit is fsynced before ``commit()`` returns.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, fsync: FsyncPolicy | None = None):
+        super().__init__()
+        self._dir = Path(directory)
+        self._policy = fsync if fsync is not None else FsyncPolicy()
+        self.location = f"jsonl:{self._dir}"
+
+    @property
+    def directory(self) -> Path:
+        """The directory holding the session files."""
+        return self._dir
+
+    def _main_path(self, name: str) -> Path:
+        return self._dir / f"{name}{MAIN_SUFFIX}"
+
+    async def _create_session(self, name: str) -> Session:
+        await asyncio.to_thread(self._create_files, name)
+        return await self._open_session(name, create=False)
+
+    def _create_files(self, name: str) -> None:
+        path = self._main_path(name)
+        try:
+            self._dir.mkdir(parents=True, exist_ok=True)
+            if path.exists():
+                raise SessionExistsError(f"session {name!r} already exists in {self.location}")
+            # A side directory without a main log is what an interrupted delete leaves:
+            # it belongs to no session, and must not be adopted by this new one.
+            shutil.rmtree(self._dir / f"{name}{SIDE_DIR_SUFFIX}", ignore_errors=True)
+            header = orjson.dumps(
+                {
+                    "v": FORMAT_VERSION,
+                    "kind": "session_header",
+                    "sessionId": secrets.token_hex(16),
+                }
+            )
+            _atomic_create(path, header + b"\n", self._policy.main == "commit", exclusive=True)
+        except FileExistsError:
+            raise SessionExistsError(
+                f"session {name!r} already exists in {self.location}"
+            ) from None
+        except OSError as exc:
+            raise BackendError(f"cannot create session file {path} ({exc})") from exc
+
+    async def _open_session(self, name: str, *, create: bool) -> Session:
+        path = self._main_path(name)
+        if not path.exists():
+            if not create:
+                raise SessionNotFoundError(
+                    f"no session {name!r} in {self.location} (no file {path}); create it "
+                    "first (create_session, or open_session(..., create=True))"
+                )
+            return await self._create_session(name)
+        loaded = await asyncio.to_thread(self._load, name)
+        return JsonlSession(name, self._dir, self._policy, loaded)
+
+    def _load(self, name: str) -> _Loaded:
+        path = self._main_path(name)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | _CLOEXEC)
+        except FileNotFoundError:
+            raise SessionNotFoundError(f"no session {name!r} in {self.location}") from None
+        except OSError as exc:
+            raise BackendError(f"cannot open {path} ({exc})") from exc
+        try:
+            _lock(fd, path)
+            return _load_session(self._dir, name, fd)
+        except OSError as exc:
+            os.close(fd)
+            raise BackendError(f"cannot read session {name!r} from {path} ({exc})") from exc
+        except BaseException:
+            os.close(fd)
+            raise
+
+    async def _list_sessions(self) -> list[str]:
+        return await asyncio.to_thread(self._scan_sessions)
+
+    def _scan_sessions(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self._dir))
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise BackendError(f"cannot list {self._dir} ({exc})") from exc
+        names = []
+        for entry in entries:
+            # Side files end in .scope and live in .scopes dirs, temp files start with
+            # "." — none of them can be mistaken for a session.
+            if not entry.name.endswith(MAIN_SUFFIX) or not entry.is_file():
+                continue
+            name = entry.name[: -len(MAIN_SUFFIX)]
+            if name and not name.startswith(".") and _valid_name(name):
+                names.append(name)
+        return names
+
+    async def _delete_session(self, name: str) -> None:
+        await asyncio.to_thread(self._delete_files, name)
+
+    def _delete_files(self, name: str) -> None:
+        path = self._main_path(name)
+        try:
+            fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+        except FileNotFoundError:
+            raise SessionNotFoundError(
+                f"no session {name!r} in {self.location} to delete"
+            ) from None
+        except OSError as exc:
+            raise BackendError(f"cannot open {path} ({exc})") from exc
+        try:
+            _lock(fd, path)
+            # Unlinking the main log is the commit point of a delete; a side directory
+            # left behind by a crash after it is removed by the next create of the name.
+            os.unlink(path)
+            if self._policy.main == "commit":
+                _sync_dir(self._dir)
+        except OSError as exc:
+            raise BackendError(f"cannot delete {path} ({exc})") from exc
+        finally:
+            os.close(fd)
+        shutil.rmtree(self._dir / f"{name}{SIDE_DIR_SUFFIX}", ignore_errors=True)
+
+    async def _close(self) -> None:
+        pass
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_session_name(name)
+    except StorageError:
+        return False
+    return True
