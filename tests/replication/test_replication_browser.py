@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 
 from toolfold.chord import ChordError, Decoder, Encoder, apply
-from toolfold.harness._lane import Lanes
-from toolfold.server import create_app
 
 VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "chord"
 
@@ -102,7 +100,9 @@ def _load_vectors() -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def page(browser_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A page with chord.js loaded from the package's static directory (no server needed)."""
-    chord_js = Path(__file__).resolve().parents[2] / "src" / "toolfold" / "server" / "static" / "chord.js"
+    chord_js = (
+        Path(__file__).resolve().parents[2] / "src" / "toolfold" / "server" / "static" / "chord.js"
+    )
     p = browser_context.new_page()
     p.set_content("<!doctype html><title>chord</title>")
     p.add_script_tag(content=chord_js.read_text(encoding="utf-8"))
@@ -146,7 +146,9 @@ def test_js_validators_match_the_reference_on_single_ops(page: Any) -> None:
         for name in ("validate_wire", "validate"):
             want = case[name]
             expected = "ok" if want["ok"] else _reference_class(want["error"])
-            assert got[name] == expected, f"malformed#{case['id']} {name}: {got[name]} != {expected}"
+            assert got[name] == expected, (
+                f"malformed#{case['id']} {name}: {got[name]} != {expected}"
+            )
 
 
 def _random_value(rng: random.Random, depth: int = 0) -> Any:
@@ -155,7 +157,10 @@ def _random_value(rng: random.Random, depth: int = 0) -> Any:
         return rng.choice(["", "abc", "😀x", "漢字", "\U0001f1ef\U0001f1f5", 0, 1.5, True, None])
     if pick < 0.75:
         return [_random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
-    return {rng.choice(["a", "b", "0", "text"]): _random_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+    return {
+        rng.choice(["a", "b", "0", "text"]): _random_value(rng, depth + 1)
+        for _ in range(rng.randint(0, 3))
+    }
 
 
 def _random_path(rng: random.Random) -> list[Any]:
@@ -207,7 +212,9 @@ def _mutate(rng: random.Random, wire: list[Any]) -> list[Any]:
     if choice < 0.2:
         op[0] = rng.choice(["x", "#", "r", "s", "d"])
     elif choice < 0.4 and len(op) > 1:
-        op[rng.randrange(1, len(op))] = rng.choice([-1, 1.5, "0", None, [], 99, True, ["__proto__"]])
+        op[rng.randrange(1, len(op))] = rng.choice(
+            [-1, 1.5, "0", None, [], 99, True, ["__proto__"]]
+        )
     elif choice < 0.6:
         op.pop()
     elif choice < 0.8:

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_BUFFER_BYTES",
     "DEFAULT_SETTLED_TOOLS",
     "DEFAULT_TRANSCRIPT_TAIL",
+    "LaneBatch",
     "LaneClosedError",
     "LaneError",
     "LaneHost",
@@ -41,7 +42,6 @@ __all__ = [
     "LaneTool",
     "LaneView",
     "Lanes",
-    "LaneBatch",
     "new_lane_view",
     "reduce_lane_snapshot",
 ]
@@ -423,6 +423,10 @@ class LaneHost:
         """Whether ``close()`` was called."""
         return self._closed
 
+    def backlogs(self) -> list[tuple[int, int]]:
+        """``(batches, bytes)`` waiting in each open subscription's buffer."""
+        return [(s.buffered_batches, s.buffered_bytes) for s in self._subscribers]
+
     def handle(self, event: HarnessEvent) -> None:
         """Reduce ``event`` into the view and publish the resulting ops (if any)."""
         if self._closed:
@@ -453,9 +457,7 @@ class LaneHost:
     def subscribe(self) -> LaneSubscription:
         """A new subscription: the current view as base batch 0, then every later batch."""
         if self._closed:
-            raise LaneClosedError(
-                f"lane {self.lane!r} is closed; subscribe to a live host instead"
-            )
+            raise LaneClosedError(f"lane {self.lane!r} is closed; subscribe to a live host instead")
         sub = LaneSubscription(self)
         self._subscribers.add(sub)
         self._join_with_base(sub)
@@ -505,7 +507,9 @@ class Lanes:
     synchronous listener of the harness bus.
     """
 
-    def __init__(self, *, default_lane: str = "default", remember_runs: int = 4096, **host_options: Any) -> None:
+    def __init__(
+        self, *, default_lane: str = "default", remember_runs: int = 4096, **host_options: Any
+    ) -> None:
         self.default_lane = default_lane
         self._hosts: dict[str, LaneHost] = {}
         self._runs: collections.OrderedDict[str, str] = collections.OrderedDict()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -111,9 +112,7 @@ def create_app(
                 {
                     "lane": name,
                     "tools": len(view["order"]),
-                    "running": sum(
-                        1 for t in view["tools"].values() if t["status"] == "running"
-                    ),
+                    "running": sum(1 for t in view["tools"].values() if t["status"] == "running"),
                     "subscribers": host.subscribers,
                 }
             )
@@ -159,17 +158,19 @@ def create_app(
             )
         body = await request.body()
         if len(body) > MAX_COMMAND_BYTES + 1024:
-            return _error(413, f"request body is {len(body)} bytes; commands are limited to {MAX_COMMAND_BYTES}")
+            return _error(
+                413,
+                f"request body is {len(body)} bytes; commands are limited to {MAX_COMMAND_BYTES}",
+            )
         try:
-            import json
-
             payload = json.loads(body)
         except ValueError as exc:
             return _error(400, f'body is not JSON ({exc}); send {{"command": "..."}}')
         command = payload.get("command") if isinstance(payload, dict) else None
         if not isinstance(command, str) or not command.strip():
             return _error(
-                400, f'field "command" must be a non-empty string, got {command!r}; send {{"command": "ls"}}'
+                400,
+                f'field "command" must be a non-empty string, got {command!r}; send {{"command": "ls"}}',
             )
         if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
             return _error(413, f"command is longer than {MAX_COMMAND_BYTES} bytes; shorten it")
