@@ -1,0 +1,358 @@
+"""Bounded, incremental capture of a command's output: decoding, cleanup, head/tail view, totals.
+
+The cleaned stream is defined over the whole decoded output (see docs/execenv.md):
+
+1. decode UTF-8 with ``errors="replace"`` (incrementally: a read boundary never splits
+   a code point);
+2. remove ANSI escape sequences (CSI, OSC, nF and two-character escapes) and other C0
+   control characters except ``\\t``, ``\\n`` and ``\\r``;
+3. per line, ``\\r`` redraws collapse to the last non-empty ``\\r``-separated segment
+   (so ``\\r\\n`` is just a line end and a progress bar shows its last frame).
+
+The view is a bounded head or tail of the cleaned stream. Everything here is
+streaming: the working buffer is trimmed from 4x back to 2x the cap (amortised), so
+memory does not depend on the size of the output, and the result does not depend
+on how the bytes were chunked.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from ._errors import ExecError
+from ._limits import ShellOutputLimits
+from ._updates import ShellOutputTruncation, utf8_len
+
+# One pass removes complete escape sequences and stray C0 controls (\t \n \r stay: \r is
+# the redraw rule's business). Quantifiers are bounded so an unterminated sequence can
+# only be held back for a bounded number of characters across read boundaries.
+_ESCAPE = re.compile(
+    r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}[@-~]"  # CSI: ESC [ params intermediates final
+    r"|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: ESC ] ... BEL | ST
+    r"|[ -/]{1,4}[0-~]"  # nF: ESC ( B and friends
+    r"|[0-Z\\^-~])"  # Fp / Fe / Fs two-character escapes (not [ or ])
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+)
+# A proper prefix of an _ESCAPE sequence at the very end of the text: hold it back until
+# the next read decides it. Leftmost match wins (an OSC can end with the ESC of its ST).
+_ESCAPE_PREFIX = re.compile(
+    r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?\Z"
+)
+_MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
+# Everything of a line up to its last \r that is followed by visible text.
+_CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
+
+
+class CaptureClosedError(ExecError):
+    """Raised when bytes are fed to an ``OutputCapture`` after ``close()``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureSnapshot:
+    """The bounded view at one moment: text, where it starts in the cleaned stream, totals."""
+
+    text: str
+    start: int
+    """Absolute character offset of ``text`` in the cleaned stream (for slide detection)."""
+    truncation: ShellOutputTruncation
+    last_line_bytes: int | None
+
+
+class OutputCapture:
+    """Feeds raw bytes, keeps a bounded view and exact totals.
+
+    ``feed(data)`` for every read (stdout and stderr interleaved in arrival order),
+    ``close()`` once at the end (flushes a trailing partial code point as U+FFFD and
+    any held-back partial escape), ``snapshot()`` whenever the view is needed.
+    """
+
+    def __init__(self, limits: ShellOutputLimits | None = None) -> None:
+        self.limits = limits if limits is not None else ShellOutputLimits()
+        self._cap = self.limits.max_bytes
+        self._tail = self.limits.retain == "tail"
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._esc_carry = ""
+        self._pending_cr = False
+        self._closed = False
+        # raw totals
+        self.total_bytes = 0
+        self._raw_newlines = 0
+        self._raw_cur = 0
+        self._raw_last_complete = 0
+        # cleaned stream: completed text and the current (unterminated) line
+        self._done = ""
+        self._done_trimmed = False  # tail: _done lost its beginning
+        self._done_abs = 0  # characters of completed cleaned text so far
+        self._done_bytes = 0
+        self._done_lines = 0
+        self._frozen = False  # head: the view can no longer change
+        self._cur = ""
+        self._cur_trimmed = False  # tail: lost its beginning; head: lost its end
+        self._cur_abs = 0
+        self._cur_bytes = 0
+
+    # -- feeding ---------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Add raw output bytes."""
+        if self._closed:
+            raise CaptureClosedError(
+                f"{len(data)} bytes fed to a closed OutputCapture; create a new capture per command"
+            )
+        if not data:
+            return
+        self.total_bytes += len(data)
+        nl = data.rfind(b"\n")
+        if nl == -1:
+            self._raw_cur += len(data)
+        else:
+            prev = data.rfind(b"\n", 0, nl)
+            self._raw_last_complete = self._raw_cur + nl if prev == -1 else nl - prev - 1
+            self._raw_cur = len(data) - nl - 1
+            self._raw_newlines += data.count(b"\n")
+        self._feed_decoded(self._decoder.decode(data))
+
+    def close(self) -> None:
+        """End of output: flush the decoder and any held-back partial escape sequence."""
+        if self._closed:
+            return
+        text = self._esc_carry + self._decoder.decode(b"", final=True)
+        self._esc_carry = ""
+        self._closed = True
+        if text:
+            self._feed_clean(_ESCAPE.sub("", text))
+
+    @property
+    def closed(self) -> bool:
+        """True after ``close()``."""
+        return self._closed
+
+    @property
+    def total_lines(self) -> int:
+        """Raw lines so far; a final line without newline counts."""
+        return self._raw_newlines + (1 if self._raw_cur else 0)
+
+    @property
+    def exceeds_cap(self) -> bool:
+        """True when the raw or cleaned output so far is beyond the limits.
+
+        This is what starts the spill file: the raw prefix kept until then is at most
+        about ``max_bytes`` (plus one read), whatever the cleanup removes or adds.
+        """
+        return (
+            self.total_bytes > self._cap
+            or self._done_bytes + self._cur_bytes > self._cap
+            or self.total_lines > self.limits.max_lines
+        )
+
+    def _feed_decoded(self, text: str) -> None:
+        if self._esc_carry:
+            text = self._esc_carry + text
+            self._esc_carry = ""
+        window = max(0, len(text) - _MAX_ESCAPE_PREFIX)
+        if text.find("\x1b", window) != -1:
+            m = _ESCAPE_PREFIX.search(text, window)
+            if m is not None:
+                self._esc_carry = text[m.start() :]
+                text = text[: m.start()]
+        if text:
+            self._feed_clean(_ESCAPE.sub("", text))
+
+    def _feed_clean(self, text: str) -> None:
+        # text has no escapes left; \r and \n drive the line machine.
+        if not self._pending_cr and "\r" not in text:
+            self._feed_lines(text)
+            return
+        nl = text.find("\n")
+        first = text if nl == -1 else text[:nl]
+        s = "\r" + first if self._pending_cr else first
+        if "\r" in s:
+            segs = s.split("\r")
+            k = len(segs) - 1
+            while k >= 0 and not segs[k]:
+                k -= 1
+            if k > 0:
+                self._wipe()
+                self._append(segs[k])
+            elif k == 0:
+                self._append(segs[0])
+            self._pending_cr = s.endswith("\r")
+        else:
+            self._append(s)
+            self._pending_cr = False
+        if nl == -1:
+            return
+        rest = text[nl + 1 :]
+        pending = rest.endswith("\r")
+        if "\r" in rest:
+            rest = _CR_REDRAW.sub("", rest).replace("\r", "")
+        self._pending_cr = False
+        self._feed_lines("\n" + rest)
+        self._pending_cr = pending
+
+    def _wipe(self) -> None:
+        self._cur = ""
+        self._cur_trimmed = False
+        self._cur_abs = 0
+        self._cur_bytes = 0
+
+    def _append(self, s: str) -> None:
+        if not s:
+            return
+        self._cur_abs += len(s)
+        self._cur_bytes += utf8_len(s)
+        if self._tail:
+            self._cur += s
+            if len(self._cur) > 4 * self._cap:
+                self._cur = self._cur[-2 * self._cap :]
+                self._cur_trimmed = True
+        elif not self._frozen:
+            room = self._cap + 1 - len(self._cur)
+            if room > 0:
+                self._cur += s[:room]
+            if room < len(s):
+                self._cur_trimmed = True
+
+    def _feed_lines(self, text: str) -> None:
+        # text has no \r; the part after its last \n becomes the new current line.
+        nl = text.rfind("\n")
+        if nl == -1:
+            self._append(text)
+            return
+        completed = text[: nl + 1]
+        self._done_abs += self._cur_abs + len(completed)
+        self._done_bytes += self._cur_bytes + utf8_len(completed)
+        self._done_lines += completed.count("\n")
+        if self._tail:
+            if self._cur_trimmed:
+                # The finished line alone is larger than the cap, so nothing before it can
+                # ever be in a tail view again: restart the buffer at its retained part.
+                self._done = self._cur + completed
+                self._done_trimmed = True
+            else:
+                self._done += self._cur + completed
+            if len(self._done) > 4 * self._cap:
+                self._done = self._done[-2 * self._cap :]
+                self._done_trimmed = True
+        elif not self._frozen:
+            self._done += self._cur + completed
+            if (
+                self._cur_trimmed
+                or self._done_bytes >= self._cap
+                or self._done_lines >= self.limits.max_lines
+            ):
+                # The head view is now decided by completed text alone.
+                self._frozen = True
+                self._done = self._done[: self._cap + 1]
+        self._wipe()
+        self._append(text[nl + 1 :])
+
+    # -- the view --------------------------------------------------------------------
+
+    def snapshot(self) -> CaptureSnapshot:
+        """The bounded view of everything fed so far, with exact totals."""
+        total_clean = self._done_abs + self._cur_abs
+        if self._tail:
+            text, start, by, partial = self._tail_view()
+            first_exceeds = False
+        else:
+            text, by, first_exceeds = self._head_view()
+            start, partial = 0, False
+        truncated = len(text) < total_clean
+        if not truncated:
+            by = None
+        elif by is None:
+            by = "bytes"
+        out_bytes = utf8_len(text)
+        out_lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+        last_line_bytes: int | None = None
+        if self.total_bytes:
+            last_line_bytes = self._raw_cur if self._raw_cur else self._raw_last_complete
+        return CaptureSnapshot(
+            text=text,
+            start=start,
+            truncation=ShellOutputTruncation(
+                truncated=truncated,
+                truncated_by=by,
+                total_lines=self.total_lines,
+                total_bytes=self.total_bytes,
+                output_lines=out_lines,
+                output_bytes=out_bytes,
+                last_line_partial=partial,
+                first_line_exceeds_limit=first_exceeds,
+                max_lines=self.limits.max_lines,
+                max_bytes=self._cap,
+            ),
+            last_line_bytes=last_line_bytes,
+        )
+
+    def _tail_view(self) -> tuple[str, int, Literal["lines", "bytes"] | None, bool]:
+        if self._cur_trimmed:
+            buf, trimmed = self._cur, True
+            buf_start = self._done_abs + self._cur_abs - len(self._cur)
+        else:
+            buf = self._done + self._cur
+            trimmed = self._done_trimmed if self._done else False
+            buf_start = self._done_abs - len(self._done)
+        max_lines, cap = self.limits.max_lines, self._cap
+        pos, count, used = len(buf), 0, 0
+        by: Literal["lines", "bytes"] | None = None
+        while pos > 0:
+            if count == max_lines:
+                by = "lines"
+                break
+            start = buf.rfind("\n", 0, pos - 1) + 1
+            seg = buf[start:pos]
+            size = utf8_len(seg)
+            if (start > 0 or not trimmed) and used + size <= cap:
+                used += size
+                count += 1
+                pos = start
+                continue
+            by = "bytes"
+            if count == 0:
+                # The last line alone exceeds the cap: show its last max_bytes bytes.
+                tail = _utf8_tail(seg, cap)
+                return tail, buf_start + len(buf) - len(tail), by, True
+            break
+        return buf[pos:], buf_start + pos, by, False
+
+    def _head_view(self) -> tuple[str, Literal["lines", "bytes"] | None, bool]:
+        buf = self._done if self._frozen else self._done + self._cur
+        max_lines, cap = self.limits.max_lines, self._cap
+        pos, count, used, n = 0, 0, 0, len(buf)
+        while pos < n:
+            if count == max_lines:
+                return buf[:pos], "lines", False
+            j = buf.find("\n", pos)
+            end = n if j == -1 else j + 1
+            seg = buf[pos:end]
+            size = utf8_len(seg)
+            if used + size > cap:
+                return buf[:pos] + _utf8_head(seg, cap - used), "bytes", count == 0
+            used += size
+            count += 1
+            pos = end
+        return buf, ("lines" if count == max_lines else None), False
+
+
+def _utf8_tail(text: str, limit: int) -> str:
+    """The longest suffix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes."""
+    raw = text[-limit:].encode("utf-8")
+    if len(raw) <= limit:
+        return text[-limit:]
+    raw = raw[-limit:]
+    i = 0
+    while i < len(raw) and 0x80 <= raw[i] < 0xC0:
+        i += 1
+    return raw[i:].decode("utf-8")
+
+
+def _utf8_head(text: str, limit: int) -> str:
+    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes."""
+    if limit <= 0:
+        return ""
+    return text[:limit].encode("utf-8")[:limit].decode("utf-8", "ignore")

@@ -1,0 +1,61 @@
+"""The one exception hierarchy of the execution environment.
+
+::
+
+    Exception
+     └── ExecError               anything toolfold.execenv refuses or fails at
+          ├── ExecConfigError    bad limits / capture options / arguments (also a ValueError)
+          ├── UpdateError        an update that does not fit the view it is applied to (also a ValueError)
+          ├── ExecStartError     the command could not be started (bad cwd, no shell); ``__cause__`` is the OSError
+          ├── SpillError         the spill file could not be created or written; the child was killed
+          └── CallbackError      the ``on_update`` consumer raised; the child was killed; ``__cause__`` is its error
+
+"Closed by us" and "broke underneath us" are kept apart: a timeout or a ``cancel``
+event is not an error (the result says ``timed_out`` / ``cancelled``); asyncio task
+cancellation of ``exec`` propagates ``CancelledError`` unchanged after teardown.
+"""
+
+from __future__ import annotations
+
+
+class ExecError(Exception):
+    """Root of every error raised by ``toolfold.execenv``."""
+
+
+class ExecConfigError(ExecError, ValueError):
+    """Raised when limits, capture options or exec arguments are invalid.
+
+    The message names the bad value and the field it was given for.
+    """
+
+
+class UpdateError(ExecError, ValueError):
+    """Raised by ``apply_shell_output_update`` when an update cannot apply to the view.
+
+    For example an ``Append`` with no view yet, or a ``Slide`` dropping more characters
+    than the view has. The view passed in is left untouched (views are immutable).
+    """
+
+
+class ExecStartError(ExecError):
+    """Raised when the command could not be started (missing cwd, shell not found, ...)."""
+
+
+class SpillError(ExecError):
+    """Raised when the spill file cannot be created or written.
+
+    The process group was killed and the latest bounded state published before this
+    is raised; ``path`` is the spill directory or file concerned.
+    """
+
+    def __init__(self, message: str, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CallbackError(ExecError):
+    """Raised when the update consumer raised (the spec's ``callback_error``).
+
+    The publisher had already committed its baseline, so the failed update is never
+    delivered twice; the process group was killed. ``__cause__`` is the consumer's error.
+    """

@@ -1,0 +1,80 @@
+"""Output limits and capture options for shell commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._errors import ExecConfigError
+
+DEFAULT_MAX_BYTES = 50 * 1024
+DEFAULT_MAX_LINES = 2000
+DEFAULT_MIN_INTERVAL = 0.1
+DEFAULT_TARGET_RATE = 100 * 1024
+DEFAULT_SPILL_HIGH_WATER = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ShellOutputLimits:
+    """How much of a command's output the bounded view retains.
+
+    ``max_bytes`` counts UTF-8 bytes of the (cleaned) view text, ``max_lines`` counts
+    its lines (a final line without newline counts). ``retain="tail"`` keeps the end,
+    ``"head"`` the beginning.
+    """
+
+    max_bytes: int = DEFAULT_MAX_BYTES
+    max_lines: int = DEFAULT_MAX_LINES
+    retain: Literal["head", "tail"] = "tail"
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_lines"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ExecConfigError(
+                    f"ShellOutputLimits.{name} must be a positive int, got {value!r}; "
+                    f"use e.g. {name}={DEFAULT_MAX_BYTES if name == 'max_bytes' else DEFAULT_MAX_LINES}"
+                )
+        if self.retain not in ("head", "tail"):
+            raise ExecConfigError(
+                f"ShellOutputLimits.retain must be 'head' or 'tail', got {self.retain!r}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureOptions:
+    """What ``exec`` captures and how it publishes.
+
+    ``spill`` enables the lazy spill file. ``min_interval`` (seconds) and
+    ``target_rate`` (bytes/second) drive the adaptive publisher;
+    ``spill_high_water`` bounds the spill write buffer (pipes stop being read while
+    it is full).
+    """
+
+    limits: ShellOutputLimits = field(default_factory=ShellOutputLimits)
+    spill: bool = True
+    min_interval: float = DEFAULT_MIN_INTERVAL
+    target_rate: float = DEFAULT_TARGET_RATE
+    spill_high_water: int = DEFAULT_SPILL_HIGH_WATER
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limits, ShellOutputLimits):
+            raise ExecConfigError(
+                f"CaptureOptions.limits must be a ShellOutputLimits, got {self.limits!r}"
+            )
+        if not (isinstance(self.min_interval, int | float) and self.min_interval >= 0):
+            raise ExecConfigError(
+                f"CaptureOptions.min_interval must be a number >= 0 (seconds), got {self.min_interval!r}"
+            )
+        if not (isinstance(self.target_rate, int | float) and self.target_rate > 0):
+            raise ExecConfigError(
+                f"CaptureOptions.target_rate must be a number > 0 (bytes/second), got {self.target_rate!r}"
+            )
+        if (
+            isinstance(self.spill_high_water, bool)
+            or not isinstance(self.spill_high_water, int)
+            or self.spill_high_water < 1
+        ):
+            raise ExecConfigError(
+                f"CaptureOptions.spill_high_water must be a positive int (bytes), got {self.spill_high_water!r}"
+            )

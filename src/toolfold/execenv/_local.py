@@ -1,0 +1,264 @@
+"""Run shell commands locally with bounded capture, spill files and paced updates."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._errors import ExecConfigError, ExecError, ExecStartError
+from ._limits import CaptureOptions
+from ._session import CaptureSession, UpdateConsumer
+from ._updates import ShellOutputMetadata, ShellOutputView
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellExecResult(ShellOutputMetadata):
+    """How a command ended, with the final bounded output.
+
+    ``exit_code`` is ``None`` when the command was killed (timeout, ``cancel``, a
+    spill failure, or a signal from elsewhere). ``text`` is the final view text — the
+    same as the fold of every published update. ``timed_out`` / ``cancelled`` say
+    why it was killed, when it was killed by us.
+    """
+
+    exit_code: int | None
+    text: str = ""
+    timed_out: bool = False
+    cancelled: bool = False
+
+    @property
+    def view(self) -> ShellOutputView:
+        """The final view (text + metadata), as a consumer's fold ends."""
+        return ShellOutputView(
+            text=self.text,
+            metadata=ShellOutputMetadata(
+                truncation=self.truncation,
+                spill_path=self.spill_path,
+                last_line_bytes=self.last_line_bytes,
+            ),
+        )
+
+
+class _ExecProtocol(asyncio.SubprocessProtocol):
+    def __init__(self, session: CaptureSession, loop: asyncio.AbstractEventLoop) -> None:
+        self.session = session
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes_closed: asyncio.Future[None] = loop.create_future()
+        self._open = {1, 2}
+
+    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
+        self.session.feed(data if isinstance(data, bytes) else data.encode())
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self._open.discard(fd)
+        if not self._open and not self.pipes_closed.done():
+            self.pipes_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def _default_shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+class LocalExecEnv:
+    """Runs commands on this host; spill files go to ``spill_dir`` (created lazily).
+
+    ``spill_dir`` should be a directory the environment owns for one session (the
+    harness passes ``<store dir>/spill/<session>/``), never a shared temp dir.
+    ``kill_grace`` is how long a killed command gets between SIGTERM and SIGKILL.
+    """
+
+    def __init__(
+        self,
+        spill_dir: Path | str,
+        *,
+        shell: str | None = None,
+        kill_grace: float = 2.0,
+    ) -> None:
+        if not isinstance(kill_grace, int | float) or kill_grace < 0:
+            raise ExecConfigError(
+                f"LocalExecEnv kill_grace must be a number >= 0 (seconds), got {kill_grace!r}"
+            )
+        self.spill_dir = Path(spill_dir)
+        self.shell = shell if shell is not None else _default_shell()
+        self.kill_grace = float(kill_grace)
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cancel: asyncio.Event | None = None,
+        capture: CaptureOptions | None = None,
+        on_update: UpdateConsumer | None = None,
+    ) -> ShellExecResult:
+        """Run ``shell -c command`` in its own process group and capture its output.
+
+        stdout and stderr feed one view in arrival order; ``on_update`` receives the
+        paced ``ShellOutputUpdate`` stream (sync or async). ``env`` replaces the
+        environment when given. ``timeout`` (seconds) and setting ``cancel`` kill the
+        whole process group (SIGTERM, then SIGKILL after ``kill_grace``) and return a
+        result with ``exit_code=None``; cancelling the task running ``exec`` does the
+        same teardown and then propagates ``CancelledError``. In every case the latest
+        bounded state is published before this returns or raises.
+
+        Raises ``ExecStartError`` if the command cannot start, ``SpillError`` if the spill
+        file cannot be written, ``CallbackError`` if ``on_update`` raised (the command is
+        killed in both cases).
+        """
+        if not isinstance(command, str):
+            raise ExecConfigError(f"exec command must be a str, got {type(command).__name__}")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ExecConfigError(
+                f"exec timeout must be a number of seconds > 0 or None, got {timeout!r}"
+            )
+        options = capture if capture is not None else CaptureOptions()
+        loop = asyncio.get_running_loop()
+        failed: asyncio.Future[ExecError] = loop.create_future()
+        transport_box: list[asyncio.SubprocessTransport] = []
+
+        def on_failure(error: ExecError) -> None:
+            if not failed.done():
+                failed.set_result(error)
+
+        def set_reading(on: bool) -> None:
+            if not transport_box:
+                return
+            for fd in (1, 2):
+                pipe = transport_box[0].get_pipe_transport(fd)
+                if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
+                    if on:
+                        pipe.resume_reading()
+                    else:
+                        pipe.pause_reading()
+
+        session = CaptureSession(
+            options,
+            spill_dir=self.spill_dir,
+            on_update=on_update,
+            on_pause=lambda: set_reading(False),
+            on_resume=lambda: set_reading(True),
+            on_failure=on_failure,
+        )
+        protocol = _ExecProtocol(session, loop)
+        try:
+            transport, _ = await loop.subprocess_exec(
+                lambda: protocol,
+                self.shell,
+                "-c",
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise ExecStartError(
+                f"cannot start {self.shell!r} -c {command[:80]!r} (cwd={str(cwd) if cwd else None!r}): "
+                f"{exc.strerror or exc}; check that the shell exists and cwd is a directory"
+            ) from exc
+        transport_box.append(transport)
+        if session.spill is not None and session.spill.buffered > options.spill_high_water:
+            set_reading(False)  # data that arrived during start-up already filled the buffer
+
+        finished = asyncio.ensure_future(
+            asyncio.wait(
+                [protocol.exited, protocol.pipes_closed], return_when=asyncio.ALL_COMPLETED
+            )
+        )
+        cancel_wait = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        waiters: list[asyncio.Future[object]] = [finished, failed]  # type: ignore[list-item]
+        if cancel_wait is not None:
+            waiters.append(cancel_wait)  # type: ignore[arg-type]
+        timed_out = cancelled = False
+        kill = True  # until we know the command ended by itself
+        try:
+            done, _ = await asyncio.wait(
+                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if finished in done:
+                kill = False
+            elif failed in done:
+                pass
+            elif cancel_wait is not None and cancel_wait in done:
+                cancelled = True
+            else:
+                timed_out = True
+        finally:
+            for fut in (finished, cancel_wait):
+                if fut is not None and not fut.done():
+                    fut.cancel()
+            teardown = asyncio.ensure_future(self._teardown(transport, protocol, session, kill))
+            # Teardown survives cancellation of exec: the group is killed and the final
+            # state published even when the caller's task is being cancelled.
+            view = await asyncio.shield(teardown)
+        if session.failure is not None:
+            raise session.failure
+        returncode = transport.get_returncode()
+        exit_code = None if kill or returncode is None or returncode < 0 else returncode
+        meta = view.metadata
+        return ShellExecResult(
+            truncation=meta.truncation,
+            spill_path=meta.spill_path,
+            last_line_bytes=meta.last_line_bytes,
+            exit_code=exit_code,
+            text=view.text,
+            timed_out=timed_out,
+            cancelled=cancelled,
+        )
+
+    async def _teardown(
+        self,
+        transport: asyncio.SubprocessTransport,
+        protocol: _ExecProtocol,
+        session: CaptureSession,
+        kill: bool,
+    ) -> ShellOutputView:
+        try:
+            if kill:
+                await self._kill_group(transport, protocol)
+        finally:
+            transport.close()
+            view = await session.finish()
+        return view
+
+    async def _kill_group(
+        self, transport: asyncio.SubprocessTransport, protocol: _ExecProtocol
+    ) -> None:
+        pid = transport.get_pid()
+        both = asyncio.gather(protocol.exited, protocol.pipes_closed)
+        try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGTERM)
+            # Pipes closing too means no group member still holds them (all exited).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(both), self.kill_grace)
+            # Whatever survived SIGTERM (or ignored it) is killed; killpg reaches members
+            # even after the leader exited, as long as the group exists.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(protocol.exited), 5.0)
+            # A process that left the group may still hold the pipes: read what is
+            # buffered for a moment, then close them regardless.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(protocol.pipes_closed), 1.0)
+        finally:
+            if not both.done():
+                both.cancel()

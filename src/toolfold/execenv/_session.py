@@ -1,0 +1,188 @@
+"""One command's capture pipeline: raw bytes → bounded view + lazy spill → paced updates.
+
+``CaptureSession`` is transport-agnostic: ``LocalExecEnv`` feeds it from pipes, a
+remote exec host would feed it the same way and ship the updates it publishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from ._capture import CaptureSnapshot, OutputCapture
+from ._errors import CallbackError, ExecError, SpillError
+from ._limits import CaptureOptions
+from ._publisher import AdaptivePublisher, Clock
+from ._spill import SpillFile
+from ._updates import (
+    Append,
+    Metadata,
+    Replace,
+    ShellOutputMetadata,
+    ShellOutputUpdate,
+    ShellOutputView,
+    Slide,
+    update_cost,
+)
+
+UpdateConsumer = Callable[[ShellOutputUpdate], Awaitable[None] | None]
+
+
+def _discard(update: ShellOutputUpdate) -> None:
+    return None
+
+
+class CaptureSession:
+    """Feeds one command's raw output through capture, spill and publisher.
+
+    ``feed(data)`` per read; ``await finish()`` once at the end returns the final
+    view after the spill is complete and the final publication went out. A spill or
+    consumer failure is recorded in ``failure`` (and reported through ``on_failure``
+    so the caller can kill the command); ``finish()`` does not raise it.
+    """
+
+    def __init__(
+        self,
+        options: CaptureOptions | None = None,
+        *,
+        spill_dir: Path | None = None,
+        on_update: UpdateConsumer | None = None,
+        clock: Clock | None = None,
+        on_pause: Callable[[], None] | None = None,
+        on_resume: Callable[[], None] | None = None,
+        on_failure: Callable[[ExecError], None] | None = None,
+    ) -> None:
+        self.options = options if options is not None else CaptureOptions()
+        self.capture = OutputCapture(self.options.limits)
+        self._spill_dir = spill_dir if self.options.spill else None
+        self._prefix: list[bytes] = []
+        self.spill: SpillFile | None = None
+        self._on_pause = on_pause
+        self._on_resume = on_resume
+        self._on_failure = on_failure
+        self.failure: ExecError | None = None
+        self._base: ShellOutputView | None = None
+        self._base_start = 0
+        self.publisher: AdaptivePublisher[ShellOutputUpdate] = AdaptivePublisher(
+            produce=self._produce,
+            consume=on_update if on_update is not None else _discard,
+            min_interval=self.options.min_interval,
+            target_rate=self.options.target_rate,
+            clock=clock,
+            on_error=self._consumer_failed,
+        )
+
+    @property
+    def spill_path(self) -> str | None:
+        """Path of the spill file once it exists."""
+        if self.spill is None or self.spill.path is None:
+            return None
+        return str(self.spill.path)
+
+    def feed(self, data: bytes) -> None:
+        """Add one read of raw output (stdout and stderr alike, in arrival order)."""
+        if self.failure is not None:
+            return  # the command is being killed; nothing more is published
+        self.capture.feed(data)
+        if self._spill_dir is not None:
+            if self.spill is None:
+                self._prefix.append(data)
+                if self.capture.exceeds_cap:
+                    self._start_spill()
+            else:
+                self.spill.write(data)
+        self.publisher.mark_dirty()
+
+    def _start_spill(self) -> None:
+        if self._spill_dir is None:  # pragma: no cover - guarded by the callers
+            return
+        spill = SpillFile(
+            self._spill_dir,
+            high_water=self.options.spill_high_water,
+            on_pause=self._on_pause,
+            on_resume=self._on_resume,
+            on_error=self._fail,
+        )
+        prefix = b"".join(self._prefix)
+        self._prefix = []
+        try:
+            spill.open(prefix)
+        except SpillError as exc:
+            self._fail(exc)
+            return
+        self.spill = spill
+        # The path must be visible at once (the model may need it), whatever the deadline.
+        self.publisher.force()
+
+    def _fail(self, error: ExecError) -> None:
+        if self.failure is None:
+            self.failure = error
+            if self._on_failure is not None:
+                self._on_failure(error)
+
+    def _consumer_failed(self, exc: BaseException) -> None:
+        error = CallbackError(
+            f"the on_update consumer raised {type(exc).__name__}: {exc}; "
+            "the command was stopped because its output could not be delivered"
+        )
+        error.__cause__ = exc
+        self._fail(error)
+
+    def view(self) -> ShellOutputView:
+        """The current bounded view (not a publication)."""
+        snap = self.capture.snapshot()
+        return ShellOutputView(text=snap.text, metadata=self._metadata(snap))
+
+    def _metadata(self, snap: CaptureSnapshot) -> ShellOutputMetadata:
+        return ShellOutputMetadata(
+            truncation=snap.truncation,
+            spill_path=self.spill_path,
+            last_line_bytes=snap.last_line_bytes,
+        )
+
+    def _produce(self) -> tuple[ShellOutputUpdate, int] | None:
+        snap = self.capture.snapshot()
+        meta = self._metadata(snap)
+        text = snap.text
+        base = self._base
+        update: ShellOutputUpdate
+        if base is None:
+            update = Replace(ShellOutputView(text=text, metadata=meta))
+        elif text == base.text:
+            if meta == base.metadata:
+                return None
+            update = Metadata(meta)
+        elif text.startswith(base.text):
+            update = Append(text[len(base.text) :], meta)
+        else:
+            # Only a verified overlap becomes a Slide: the retained old text must be
+            # exactly the start of the new view. Anything else is a bounded Replace.
+            drop = snap.start - self._base_start
+            if 0 < drop < len(base.text) and text.startswith(base.text[drop:]):
+                update = Slide(drop, text[len(base.text) - drop :], meta)
+            else:
+                update = Replace(ShellOutputView(text=text, metadata=meta))
+        self._base = ShellOutputView(text=text, metadata=meta)
+        self._base_start = snap.start
+        return update, update_cost(update)
+
+    async def finish(self) -> ShellOutputView:
+        """Close the capture, complete the spill, publish the final state; return the view."""
+        self.capture.close()
+        if (
+            self._spill_dir is not None
+            and self.spill is None
+            and self.failure is None
+            and self.capture.exceeds_cap
+        ):
+            self._start_spill()
+        self._prefix = []
+        if self.spill is not None:
+            try:
+                await self.spill.close()
+            except SpillError as exc:
+                self._fail(exc)
+        with contextlib.suppress(CallbackError):  # recorded through on_error already
+            await self.publisher.finish()
+        return self.view()

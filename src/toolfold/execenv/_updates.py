@@ -1,0 +1,150 @@
+"""The shell output update vocabulary and its fold, ``apply_shell_output_update``.
+
+A consumer starts from ``None`` and folds every published update; the result is
+the bounded view (text + metadata). Character counts (``Slide.drop``) are Python
+``str`` indices, i.e. Unicode code points of the view text — not bytes and not
+UTF-16 units (a Chord-based consumer converts on its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ._errors import UpdateError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellOutputTruncation:
+    """Totals over everything the command wrote, and how the view relates to them.
+
+    ``total_bytes`` / ``total_lines`` count the raw stream (a final line without a
+    newline counts as a line). ``output_lines`` / ``output_bytes`` describe the
+    retained view (UTF-8 bytes of the cleaned text). ``truncated`` is true when the
+    view does not show the whole cleaned output; ``truncated_by`` says which limit cut
+    it. ``last_line_partial`` (tail mode): the view starts in the middle of a line
+    that alone exceeds ``max_bytes``. ``first_line_exceeds_limit`` (head mode): the
+    first line alone exceeds ``max_bytes`` (the view shows its first ``max_bytes``).
+    """
+
+    truncated: bool
+    truncated_by: Literal["lines", "bytes"] | None
+    total_lines: int
+    total_bytes: int
+    output_lines: int
+    output_bytes: int
+    last_line_partial: bool
+    first_line_exceeds_limit: bool
+    max_lines: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellOutputMetadata:
+    """Truncation totals plus where the full raw stream lives.
+
+    ``spill_path`` is set from the moment the spill file exists. ``last_line_bytes``
+    is the exact raw byte length of the last line (without its ``\\n``), even when
+    that line is far larger than any buffer; ``None`` until there is output.
+    """
+
+    truncation: ShellOutputTruncation
+    spill_path: str | None = None
+    last_line_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellOutputView:
+    """The bounded view a consumer sees: cleaned text plus metadata."""
+
+    text: str
+    metadata: ShellOutputMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Replace the whole view (always bounded). The first update of a stream is one."""
+
+    output: ShellOutputView
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """Append ``text`` to the view and take the new metadata."""
+
+    text: str
+    metadata: ShellOutputMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class Slide:
+    """Drop the first ``drop`` characters (code points) of the view, then append ``text``."""
+
+    drop: int
+    text: str
+    metadata: ShellOutputMetadata
+
+
+@dataclass(frozen=True, slots=True)
+class Metadata:
+    """Only the metadata moved (totals, spill path); the text is unchanged."""
+
+    metadata: ShellOutputMetadata
+
+
+ShellOutputUpdate: TypeAlias = Replace | Append | Slide | Metadata
+
+
+def apply_shell_output_update(
+    view: ShellOutputView | None, update: ShellOutputUpdate
+) -> ShellOutputView:
+    """Fold one update into ``view`` (``None`` before the first update) and return the new view.
+
+    Raises ``UpdateError`` when the update cannot apply (text update before any
+    ``Replace``, a ``Slide`` dropping more than the view holds, an unknown update).
+    """
+    if isinstance(update, Replace):
+        return update.output
+    if view is None:
+        raise UpdateError(
+            f"{type(update).__name__} update applied to no view: the first update of a "
+            "stream must be a Replace; fold from the stream's first update"
+        )
+    if isinstance(update, Append):
+        return ShellOutputView(text=view.text + update.text, metadata=update.metadata)
+    if isinstance(update, Slide):
+        if isinstance(update.drop, bool) or not 0 <= update.drop <= len(view.text):
+            raise UpdateError(
+                f"Slide drop={update.drop!r} is outside the view of {len(view.text)} characters; "
+                "the update belongs to a different stream or an update was missed"
+            )
+        return ShellOutputView(
+            text=view.text[update.drop :] + update.text, metadata=update.metadata
+        )
+    if isinstance(update, Metadata):
+        return ShellOutputView(text=view.text, metadata=update.metadata)
+    raise UpdateError(
+        f"unknown shell output update {update!r}; expected Replace, Append, Slide or Metadata"
+    )
+
+
+def update_cost(update: ShellOutputUpdate) -> int:
+    """An estimate of the encoded size of ``update`` in bytes (text as UTF-8 plus a fixed
+    allowance for the metadata), used to pace publication."""
+    if isinstance(update, Replace):
+        text = update.output.text
+    elif isinstance(update, Append | Slide):
+        text = update.text
+    else:
+        text = ""
+    return _METADATA_COST + utf8_len(text)
+
+
+_METADATA_COST = 160
+
+
+def utf8_len(text: str) -> int:
+    """UTF-8 byte length of ``text`` (O(1) for ASCII-only strings)."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
