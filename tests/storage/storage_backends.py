@@ -7,7 +7,7 @@ from pathlib import Path
 from toolfold.storage import MemoryRepository, Repository, Session, open_repository
 
 #: Every backend the conformance suite and the model test run against.
-BACKENDS = ["memory", "sqlite"]  # jsonl and postgres join as their backends land
+BACKENDS = ["memory", "sqlite", "postgres"]  # jsonl joins as its backend lands
 
 
 class Store:

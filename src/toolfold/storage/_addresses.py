@@ -54,6 +54,10 @@ def _check_scope_id(id: object) -> None:
         )
     if not id:
         raise ScopeError("scope id must be non-empty; pass the operation id")
+    if "\x00" in id:
+        raise ScopeError(
+            f"scope id {id!r} contains a NUL character; not every backend can store it"
+        )
     bad = _LONE_SURROGATE.search(id)
     if bad is not None:
         raise ScopeError(
@@ -105,6 +109,10 @@ def _check_part(kind: str, what: str, text: object, *, allow_empty: bool) -> Non
         raise StorageError(f"{kind} {what} must be a str, got {type(text).__name__} {text!r}")
     if not allow_empty and not text:
         raise StorageError(f"{kind} {what} must be non-empty")
+    if "\x00" in text:
+        raise StorageError(
+            f"{kind} {what} {text!r} contains a NUL character; not every backend can store it"
+        )
     bad = _LONE_SURROGATE.search(text)
     if bad is not None:
         raise StorageError(

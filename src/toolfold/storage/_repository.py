@@ -34,7 +34,7 @@ def open_repository(url: str, *, fsync: FsyncPolicy | None = None) -> Repository
 
         return MemoryRepository()
     if url.startswith(("postgresql://", "postgres://")):
-        from ._postgres import PostgresRepository  # type: ignore[import-not-found,unused-ignore]
+        from ._postgres import PostgresRepository
 
         return PostgresRepository(url, fsync=policy)  # type: ignore[no-any-return,unused-ignore]
     if url.startswith("sqlite:"):

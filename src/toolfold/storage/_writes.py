@@ -139,10 +139,13 @@ class AppendList(Generic[Sc]):
     tag: str | None = None
 
     def __post_init__(self) -> None:
-        if self.tag is not None and (not isinstance(self.tag, str) or not self.tag):
+        tag = self.tag
+        if tag is not None and (
+            not isinstance(tag, str) or not tag or "\x00" in tag or not tag.isprintable()
+        ):
             raise StorageError(
-                f"append_list to {self.address}: tag must be a non-empty str or None, "
-                f"got {self.tag!r}"
+                f"append_list to {self.address}: tag must be None or a non-empty str of "
+                f"printable characters, got {tag!r}"
             )
 
 
