@@ -7,7 +7,7 @@ from pathlib import Path
 from toolfold.storage import MemoryRepository, Repository, Session, open_repository
 
 #: Every backend the conformance suite and the model test run against.
-BACKENDS = ["memory", "sqlite", "postgres"]  # jsonl joins as its backend lands
+BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
 
 
 class Store:
