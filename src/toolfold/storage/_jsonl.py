@@ -89,6 +89,18 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
+def _unlink(file: _File) -> bool:
+    """Close and unlink a retired side file; False if it is still there."""
+    file.close()
+    try:
+        os.unlink(file.path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
 # -- in-memory index ---------------------------------------------------------------------
 
 
@@ -155,7 +167,7 @@ def _loads(data: bytes) -> JSON:
 # -- files ---------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class _File:
     """One append-only file we write: its path, open descriptor, size and address table."""
 
@@ -440,23 +452,37 @@ class JsonlSession(Session):
             raise BackendError(file.broken)
         line, payloads, token = encode_line(file.table, writes, seqs)
         retiring = [w.scope for w in writes if isinstance(w, RetireScope)]
+        doomed = [self._sides[sc] for sc in retiring if sc in self._sides]
         try:
             if sync:
                 # fsync takes milliseconds: keep it off the event loop. The base class
                 # keeps the session line held until this returns, even if cancelled.
-                await asyncio.to_thread(self._write, file, line, sync)
+                kept = await asyncio.to_thread(self._io, file, line, sync, doomed)
             else:
-                self._write(file, line, sync)
+                kept = self._io(file, line, sync, doomed)
         except BaseException:
             undo(file.table, token)
             raise
         for w, seq, data in zip(writes, seqs, payloads, strict=True):
             self._index.apply(w, seq, data)
-        # The retirement is durable; now drop the side files. This runs inside the
-        # session line, so no later write to a reused id can be overtaken by this unlink.
-        for s in retiring:
-            self._drop_side(s)
+        for sc in retiring:
+            dropped = self._sides.pop(sc, None)
+            if dropped is not None and dropped in kept:
+                self._sides[sc] = dropped  # still on disk, holding only dead records
+                self._cleanup.add(sc)
+            else:
+                self._cleanup.discard(sc)
         return seqs
+
+    def _io(self, file: _File, line: bytes, sync: bool, doomed: list[_File]) -> list[_File]:
+        """Append the line; if it retired scopes, then unlink their side files. Returns
+        the side files that could not be unlinked (reopen retries them).
+
+        The unlinks run after the retirement is durable and still inside the session
+        line, so no later write to a reused scope id can be overtaken by an old unlink.
+        """
+        self._write(file, line, sync)
+        return [f for f in doomed if not _unlink(f)]
 
     def _side_file(self, scope: EphemeralScope) -> _File:
         if scope in self._cleanup:
@@ -472,14 +498,7 @@ class JsonlSession(Session):
 
     def _drop_side(self, scope: EphemeralScope) -> None:
         file = self._sides.pop(scope, None)
-        if file is None:
-            return
-        file.close()
-        try:
-            os.unlink(file.path)
-        except FileNotFoundError:
-            pass
-        except OSError:
+        if file is not None and not _unlink(file):
             self._sides[scope] = file  # still on disk, holding only dead records
             self._cleanup.add(scope)
             return
