@@ -260,3 +260,92 @@ def test_js_and_python_agree_on_seeded_random_and_mutated_streams(page: Any) -> 
             )
     # The generator must exercise both paths, or this test proves little.
     assert outcomes["ok"] > 50 and outcomes["failed"] > 50, outcomes
+
+
+# --- the viewer following a real bash command ---------------------------------------
+
+LINES = 4000
+# Several thousand varied lines with emoji, CJK and a flag; then the command waits
+# for a file the test creates once it has seen (and photographed) the running
+# call, so "running" is a state the test observes rather than a race it hopes for.
+COMMAND = (
+    "for i in $(seq 1 {lines}); do "
+    'printf "%05d 😀 漢字テスト 🇯🇵 línea %s 👩‍💻 中文输出\\n" "$i" "$(( i * 7919 % 10007 ))"; '
+    "done; "
+    'while [ ! -e "{gate}" ]; do sleep 0.05; done; '
+    "echo finished ✅"
+)
+
+JS_CALL_STATE = """
+(id) => {
+  const v = window.toolfoldViewer.state();
+  if (!v || !v.tools || !v.tools[id] || !v.tools[id].output) return null;
+  const t = v.tools[id];
+  return {status: t.status, total: t.output.truncation.total_lines, op: v.operation && v.operation.status};
+}
+"""
+
+
+def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
+    browser_context: Any, serve: Any, tmp_path: Path
+) -> None:
+    # Imported here so the vector tests above depend on chord.js and toolfold.chord only.
+    from toolfold.harness._lane import Lanes
+    from toolfold.server import HarnessCommands, create_app
+
+    lanes = Lanes()
+    commands = HarnessCommands(lanes)
+    server = serve(create_app(lanes=lanes, run_command=commands))
+    page = browser_context.new_page()
+    try:
+        page.goto(f"{server.url}/?lane=live")
+        page.wait_for_function("() => window.toolfoldViewer && window.toolfoldViewer.connected")
+        gate = tmp_path / "go"
+        page.fill("#command-input", COMMAND.format(lines=LINES, gate=gate))
+        page.click("button[type=submit]")
+        page.wait_for_function("() => window.toolfoldViewer.lastToolCallId")
+        call_id = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
+        # Running, with every line produced: the tail window is full and truncated.
+        page.wait_for_function(
+            f"(id) => {{ const s = ({JS_CALL_STATE})(id); return s && s.status === 'running' && s.total >= {LINES}; }}",
+            arg=call_id,
+            timeout=120_000,
+        )
+        page.wait_for_selector(f"article[data-tool-call-id='{call_id}'] .truncation:not([hidden])")
+        shot = tmp_path / "viewer-running.png"
+        page.screenshot(path=str(shot), full_page=False)
+        data = shot.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert (width, height) == (1280, 900)
+        assert len(data) > 20_000, f"screenshot is only {len(data)} bytes: the page looks empty"
+        card = page.inner_text(f"article[data-tool-call-id='{call_id}']")
+        assert "running" in card and "showing last" in card and f"of {LINES}" in card
+        assert "漢字テスト" in card and "😀" in card
+
+        gate.write_text("go")
+        page.wait_for_function(
+            f"(id) => {{ const s = ({JS_CALL_STATE})(id); return s && s.status !== 'running' && s.op === 'done'; }}",
+            arg=call_id,
+            timeout=120_000,
+        )
+        server.run(commands.wait())
+        expected = server.call(lambda: copy.deepcopy(lanes.host("live").view))
+        # The page may still be folding the last batches: wait until it has them all.
+        page.wait_for_function(
+            "(n) => window.toolfoldViewer.batches >= n",
+            arg=server.call(lambda: lanes.host("live").published),
+            timeout=60_000,
+        )
+        replica = json.loads(page.evaluate("() => JSON.stringify(window.toolfoldViewer.state())"))
+        assert replica == expected
+        tool = expected["tools"][call_id]
+        assert tool["status"] == "done"
+        text = tool["output"]["content"][0]["text"]
+        assert "finished ✅" in text and "😀 漢字テスト 🇯🇵" in text
+        assert tool["output"]["truncation"]["truncated"] is True
+        assert tool["output"]["truncation"]["total_lines"] > LINES
+        assert page.evaluate("() => window.toolfoldViewer.subscriptions") == 1
+        page.screenshot(path=str(tmp_path / "viewer-settled.png"))
+    finally:
+        page.close()
