@@ -42,6 +42,9 @@ _ESCAPE_PREFIX = re.compile(
     r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?\Z"
 )
 _MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
+# Bytes that _ESCAPE can act on. In UTF-8 they never occur inside a multi-byte sequence,
+# so a read without any of them needs no regex pass (the common case, and the fast one).
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
 # Everything of a line up to its last \r that is followed by visible text.
 _CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
 
@@ -113,7 +116,13 @@ class OutputCapture:
             self._raw_last_complete = self._raw_cur + nl if prev == -1 else nl - prev - 1
             self._raw_cur = len(data) - nl - 1
             self._raw_newlines += data.count(b"\n")
-        self._feed_decoded(self._decoder.decode(data))
+        plain = not self._esc_carry and len(data.translate(None, _CONTROL_BYTES)) == len(data)
+        text = self._decoder.decode(data)
+        if plain:
+            if text:
+                self._feed_clean(text)
+        else:
+            self._feed_decoded(text)
 
     def close(self) -> None:
         """End of output: flush the decoder and any held-back partial escape sequence."""
@@ -225,7 +234,8 @@ class OutputCapture:
         completed = text[: nl + 1]
         self._done_abs += self._cur_abs + len(completed)
         self._done_bytes += self._cur_bytes + utf8_len(completed)
-        self._done_lines += completed.count("\n")
+        if not self._tail and not self._frozen:
+            self._done_lines += completed.count("\n")
         if self._tail:
             if self._cur_trimmed:
                 # The finished line alone is larger than the cap, so nothing before it can

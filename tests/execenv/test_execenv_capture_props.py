@@ -1,0 +1,177 @@
+"""Property tests: any chunking of any byte stream folds to the reference bounded view."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+from execenv_helpers import FakeClock, raw_totals, reference_view
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolfold.execenv import (
+    CaptureOptions,
+    CaptureSession,
+    OutputCapture,
+    Replace,
+    ShellOutputLimits,
+    ShellOutputUpdate,
+    ShellOutputView,
+    apply_shell_output_update,
+)
+
+PIECES = [
+    b"hello",
+    b"world ",
+    b"\t",
+    b"\n",
+    b"\n",
+    b"\r\n",
+    b"\r",
+    "é".encode(),
+    "€uro".encode(),
+    "𝄞".encode(),
+    "日本語".encode(),
+    b"\xff",
+    b"\xe2\x82",  # truncated multi-byte sequence
+    b"\xed\xa0\x80",  # encoded surrogate: invalid
+    b"\x1b[31m",
+    b"\x1b[0m",
+    b"\x1b[2K",
+    b"\x1b]0;title\x07",
+    b"\x1b(B",
+    b"\x1b",
+    b"\x1b[",
+    b"\x07",
+    b"\x08",
+    b"\x00",
+    b"10%\r20%\r",
+]
+
+piece = st.one_of(
+    st.sampled_from(PIECES),
+    st.integers(1, 400).map(lambda n: b"x" * n),  # long runs make huge lines for small caps
+    st.binary(max_size=8),
+)
+streams = st.lists(piece, max_size=60).map(b"".join)
+limits = st.builds(
+    ShellOutputLimits,
+    max_bytes=st.integers(1, 300),
+    max_lines=st.integers(1, 12),
+    retain=st.sampled_from(["head", "tail"]),
+)
+
+
+def chunked(raw: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(raw) + 1) for c in cuts})
+    out, prev = [], 0
+    for p in [*points, len(raw)]:
+        out.append(raw[prev:p])
+        prev = p
+    return out
+
+
+@pytest.fixture(scope="module")
+def spill_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spill")
+
+
+@settings(max_examples=600)
+@given(raw=streams, cuts=st.lists(st.integers(0, 10_000), max_size=30), lim=limits)
+def test_capture_snapshot_matches_reference_for_any_chunking(
+    raw: bytes, cuts: list[int], lim: ShellOutputLimits
+) -> None:
+    cap = OutputCapture(lim)
+    for chunk in chunked(raw, cuts):
+        cap.feed(chunk)
+    cap.close()
+    snap = cap.snapshot()
+    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
+    tr = snap.truncation
+    assert snap.text == ref.text
+    assert (tr.truncated, tr.truncated_by) == (ref.truncated, ref.truncated_by)
+    assert tr.last_line_partial == ref.last_line_partial
+    assert tr.first_line_exceeds_limit == ref.first_line_exceeds_limit
+    total_bytes, total_lines, last_line_bytes = raw_totals(raw)
+    assert (tr.total_bytes, tr.total_lines, snap.last_line_bytes) == (
+        total_bytes,
+        total_lines,
+        last_line_bytes,
+    )
+    assert tr.output_bytes == len(snap.text.encode()) <= lim.max_bytes
+    assert tr.output_lines <= lim.max_lines
+
+
+@settings(max_examples=400)
+@given(
+    raw=streams,
+    cuts=st.lists(st.integers(0, 10_000), max_size=30),
+    gaps=st.lists(st.sampled_from([0.0, 0.01, 0.05, 0.1, 0.3, 1.0]), min_size=1),
+    lim=limits,
+    spill=st.booleans(),
+)
+def test_fold_of_published_updates_is_the_bounded_view_and_spill_is_exact(
+    spill_root: Path,
+    raw: bytes,
+    cuts: list[int],
+    gaps: list[float],
+    lim: ShellOutputLimits,
+    spill: bool,
+) -> None:
+    clock = FakeClock()
+    updates: list[ShellOutputUpdate] = []
+    spill_dir = spill_root / uuid.uuid4().hex
+
+    async def run() -> ShellOutputView:
+        session = CaptureSession(
+            CaptureOptions(limits=lim, spill=spill, min_interval=0.1, target_rate=2000),
+            spill_dir=spill_dir,
+            on_update=updates.append,
+            clock=clock,
+        )
+        for i, chunk in enumerate(chunked(raw, cuts)):
+            session.feed(chunk)
+            clock.advance(gaps[i % len(gaps)])
+            await asyncio.sleep(0)  # let the spill writer task run (not a timing wait)
+        return await session.finish()
+
+    final = asyncio.run(run())
+    assert updates and isinstance(updates[0], Replace)
+    view = None
+    for u in updates:
+        view = apply_shell_output_update(view, u)
+    assert view == final
+    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
+    assert final.text == ref.text
+    total_bytes, total_lines, _ = raw_totals(raw)
+    assert final.metadata.truncation.total_bytes == total_bytes
+    assert final.metadata.truncation.total_lines == total_lines
+    # Every update is bounded by the cap (text) — Replace and Slide never resend more.
+    for u in updates:
+        text = u.output.text if isinstance(u, Replace) else getattr(u, "text", "")
+        assert len(text.encode()) <= lim.max_bytes
+    files = list(spill_dir.glob("*.log")) if spill_dir.exists() else []
+    if spill and ref.truncated:
+        assert final.metadata.spill_path is not None
+    if final.metadata.spill_path is not None:
+        assert files == [Path(final.metadata.spill_path)]
+        assert files[0].read_bytes() == raw
+    else:
+        assert files == []
+    if not spill:
+        assert not spill_dir.exists()
+
+
+@settings(max_examples=200)
+@given(raw=streams, lim=limits)
+def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -> None:
+    whole = OutputCapture(lim)
+    whole.feed(raw)
+    whole.close()
+    bytewise = OutputCapture(lim)
+    for i in range(len(raw)):
+        bytewise.feed(raw[i : i + 1])
+    bytewise.close()
+    assert whole.snapshot() == bytewise.snapshot()
