@@ -194,7 +194,7 @@
     const out = tool.output;
     const content = out && Array.isArray(out.content) ? out.content : [];
     const text = content.length && content[0] && typeof content[0].text === "string" ? content[0].text : "";
-    if (c.text !== text) { c.pre.textContent = text; c.text = text; c.pre.scrollTop = c.pre.scrollHeight; }
+    if (c.text !== text) { c.pre.textContent = text; c.text = text; c.follow = true; }
     const tt = truncationText(out, tool.tool_name);
     const sp = spillPath(out);
     c.trunc.textContent = "";
@@ -249,6 +249,10 @@
     } else {
       // replaceChildren keeps existing nodes (moves them), so scroll positions survive.
       box.replaceChildren(...nodes);
+      // Follow the tail of texts that changed (only once attached is scrollHeight known).
+      for (const c of cards.values()) {
+        if (c.follow) { c.pre.scrollTop = c.pre.scrollHeight; c.follow = false; }
+      }
     }
     const tr = Array.isArray(v.transcript) ? v.transcript : [];
     $("transcript-count").textContent = String(tr.length);
