@@ -247,8 +247,10 @@
     if (nodes.length === 0) {
       box.replaceChildren(el("p", "empty", "No tool calls in lane " + viewer.lane + " yet."));
     } else {
-      // replaceChildren keeps existing nodes (moves them), so scroll positions survive.
-      box.replaceChildren(...nodes);
+      // Detaching a node resets its scroll position, so touch the DOM only when
+      // the set or order of cards changed.
+      const same = box.children.length === nodes.length && nodes.every((n, i) => box.children[i] === n);
+      if (!same) box.replaceChildren(...nodes);
       // Follow the tail of texts that changed (only once attached is scrollHeight known).
       for (const c of cards.values()) {
         if (c.follow) { c.pre.scrollTop = c.pre.scrollHeight; c.follow = false; }
