@@ -294,3 +294,22 @@ def test_direct_fold_equals_replica_through_tracker_and_codec(
         f.drain()
         assert f.value == snapshot
         assert f.ids == list(range(len(f.ids)))
+
+
+def test_an_event_the_tracker_refuses_is_reported_and_the_lane_keeps_going() -> None:
+    lanes = Lanes()
+    sub = lanes.host("main").subscribe()
+    f = Folder(sub)
+    lanes.handle(RunStart("r1", lane="main"))
+    lanes.handle(ToolStart("r1", "turn", "bad", "bash", {"x": float("nan")}))
+    assert len(lanes.errors) == 1
+    message = str(lanes.errors[0])
+    assert "lane 'main' could not reduce a tool_start event" in message
+    assert "keeps what was applied before" in message
+    view = lanes.host("main").view
+    assert "bad" not in view["tools"] and view["order"] == []
+    for e in tail_stream("t1", run_id="r1", lines=20, window=5, with_run=False):
+        lanes.handle(e)
+    f.drain()
+    assert f.value == lanes.host("main").view
+    assert lanes.host("main").view["tools"]["t1"]["status"] == "done"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
@@ -45,6 +46,8 @@ __all__ = [
     "new_lane_view",
     "reduce_lane_snapshot",
 ]
+
+log = logging.getLogger("toolfold.harness.lane")
 
 DEFAULT_TRANSCRIPT_TAIL = 50
 """How many settled ``ToolResultMessage``s a lane view keeps (oldest dropped first)."""
@@ -115,7 +118,11 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if hasattr(value, "items"):
         return {k: _plain(v) for k, v in value.items()}
-    return [_plain(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return [_plain(v) for v in value]
+    # Not JSON (args are the model's JSON in practice): keep a readable form rather
+    # than refusing the whole event.
+    return str(value)
 
 
 def reduce_lane_snapshot(
@@ -147,8 +154,8 @@ def reduce_lane_snapshot(
         _reduce_update(view, event)
     elif isinstance(event, ToolStart):
         tools = view["tools"]
-        if event.tool_call_id not in tools:
-            view["order"].append(event.tool_call_id)
+        known = event.tool_call_id in tools
+        # The entry first: if its value is refused, `order` must not name a missing call.
         tools[event.tool_call_id] = {
             "tool_name": event.tool_name,
             "args": _plain(event.args),
@@ -157,6 +164,8 @@ def reduce_lane_snapshot(
             "status": "running",
             "output": None,
         }
+        if not known:
+            view["order"].append(event.tool_call_id)
     elif isinstance(event, ToolEnd):
         tool = view["tools"].get(event.tool_call_id)
         if tool is not None:
@@ -434,12 +443,24 @@ class LaneHost:
                 f"lane {self.lane!r} is closed; event {event.type} was not applied — "
                 "create a new LaneHost to keep reducing"
             )
-        reduce_lane_snapshot(
-            self._tracker.state,
-            event,
-            transcript_tail=self.transcript_tail,
-            settled_tools=self.settled_tools,
-        )
+        try:
+            reduce_lane_snapshot(
+                self._tracker.state,
+                event,
+                transcript_tail=self.transcript_tail,
+                settled_tools=self.settled_tools,
+            )
+        except Exception as exc:
+            # Whatever the reducer changed before failing was recorded by the
+            # tracker, so publishing it keeps every replica equal to the view.
+            self._flush()
+            raise LaneError(
+                f"lane {self.lane!r} could not reduce a {event.type} event "
+                f"({type(exc).__name__}: {exc}); the view keeps what was applied before"
+            ) from exc
+        self._flush()
+
+    def _flush(self) -> None:
         ops = self._tracker.flush()
         if ops:
             self._publish(ops)
@@ -516,6 +537,8 @@ class Lanes:
         self._remember_runs = remember_runs
         self._host_options = host_options
         self._closed = False
+        self.errors: list[LaneError] = []
+        """The last (at most 100) reduction failures, newest last."""
 
     def host(self, lane: str) -> LaneHost:
         """The host of ``lane`` (created empty on first use)."""
@@ -543,7 +566,14 @@ class Lanes:
             lane = event.lane
         else:
             lane = self._runs.get(event.run_id, self.default_lane)
-        self.host(lane).handle(event)
+        try:
+            self.host(lane).handle(event)
+        except LaneError as exc:
+            # A listener that raises is detached from the harness bus; one bad
+            # event must not stop the lane from following later ones.
+            self.errors.append(exc)
+            del self.errors[:-100]
+            log.error("%s", exc)
 
     def close(self) -> None:
         """Close every host (ending their subscriptions)."""
