@@ -1,0 +1,213 @@
+"""SQLite backend specifics: rollback, corrupt files, pragmas, the worker thread."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold.storage import (
+    BackendError,
+    CorruptStoreError,
+    FsyncPolicy,
+    ListElement,
+    Session,
+    _sqlite,
+    append_entry,
+    append_list,
+    ephemeral_scope,
+    list_address,
+    open_repository,
+    retire_scope,
+    set_value,
+    value,
+)
+from toolfold.storage._sqlite import SqliteRepository
+
+OP = ephemeral_scope("op1")
+
+
+async def _seeded(path: Path) -> tuple[SqliteRepository, Session]:
+    repo = SqliteRepository(path)
+    s = await repo.open_session("s", create=True)
+    await s.commit(
+        [set_value(value("ns", "k", OP), "scoped"), append_list(list_address("ns", "l", OP), 1)]
+    )
+    await s.commit([set_value(value("ns", "k"), "session"), append_entry("e1")])
+    return repo, s
+
+
+async def _state(s: Session) -> list[Any]:
+    return [
+        await s.get_value(value("ns", "k", OP)),
+        await s.read_list(list_address("ns", "l", OP)),
+        await s.get_value(value("ns", "k")),
+        await s.read_entries(),
+        await s.live_scopes(),
+    ]
+
+
+EXPECTED = ["scoped", [ListElement(2, 1, None)], "session", [], [OP]]
+
+
+async def test_injected_failure_mid_transaction_rolls_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, s = await _seeded(tmp_path / "t.db")
+    before = await _state(s)
+    real = _sqlite.apply_write
+    calls = 0
+
+    def failing(cur: sqlite3.Cursor, session: str, write: Any, seq: int, data: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:  # after the entry and the retirement have executed
+            raise sqlite3.OperationalError("disk I/O error (injected)")
+        real(cur, session, write, seq, data)
+
+    monkeypatch.setattr(_sqlite, "apply_write", failing)
+    settle = [append_entry("result"), retire_scope(OP), set_value(value("ns", "done"), True)]
+    with pytest.raises(
+        BackendError, match=r"SQLite failed on .*t\.db: disk I/O error \(injected\)"
+    ) as e:
+        await s.commit(settle)
+    assert isinstance(e.value.__cause__, sqlite3.OperationalError)
+    assert calls == 3
+    assert await _state(s) == before  # the retirement's DELETEs were rolled back too
+    monkeypatch.setattr(_sqlite, "apply_write", real)
+    r = await s.commit(settle)
+    assert r.seqs[0] >= 5 + 3  # seqs 5..7 may have been burnt, never reused
+    await repo.close()
+    repo2 = SqliteRepository(tmp_path / "t.db")
+    s2 = await repo2.open_session("s")
+    assert await s2.live_scopes() == []
+    assert [e.value for e in await s2.read_entries()] == ["e1", "result"]
+    assert s2.next_seq == r.seqs[-1] + 1
+    await repo2.close()
+
+
+async def test_database_level_failure_rolls_back(tmp_path: Path) -> None:
+    repo, s = await _seeded(tmp_path / "t.db")
+    with sqlite3.connect(tmp_path / "t.db") as other:
+        other.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON entries WHEN NEW.value = '\"boom\"' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by trigger'); END"
+        )
+    before = await _state(s)
+    with pytest.raises(BackendError, match="refused by trigger"):
+        await s.commit(
+            [set_value(value("ns", "k"), "changed"), append_entry("boom"), retire_scope(OP)]
+        )
+    assert await _state(s) == before
+    await repo.close()
+
+
+async def test_two_connections_share_the_sequence(tmp_path: Path) -> None:
+    """Two repositories (think: two processes) on one file never hand out a seq twice."""
+    a = SqliteRepository(tmp_path / "t.db")
+    b = SqliteRepository(tmp_path / "t.db")
+    sa = await a.open_session("s", create=True)
+    sb = await b.open_session("s")
+    seqs = []
+    for i in range(6):
+        s = sa if i % 2 else sb
+        seqs += (await s.commit([append_list(list_address("ns", "l"), i)])).seqs
+    assert seqs == [1, 2, 3, 4, 5, 6]
+    assert [e.value for e in await sa.read_list(list_address("ns", "l"))] == list(range(6))
+    await a.close()
+    await b.close()
+
+
+async def test_garbage_file_is_a_clear_corrupt_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "garbage.db"
+    garbage = b"this is not a database\x00" * 200
+    path.write_bytes(garbage)
+    repo = open_repository(f"sqlite:{path}")
+    with pytest.raises(CorruptStoreError) as e:
+        await repo.list_sessions()
+    assert str(path) in str(e.value) and "is not a usable toolfold SQLite store" in str(e.value)
+    assert e.value.path == str(path)
+    assert path.read_bytes() == garbage  # nothing written into it
+    await repo.close()
+
+
+async def test_foreign_sqlite_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE customers (id INTEGER)")
+    repo = SqliteRepository(path)
+    with pytest.raises(
+        CorruptStoreError,
+        match=r"other\.db is an SQLite database but not a toolfold store \(tables: customers\)",
+    ):
+        await repo.open_session("s", create=True)
+    await repo.close()
+
+
+@pytest.mark.parametrize(("policy", "expected"), [("commit", 2), ("none", 1)])
+async def test_fsync_policy_maps_to_pragma_synchronous(
+    tmp_path: Path, policy: Any, expected: int
+) -> None:
+    repo = SqliteRepository(tmp_path / "t.db", fsync=FsyncPolicy(main=policy))
+
+    def pragmas(conn: sqlite3.Connection) -> tuple[int, str]:
+        return (
+            conn.execute("PRAGMA synchronous").fetchone()[0],
+            conn.execute("PRAGMA journal_mode").fetchone()[0],
+        )
+
+    assert await repo._run(pragmas) == (expected, "wal")  # 2 = FULL, 1 = NORMAL
+    await repo.close()
+
+
+async def test_commits_run_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = SqliteRepository(tmp_path / "t.db")
+    s = await repo.open_session("s", create=True)
+    in_worker = threading.Event()
+    release = threading.Event()
+    real = _sqlite.apply_write
+
+    def blocking(*args: Any) -> None:
+        in_worker.set()
+        release.wait()  # the worker thread blocks; the loop must not
+        real(*args)
+
+    monkeypatch.setattr(_sqlite, "apply_write", blocking)
+    commit = asyncio.create_task(s.commit([append_entry("x")]))
+    await asyncio.to_thread(in_worker.wait)
+    other = asyncio.Event()
+    asyncio.get_running_loop().call_soon(other.set)
+    await other.wait()  # the loop is alive while the worker is blocked
+    assert not commit.done()
+    release.set()
+    assert (await commit).seqs == (1,)
+    await repo.close()
+
+
+def test_open_repository_urls(tmp_path: Path) -> None:
+    from toolfold.storage import MemoryRepository, StorageError
+    from toolfold.storage._jsonl import JsonlRepository
+
+    assert isinstance(open_repository("memory:"), MemoryRepository)
+    r = open_repository(f"sqlite:{tmp_path / 'a.db'}")
+    assert isinstance(r, SqliteRepository) and r.path == tmp_path / "a.db"
+    r = open_repository(str(tmp_path / "b.db"))
+    assert isinstance(r, SqliteRepository) and r.path == tmp_path / "b.db"
+    assert isinstance(open_repository(f"jsonl:{tmp_path}"), JsonlRepository)
+    assert isinstance(open_repository(str(tmp_path)), JsonlRepository)
+    assert not (tmp_path / "a.db").exists()  # nothing opened before first use
+    with pytest.raises(StorageError) as e:
+        open_repository("mysql://x")
+    assert str(e.value) == (
+        "unknown store URL 'mysql://x': use one of memory:, sqlite:PATH, jsonl:DIR, "
+        "postgresql://... (a plain path ending in .db means sqlite, an existing directory "
+        "means jsonl)"
+    )
+    with pytest.raises(StorageError, match=r"names no file; use sqlite:PATH/TO/file\.db"):
+        open_repository("sqlite:")
