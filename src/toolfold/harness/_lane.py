@@ -366,6 +366,11 @@ class LaneSubscription:
         self._next_id += 1
         return batch
 
+    async def wait(self) -> None:
+        """Wait until a batch may be ready or the stream ended (then call ``next_nowait``)."""
+        if not self._closed and not self._buffer and not self._needs_base:
+            await self._wake.wait()
+
     def __aiter__(self) -> AsyncIterator[LaneBatch]:
         return self
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -84,19 +85,22 @@ def create_app(
     lanes: Lanes | None = None,
     run_command: CommandRunner | None = None,
     repository: SessionLister | None = None,
+    keepalive: float = 15.0,
 ) -> Starlette:
     """Build the viewer app.
 
     - ``lanes`` receives the harness's events (attach ``lanes.handle`` to the
       harness bus); a fresh ``Lanes`` is made when omitted.
     - ``run_command(lane, command)`` backs ``POST /v1/lanes/{lane}/commands``
-      (``harness_command_runner`` builds one from a harness); without it the
-      endpoint answers 501.
+      (``HarnessCommands(lanes)`` runs each as a ``bash`` call through the
+      harness); without it the endpoint answers 501. A runner with an ``aclose()``
+      coroutine is closed on shutdown.
     - ``repository`` backs ``GET /v1/sessions``.
 
     Routes: ``GET /`` (viewer), ``GET /static/*``, ``GET /v1/lanes``,
     ``GET /v1/lanes/{lane}/state`` (SSE), ``POST /v1/lanes/{lane}/commands``,
-    ``GET /v1/sessions``. On shutdown every subscription ends.
+    ``GET /v1/sessions``. An idle SSE stream sends a comment every ``keepalive``
+    seconds. On shutdown every subscription ends.
     """
     state = ViewerState(lanes if lanes is not None else Lanes(), run_command, repository)
 
@@ -132,7 +136,18 @@ def create_app(
             try:
                 # A comment first so proxies and clients see the stream open at once.
                 yield ": toolfold lane " + lane + "\n\n"
-                async for batch in sub:
+                while True:
+                    batch = sub.next_nowait()
+                    if batch is None:
+                        if sub.closed:
+                            return
+                        try:
+                            await asyncio.wait_for(sub.wait(), keepalive)
+                        except TimeoutError:
+                            # An idle stream still writes now and then, so a client
+                            # that went away is noticed (and its subscription freed).
+                            yield ": keepalive\n\n"
+                        continue
                     # Wire JSON has no raw newlines (JSON escapes them), so one
                     # `data:` line carries the batch.
                     yield f"id: {batch.id}\ndata: {batch.data}\n\n"
@@ -154,7 +169,7 @@ def create_app(
             return _error(
                 501,
                 "this server has no command runner; start it with "
-                "create_app(run_command=harness_command_runner(...))",
+                "create_app(lanes=lanes, run_command=HarnessCommands(lanes))",
             )
         body = await request.body()
         if len(body) > MAX_COMMAND_BYTES + 1024:
@@ -191,6 +206,11 @@ def create_app(
         try:
             yield
         finally:
+            # Runs still going are cancelled first (their partial output settles),
+            # then every subscription ends.
+            aclose = getattr(state.run_command, "aclose", None)
+            if aclose is not None:
+                await aclose()
             state.stop_streams()
 
     app = Starlette(
