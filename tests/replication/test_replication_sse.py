@@ -189,3 +189,26 @@ def test_shutdown_ends_open_subscriptions(setup: Any) -> None:
     # The fixture stops it again at teardown: make that a no-op.
     server.stop = lambda: None
     assert json.dumps(replica.value)  # the replica still holds a plain JSON value
+
+
+def test_idle_streams_send_keepalive_comments(serve: Callable[[Any], Any]) -> None:
+    lanes = Lanes()
+    server = serve(create_app(lanes=lanes, keepalive=0.05))
+    with (
+        httpx.Client(base_url=server.url) as client,
+        client.stream("GET", "/v1/lanes/main/state") as response,
+    ):
+        lines = response.iter_lines()
+        seen: list[str] = []
+        for line in lines:
+            seen.append(line)
+            if line == ": keepalive":
+                break
+        assert seen[0] == ": toolfold lane main"
+        assert any(line.startswith("id: 0") for line in seen)
+        # The stream is still live after a keepalive: a published batch arrives as id 1.
+        server.call(lambda: lanes.handle(next(iter(tail_stream("t1", lines=1)))))
+        for line in lines:
+            if line.startswith("id:"):
+                assert line == "id: 1"
+                break
