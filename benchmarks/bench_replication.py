@@ -36,7 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 from toolfold.chord import utf16_len  # noqa: E402
-from toolfold.harness._lane import LaneHost, Lanes, LaneSubscription  # noqa: E402
+from toolfold.harness._lane import (  # noqa: E402
+    LaneHost,
+    Lanes,
+    LaneSubscription,
+    new_lane_view,
+    reduce_lane_snapshot,
+)
 from toolfold.harness.events import (  # noqa: E402
     HarnessEvent,
     RunEnd,
@@ -127,6 +133,60 @@ def bench_in_process(n: int, updates: int, distinct: bool) -> dict[str, Any]:
         "cpu_us_per_batch": server_cpu / published * 1e6,
         "delta_bytes_per_sub": per_sub,
         "snapshot_bytes": snapshot_bytes,
+    }
+
+
+def bench_update_cost(text_kb: int, iterations: int = 300) -> dict[str, Any]:
+    """Cost of one ~100-byte append on a call whose output text is ``text_kb`` KB.
+
+    The tracked reducer applies the ops to a structural copy of the output and
+    assigns it back; the tracker's diff must then emit one small ``a``. Compared
+    with folding the same update into a plain (untracked) view.
+    """
+    rng_words = [_line(i) for i in range(5000)]
+    base = {
+        "content": [{"type": "text", "text": "".join(rng_words)[: text_kb * 1024]}],
+        "details": {"exit_code": None, "files": [f"f{i}" for i in range(20)]},
+        "terminate": False,
+        "truncation": {"truncated": False, "total_lines": 0, "output_lines": 0},
+    }
+    start = [
+        RunStart("run", lane="bench"),
+        ToolStart("run", "turn", "call", "bash", {"command": "x"}),
+        ToolUpdate("run", "turn", "call", [["r", base]]),
+    ]
+    host = LaneHost("bench")
+    sub = host.subscribe()
+    plain = new_lane_view("bench")
+    for e in start:
+        host.handle(e)
+        reduce_lane_snapshot(plain, e)
+    while sub.next_nowait() is not None:
+        pass
+    updates = [
+        ToolUpdate("run", "turn", "call", [["a", TEXT, _line(10_000 + i) * 2]])
+        for i in range(iterations)
+    ]
+    tracked = []
+    direct = []
+    sizes = []
+    for u in updates:
+        t0 = time.perf_counter()
+        host.handle(u)
+        tracked.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        reduce_lane_snapshot(plain, u)
+        direct.append(time.perf_counter() - t0)
+        batch = sub.next_nowait()
+        sizes.append(len(batch.data) if batch else 0)
+    tracked.sort()
+    direct.sort()
+    sizes.sort()
+    return {
+        "kb": text_kb,
+        "tracked_us": tracked[len(tracked) // 2] * 1e6,
+        "direct_us": direct[len(direct) // 2] * 1e6,
+        "batch_bytes": sizes[len(sizes) // 2],
     }
 
 
@@ -273,6 +333,17 @@ def main() -> None:
                 f"| {n} | {r['mode']} | {r['cpu_us_per_batch']:.0f} µs | "
                 f"{r['delta_bytes_per_sub']:,.0f} | {r['snapshot_bytes']:,} | {ratio:.0f}× |"
             )
+    print("\n## One ~100-byte append, by output size (median)\n")
+    print(
+        "| output text | tracked reducer + flush + encode | plain-view fold | tracked / plain | batch bytes |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for kb in (1, 10, 50, 200):
+        r = bench_update_cost(kb)
+        print(
+            f"| {kb} KB | {r['tracked_us']:.0f} µs | {r['direct_us']:.0f} µs | "
+            f"{r['tracked_us'] / max(r['direct_us'], 1e-3):.1f}× | {r['batch_bytes']} |"
+        )
     print("\n## Memory per idle subscriber (tracemalloc)\n")
     print("| subscribers | bytes per subscriber |")
     print("|---:|---:|")
