@@ -1,0 +1,39 @@
+"""The output sink: one bounded, tracked ``ToolOutput`` per tool call (seed §2–§4).
+
+Tools write into a ``ToolOutput`` and return nothing; the sink *is* the result.
+It owns retention (head/tail windows with exact totals), one Chord tracker over
+the ``ToolOutputState``, and any number of independent op streams
+(``open_stream``) for the live publisher and the durable checkpointer.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    OutputClosedError,
+    OutputError,
+    OutputLimitError,
+    OutputPolicyError,
+    OutputValueError,
+)
+from ._retention import OutputPolicy, Retain
+from ._sink import OpStream, SinkState, ToolOutput, image_block
+from ._state import ImageContent, TextContent, ToolOutputState, Truncation, Usage
+
+__all__ = [
+    "ImageContent",
+    "OpStream",
+    "OutputClosedError",
+    "OutputError",
+    "OutputLimitError",
+    "OutputPolicy",
+    "OutputPolicyError",
+    "OutputValueError",
+    "Retain",
+    "SinkState",
+    "TextContent",
+    "ToolOutput",
+    "ToolOutputState",
+    "Truncation",
+    "Usage",
+    "image_block",
+]

@@ -1,0 +1,372 @@
+"""Retention: the ``OutputPolicy`` a tool declares and the head/tail text window.
+
+The window is applied *before* the tracked text is mutated, so a rolling tail
+reaches the tracker as "drop a prefix, append a suffix" (Chord ``t`` + ``a``),
+never as a whole-window set. Totals are exact over everything written.
+
+Definitions (``T`` is everything written since the last ``replace``):
+
+- lines: ``T.count("\\n")`` plus one for a final line without a newline;
+- **tail** view: the longest suffix of ``T`` that starts at a line start and fits
+  both caps; if no line start fits (the last line alone is over ``max_bytes``),
+  the last ``max_bytes`` bytes on a character boundary (``last_line_partial``);
+- **head** view: the longest prefix of ``T`` within ``max_bytes`` (on a character
+  boundary) and ending at the ``max_lines``-th newline at the latest. It only
+  ever grows, so nothing already shown is removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ._errors import OutputPolicyError
+from ._state import Truncation
+
+Retain = Literal["head", "tail"]
+
+_KiB = 1024
+_MiB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPolicy:
+    """How much of a tool's output is kept, declared on the tool definition.
+
+    ``max_bytes`` / ``max_lines`` govern the text block only. Images and details are
+    never windowed; they have their own hard bounds, and exceeding one fails the
+    tool with ``OutputLimitError`` while keeping everything written before.
+    """
+
+    retain: Retain = "tail"
+    max_bytes: int = 50 * _KiB
+    max_lines: int = 2000
+    max_images: int = 16
+    max_image_bytes: int = 5 * _MiB
+    max_total_image_bytes: int = 20 * _MiB
+    max_details_bytes: int = 256 * _KiB
+
+    def __post_init__(self) -> None:
+        if self.retain not in ("head", "tail"):
+            raise OutputPolicyError(
+                f"OutputPolicy.retain must be 'head' or 'tail', got {self.retain!r}"
+            )
+        for name in (
+            "max_bytes",
+            "max_lines",
+            "max_images",
+            "max_image_bytes",
+            "max_total_image_bytes",
+            "max_details_bytes",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise OutputPolicyError(
+                    f"OutputPolicy.{name} must be a positive int, got {value!r}; "
+                    "pass a bound of at least 1"
+                )
+        if self.max_images > 0 and self.max_total_image_bytes < self.max_image_bytes:
+            raise OutputPolicyError(
+                f"OutputPolicy.max_total_image_bytes ({self.max_total_image_bytes}) is smaller "
+                f"than max_image_bytes ({self.max_image_bytes}); raise the total or lower the "
+                "per-image bound"
+            )
+
+
+def utf8_len(text: str) -> int:
+    """Bytes of ``text`` in UTF-8 (``str.isascii`` is O(1) in CPython)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+def count_lines(text: str) -> int:
+    """Lines in ``text``: newlines, plus one for a final line without a newline."""
+    if not text:
+        return 0
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def last_line_bytes(text: str) -> int:
+    """UTF-8 bytes after the last newline of ``text``."""
+    return utf8_len(text[text.rfind("\n") + 1 :])
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (they cannot be UTF-8 encoded,
+    stored or shown to a model)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+    return text
+
+
+def _after_nth_newline(text: str, n: int) -> int:
+    """Index just after the ``n``-th newline (1-based) of ``text``; it must exist."""
+    total = text.count("\n")
+    if n <= total - n + 1:
+        pos = -1
+        for _ in range(n):
+            pos = text.find("\n", pos + 1)
+        return pos + 1
+    # Nearer the end: walk back (total - n + 1) newlines instead.
+    pos = len(text)
+    for _ in range(total - n + 1):
+        pos = text.rfind("\n", 0, pos)
+    return pos + 1
+
+
+def _tail_bytes(text: str, max_bytes: int) -> str:
+    """The last ``max_bytes`` bytes of ``text``, starting on a character boundary."""
+    if text.isascii():
+        return text[-max_bytes:]
+    raw = text.encode("utf-8")
+    start = max(0, len(raw) - max_bytes)
+    # Skip continuation bytes so the view never starts inside a character.
+    while start < len(raw) and (raw[start] & 0xC0) == 0x80:
+        start += 1
+    return raw[start:].decode("utf-8")
+
+
+def tail_window(
+    text: str, max_bytes: int, max_lines: int, *, at_line_start: bool = True
+) -> tuple[str, bool]:
+    """The tail view of ``text`` and whether it starts mid-line.
+
+    ``at_line_start=False`` says ``text`` itself begins mid-line (it continues a
+    partial view), so its position 0 is not a line start. Applying this to
+    ``previous_view + new_text`` gives the same view as applying it to everything
+    written, which is what lets the sink window incrementally.
+    """
+    lines = count_lines(text)
+    start = 0
+    line_start_ok = at_line_start
+    if lines > max_lines:
+        start = _after_nth_newline(text, lines - max_lines)
+        line_start_ok = True
+    segment = text[start:] if start else text
+    size = utf8_len(segment)
+    if line_start_ok and size <= max_bytes:
+        return segment, False
+    # Find the first line start at or after the bytes that must go (position 0
+    # counts only when it is a real line start, handled above).
+    excess = max(size - max_bytes, 0)
+    if segment.isascii():
+        nl = segment.find("\n", max(excess - 1, 0))
+        if nl != -1 and nl + 1 < len(segment):
+            return segment[nl + 1 :], False
+        return segment[-max_bytes:], True
+    raw = segment.encode("utf-8")
+    nl = raw.find(b"\n", max(excess - 1, 0))
+    if nl != -1 and nl + 1 < len(raw):
+        return raw[nl + 1 :].decode("utf-8"), False
+    return _tail_bytes(segment, max_bytes), True
+
+
+def head_window(text: str, max_bytes: int, max_lines: int) -> tuple[str, Literal["lines", "bytes"]]:
+    """The head view of ``text`` and which cap ends it (meaningful only if it is shorter)."""
+    line_end = len(text)
+    if text.count("\n") >= max_lines:
+        line_end = _after_nth_newline(text, max_lines)
+    if text.isascii():
+        byte_end = min(len(text), max_bytes)
+        if line_end <= byte_end:
+            return text[:line_end], "lines"
+        return text[:byte_end], "bytes"
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text[:line_end], "lines"
+    # A cut inside a character drops that character ("ignore" only drops the
+    # incomplete trailing sequence: the rest is valid UTF-8).
+    by_bytes = raw[:max_bytes].decode("utf-8", "ignore")
+    if line_end <= len(by_bytes):
+        return text[:line_end], "lines"
+    return by_bytes, "bytes"
+
+
+class TextWindow:
+    """The retained text of one sink plus exact totals, maintained incrementally.
+
+    Writes are O(len(chunk)): chunks are counted and parked, and the window is
+    materialised (joined and cut) only when read or when the parked text would
+    exceed the cap, so memory stays within about twice the cap.
+
+    After ``capture`` the text comes from a source that already bounded it (the
+    execution environment): totals are the source's, and text is only cut if it
+    would exceed this policy's caps anyway (e.g. a footer after a full view).
+    """
+
+    __slots__ = (
+        "_capped",
+        "_captured",
+        "_chunks",
+        "_chunks_bytes",
+        "_first_line_bytes",
+        "_first_line_exceeds",
+        "_head_cut_by",
+        "_last_line_bytes",
+        "_max_bytes",
+        "_max_lines",
+        "_partial",
+        "_retain",
+        "_total_bytes",
+        "_total_newlines",
+        "_view",
+        "_view_bytes",
+        "_view_lines",
+    )
+
+    def __init__(self, policy: OutputPolicy) -> None:
+        self._retain = policy.retain
+        self._max_bytes = policy.max_bytes
+        self._max_lines = policy.max_lines
+        self._captured: Truncation | None = None
+        self._reset("")
+
+    def _reset(self, view: str) -> None:
+        self._view = view
+        self._view_bytes = utf8_len(view)
+        self._view_lines = count_lines(view)
+        self._chunks: list[str] = []
+        self._chunks_bytes = 0
+        self._partial = False
+        self._capped = False
+        self._head_cut_by: Literal["lines", "bytes"] | None = None
+        self._total_bytes = self._view_bytes
+        self._total_newlines = view.count("\n")
+        self._last_line_bytes = last_line_bytes(view)
+        self._first_line_bytes = utf8_len(view.split("\n", 1)[0])
+        self._first_line_exceeds = self._first_line_bytes > self._max_bytes
+
+    # -- writing -----------------------------------------------------------------
+
+    def write(self, text: str) -> None:
+        """Append ``text`` (already cleaned) to the output."""
+        if not text:
+            return
+        size = utf8_len(text)
+        if self._captured is None:
+            self._count(text, size)
+            if self._retain == "head" and self._capped:
+                return  # head: past the cap nothing is shown, only counted
+        self._chunks.append(text)
+        self._chunks_bytes += size
+        if self._chunks_bytes > self._max_bytes or len(self._chunks) > 4096:
+            self._materialise()
+
+    def replace(self, text: str) -> None:
+        """Make ``text`` (already cleaned) the whole output so far."""
+        if self._captured is not None:
+            # The source's view is authoritative; it is only re-cut if it is over
+            # our caps (a source configured with larger limits than the tool).
+            self._chunks = [text]
+            self._chunks_bytes = utf8_len(text)
+            self._partial = bool(self._captured.get("last_line_partial", False))
+            self._view = ""
+            self._view_bytes = 0
+            self._view_lines = 0
+            self._materialise()
+            return
+        self._reset("")
+        self.write(text)
+
+    def capture(self, truncation: Truncation) -> None:
+        """Adopt source-owned totals (the execution environment counted the stream)."""
+        self._captured = truncation
+        # The source's view may begin mid-line; then its position 0 is no line start.
+        self._partial = bool(truncation.get("last_line_partial", False))
+
+    def _count(self, text: str, size: int) -> None:
+        self._total_bytes += size
+        newlines = text.count("\n")
+        self._total_newlines += newlines
+        if newlines:
+            self._last_line_bytes = utf8_len(text[text.rfind("\n") + 1 :])
+        else:
+            self._last_line_bytes += size
+        if self._total_newlines == newlines:
+            # Still (or just finished) on the first line of the output.
+            self._first_line_bytes += utf8_len(text.split("\n", 1)[0]) if newlines else size
+            if self._first_line_bytes > self._max_bytes:
+                self._first_line_exceeds = True
+
+    def _materialise(self) -> None:
+        if not self._chunks:
+            return
+        joined = self._view + "".join(self._chunks)
+        self._chunks = []
+        self._chunks_bytes = 0
+        if self._retain == "tail":
+            view, partial = tail_window(
+                joined, self._max_bytes, self._max_lines, at_line_start=not self._partial
+            )
+            self._partial = partial
+        else:
+            view, cut_by = head_window(joined, self._max_bytes, self._max_lines)
+            if len(view) < len(joined):
+                self._capped = True
+                if self._head_cut_by is None:
+                    self._head_cut_by = cut_by
+        self._view = view
+        self._view_bytes = utf8_len(view)
+        self._view_lines = count_lines(view)
+
+    # -- reading -----------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """The retained text (materialises parked chunks)."""
+        self._materialise()
+        return self._view
+
+    def truncation(self) -> Truncation:
+        """The ``truncation`` object for the current state."""
+        self._materialise()
+        if self._captured is not None:
+            result = dict(self._captured)
+            result["output_lines"] = self._view_lines
+            result["output_bytes"] = self._view_bytes
+            return result  # type: ignore[return-value]
+        truncated = self._total_bytes > self._view_bytes
+        truncated_by: Literal["lines", "bytes"] | None = None
+        if truncated:
+            if self._retain == "head":
+                truncated_by = self._head_cut_by or "bytes"
+            elif self._partial or self._view_lines < self._max_lines:
+                truncated_by = "bytes"
+            else:
+                truncated_by = "lines"
+        return {
+            "truncated": truncated,
+            "truncated_by": truncated_by,
+            "total_lines": self._total_newlines + (1 if self._last_line_bytes else 0),
+            "total_bytes": self._total_bytes,
+            "output_lines": self._view_lines,
+            "output_bytes": self._view_bytes,
+            "last_line_partial": truncated and self._retain == "tail" and self._partial,
+            "first_line_exceeds_limit": self._retain == "head" and self._first_line_exceeds,
+            "max_lines": self._max_lines,
+            "max_bytes": self._max_bytes,
+            "last_line_bytes": self._last_line_bytes,
+        }
+
+    # -- resuming ----------------------------------------------------------------
+
+    def seed(self, text: str, truncation: Truncation) -> None:
+        """Resume from a recovered state: ``text`` is its retained view and
+        ``truncation`` its totals (as produced by ``truncation()``)."""
+        self._reset(text)
+        self._total_bytes = int(truncation["total_bytes"])
+        last = int(truncation.get("last_line_bytes", last_line_bytes(text)))
+        self._last_line_bytes = last
+        total_lines = int(truncation["total_lines"])
+        self._total_newlines = total_lines - (1 if last else 0)
+        self._first_line_exceeds = bool(truncation.get("first_line_exceeds_limit", False))
+        self._first_line_bytes = self._total_bytes if self._total_newlines == 0 else 0
+        if truncation.get("truncated"):
+            if self._retain == "tail":
+                self._partial = bool(truncation.get("last_line_partial", False))
+            else:
+                self._capped = True
+                self._head_cut_by = truncation.get("truncated_by") or "bytes"

@@ -1,0 +1,557 @@
+"""``ToolOutput``: the per-call sink a tool writes into, and ``OpStream``, its op feeds."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import enum
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from toolfold.chord import Op, track
+
+from ._errors import OutputClosedError, OutputLimitError, OutputValueError
+from ._json import dumps, loads
+from ._retention import OutputPolicy, TextWindow, clean_text
+from ._state import USAGE_KEYS, ImageContent, ToolOutputState, Truncation, Usage
+
+if TYPE_CHECKING:
+    from toolfold.execenv import ShellOutputMetadata, ShellOutputUpdate
+
+_MIN_BACKLOG_BYTES = 64 * 1024
+"""A stream's backlog may always grow to this before it collapses into a base batch."""
+
+MAX_FOOTER_CHARS = 4096
+"""Longest footer a tool may set (it sits outside the window)."""
+
+_STATE_OVERHEAD = 1024
+"""Allowance for the small fields of the state when estimating its encoded size."""
+
+
+def image_block(data: bytes, mime_type: str) -> ImageContent:
+    """An ``ImageContent`` block for raw image bytes (base64-encodes them)."""
+    return {"type": "image", "data": base64.b64encode(data).decode("ascii"), "mime_type": mime_type}
+
+
+class SinkState(enum.Enum):
+    """Lifecycle of a ``ToolOutput``: writable while ``OPEN``, frozen once ``SETTLED``."""
+
+    OPEN = "open"
+    SETTLED = "settled"
+
+
+class OpStream:
+    """One consumer's feed of the sink's ops, taken at the consumer's own cadence.
+
+    The live publisher and the durable checkpointer each open their own stream on
+    the same sink. ``take()`` returns every op since this stream's previous take;
+    the first take (and the first after ``rebase()``) is a base batch
+    ``[["r", state]]``. A backlog that grows beyond about the size of the state is
+    collapsed into a base batch, so an idle consumer costs bounded memory.
+
+    Ops are shared between streams and must be treated as immutable (Chord's
+    ``apply`` copies payloads, so folding them never aliases).
+    """
+
+    __slots__ = ("_backlog", "_backlog_bytes", "_base", "_closed", "_sink", "last_take_bytes")
+
+    def __init__(self, sink: ToolOutput) -> None:
+        self._sink = sink
+        self._backlog: list[Op] = []
+        self._backlog_bytes = 0
+        self._base = True
+        self._closed = False
+        self.last_take_bytes = 0
+        """Encoded size (JSON bytes) of what the last ``take()`` returned."""
+
+    @property
+    def dirty(self) -> bool:
+        """True when the next ``take()`` would return ops."""
+        if self._closed:
+            return False
+        return self._base or bool(self._backlog) or self._sink._has_pending()
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._closed
+
+    def take(self) -> list[Op]:
+        """Ops since this stream's last take (a base batch first or after a rebase)."""
+        if self._closed:
+            raise OutputClosedError(
+                "take() on a closed OpStream; open a new stream with sink.open_stream()"
+            )
+        self._sink._pump()
+        if self._base:
+            self._base = False
+            self._backlog = []
+            self._backlog_bytes = 0
+            data = dumps(self._sink._tracker.target)
+            self.last_take_bytes = len(data) + 8
+            return [["r", loads(data)]]
+        ops, self._backlog = self._backlog, []
+        self.last_take_bytes, self._backlog_bytes = self._backlog_bytes, 0
+        return ops
+
+    def rebase(self) -> None:
+        """Make the next ``take()`` a base batch (drops the backlog)."""
+        self._base = True
+        self._backlog = []
+        self._backlog_bytes = 0
+
+    def close(self) -> None:
+        """Stop receiving ops (the sink forgets this stream)."""
+        if not self._closed:
+            self._closed = True
+            self._backlog = []
+            self._sink._streams.remove(self)
+
+    def _feed(self, batch: list[Op], size: int, limit: int) -> None:
+        if self._base:
+            return  # the next take is a base batch, which already includes this
+        self._backlog.extend(batch)
+        self._backlog_bytes += size
+        if self._backlog_bytes > limit:
+            self.rebase()
+
+
+class ToolOutput:
+    """The per-invocation output sink. Tools write here and return nothing.
+
+    The state is a ``ToolOutputState``: one text block (windowed by ``policy``),
+    image blocks, the tool's own ``details`` object, accumulated ``usage``,
+    ``added_tools``, ``terminate``, and ``truncation`` totals. Every change is
+    recorded by one Chord tracker; consumers read ops through ``open_stream()``.
+
+    ``seed`` resumes from a recovered state (replay): the tool appends to what it
+    had already produced.
+    """
+
+    def __init__(self, policy: OutputPolicy | None = None, *, seed: ToolOutputState | None = None) -> None:
+        self.policy = policy if policy is not None else OutputPolicy()
+        self._window = TextWindow(self.policy)
+        self._lifecycle = SinkState.OPEN
+        self._streams: list[OpStream] = []
+        self._listeners: list[Callable[[], None]] = []
+        self._soon: asyncio.Handle | None = None
+        self._failure: OutputLimitError | None = None
+        self._text_dirty = False
+        self._notice = ""
+        self._footer = ""
+        self._image_bytes = 0
+        self._image_decoded = 0
+        state: dict[str, Any] = {
+            "content": [{"type": "text", "text": ""}],
+            "details": {},
+            "terminate": False,
+            "truncation": self._window.truncation(),
+        }
+        if seed is not None:
+            state = self._seeded(seed)
+        self._details_good = dumps(state["details"])
+        self._tracker = track(state)
+        # The first flush of a tracker is a base batch; streams start from their own
+        # base anyway, so that batch carries nothing a stream needs.
+        self._tracker.flush()
+
+    def _seeded(self, seed: ToolOutputState) -> dict[str, Any]:
+        try:
+            data = loads(dumps(seed))
+            content = data["content"]
+            text_block = content[0]
+            if text_block.get("type") != "text" or not isinstance(text_block.get("text"), str):
+                raise TypeError("content[0] is not a text block")
+            images = content[1:]
+            for i, image in enumerate(images, start=1):
+                self._image_decoded += self._check_image(image, i)
+            truncation = data["truncation"]
+            if not isinstance(data.get("details"), dict):
+                raise TypeError("details is not an object")
+        except (KeyError, IndexError, TypeError, AttributeError, OutputValueError) as exc:
+            raise OutputValueError(
+                f"cannot seed a ToolOutput from this state ({type(exc).__name__}: {exc}); "
+                "seed with a ToolOutputState recovered from a sink's ops"
+            ) from exc
+        self._window.seed(text_block["text"], truncation)
+        self._image_bytes = sum(len(image["data"]) for image in images)
+        state: dict[str, Any] = {
+            "content": [{"type": "text", "text": self._window.text}, *images],
+            "details": data["details"],
+            "terminate": bool(data.get("terminate", False)),
+            "truncation": self._window.truncation(),
+        }
+        if truncation.get("truncated") and truncation != state["truncation"]:
+            state["truncation"] = truncation
+        for key in ("usage", "added_tools", "spill_path"):
+            if key in data:
+                state[key] = data[key]
+        return state
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    @property
+    def lifecycle(self) -> SinkState:
+        """``OPEN`` until ``settle()``, then ``SETTLED``."""
+        return self._lifecycle
+
+    @property
+    def failure(self) -> OutputLimitError | None:
+        """The limit error that failed this output, if a bound was exceeded."""
+        return self._failure
+
+    def _check_open(self, what: str) -> None:
+        if self._lifecycle is SinkState.SETTLED:
+            raise OutputClosedError(
+                f"{what} on a ToolOutput that already settled; a tool must not keep "
+                "writing after execute() returned (await background work before returning)"
+            )
+        if self._failure is not None:
+            raise self._failure
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` after every change made through the sink; returns an
+        unsubscribe function. Changes through ``details`` are reported on the next
+        event-loop iteration (after the tool's synchronous mutation has happened)."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
+
+    def _changed_soon(self) -> None:
+        if self._soon is not None or not self._listeners:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._soon = loop.call_soon(self._fire_soon)
+
+    def _fire_soon(self) -> None:
+        self._soon = None
+        if self._lifecycle is SinkState.OPEN:
+            self._changed()
+
+    def settle(self, notice: str | None = None) -> ToolOutputState:
+        """Freeze the output and return a copy of the final state.
+
+        ``notice`` (an error text, a cancellation marker) is appended to the text
+        block *outside* the window, so it is never cut, whatever was written.
+        Streams can still ``take()`` the final ops; writes now raise
+        ``OutputClosedError``.
+        """
+        if self._lifecycle is SinkState.SETTLED:
+            raise OutputClosedError("settle() called twice on the same ToolOutput")
+        if notice:
+            text = self._window.text + self._footer
+            self._notice = ("\n" if text and not text.endswith("\n") else "") + clean_text(notice)
+            self._text_dirty = True
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        self._pump()
+        self._lifecycle = SinkState.SETTLED
+        return self.snapshot()
+
+    # -- writing ------------------------------------------------------------------
+
+    def write(self, text: str) -> None:
+        """Append to the text block (windowed by the policy)."""
+        self._check_open("write()")
+        if not isinstance(text, str):
+            raise OutputValueError(f"write() takes a str, got {type(text).__name__}: {text!r:.80}")
+        if text:
+            self._window.write(clean_text(text))
+            self._text_dirty = True
+            self._changed()
+
+    def replace(self, text: str) -> None:
+        """Replace the retained text wholesale (Chord still finds a ``t`` + ``a`` slide)."""
+        self._check_open("replace()")
+        if not isinstance(text, str):
+            raise OutputValueError(f"replace() takes a str, got {type(text).__name__}: {text!r:.80}")
+        self._window.replace(clean_text(text))
+        self._text_dirty = True
+        self._changed()
+
+    def footer(self, text: str) -> None:
+        """Set a closing note shown after the retained text, outside the window.
+
+        It is never cut and not counted in the totals, so a head-mode tool can say
+        "use offset=2001 to continue" even when the window is full. It replaces any
+        earlier footer; set it once, at the end (at most ``MAX_FOOTER_CHARS``).
+        """
+        self._check_open("footer()")
+        if not isinstance(text, str):
+            raise OutputValueError(f"footer() takes a str, got {type(text).__name__}")
+        if len(text) > MAX_FOOTER_CHARS:
+            raise OutputValueError(
+                f"footer of {len(text)} characters is over MAX_FOOTER_CHARS={MAX_FOOTER_CHARS}; "
+                "a footer is a short note — write bulk text with write()"
+            )
+        self._footer = clean_text(text)
+        self._text_dirty = True
+        self._changed()
+
+    @property
+    def truncation(self) -> Truncation:
+        """The current truncation totals (a copy)."""
+        return self._window.truncation()
+
+    def capture(self, metadata: ShellOutputMetadata) -> None:
+        """Adopt source-owned truncation totals and spill path without resending text.
+
+        From the first capture on, totals come from the source (the execution
+        environment counted the whole stream), not from re-counting.
+        """
+        self._check_open("capture()")
+        t = metadata.truncation
+        truncation: Truncation = {
+            "truncated": t.truncated,
+            "truncated_by": t.truncated_by,
+            "total_lines": t.total_lines,
+            "total_bytes": t.total_bytes,
+            "output_lines": t.output_lines,
+            "output_bytes": t.output_bytes,
+            "last_line_partial": t.last_line_partial,
+            "first_line_exceeds_limit": t.first_line_exceeds_limit,
+            "max_lines": t.max_lines,
+            "max_bytes": t.max_bytes,
+            "last_line_bytes": metadata.last_line_bytes or 0,
+        }
+        self._window.capture(truncation)
+        self._text_dirty = True
+        if metadata.spill_path is not None and self._tracker.target.get("spill_path") != metadata.spill_path:
+            self._tracker.state["spill_path"] = metadata.spill_path
+        self._changed()
+
+    def feed(self, update: ShellOutputUpdate) -> None:
+        """Pipe one execution-environment update into the sink.
+
+        ``Replace`` → ``replace``, ``Append`` → ``write`` (the source already bounded
+        it), ``Slide`` → ``replace`` of the slid text (the tracker turns it into
+        ``t`` + ``a``), ``Metadata`` → ``capture``. The metadata is captured first,
+        so source text is never counted twice.
+        """
+        from toolfold.execenv import Append, Metadata, Replace, Slide
+
+        if isinstance(update, Replace):
+            self.capture(update.output.metadata)
+            self.replace(update.output.text)
+        elif isinstance(update, Append):
+            self.capture(update.metadata)
+            self.write(update.text)
+        elif isinstance(update, Slide):
+            self.capture(update.metadata)
+            self.replace(self._window.text[update.drop :] + update.text)
+        elif isinstance(update, Metadata):
+            self.capture(update.metadata)
+        else:
+            raise OutputValueError(
+                f"feed() takes an execenv ShellOutputUpdate (Replace, Append, Slide, Metadata), "
+                f"got {type(update).__name__}"
+            )
+
+    def _check_image(self, image: Any, index: int) -> int:
+        where = f"image {index} of the tool output"
+        if not isinstance(image, dict) or image.get("type") != "image":
+            raise OutputValueError(
+                f"{where} must be {{'type': 'image', 'data': <base64>, 'mime_type': ...}}, "
+                f"got {image!r:.120}"
+            )
+        data, mime = image.get("data"), image.get("mime_type")
+        if not isinstance(mime, str) or not mime.startswith("image/"):
+            raise OutputValueError(f"{where} has mime_type {mime!r}; use e.g. 'image/png'")
+        if not isinstance(data, str):
+            raise OutputValueError(f"{where} data must be a base64 str, got {type(data).__name__}")
+        try:
+            size = len(base64.b64decode(data, validate=True))
+        except (binascii.Error, ValueError) as exc:
+            raise OutputValueError(
+                f"{where} data is not valid base64 ({exc}); encode the bytes with "
+                "base64.b64encode(raw).decode('ascii') or use image_block()"
+            ) from exc
+        return size
+
+    def image(self, image: ImageContent) -> None:
+        """Append an image block. Images are never windowed, but bounded by the policy
+        (``max_images``, ``max_image_bytes``, ``max_total_image_bytes``)."""
+        self._check_open("image()")
+        index = len(self._tracker.target["content"])
+        size = self._check_image(image, index)
+        policy = self.policy
+        if index > policy.max_images:
+            raise OutputLimitError(
+                f"image {index} exceeds max_images={policy.max_images} for this tool; "
+                "the image was not added (raise OutputPolicy.max_images or send fewer images)"
+            )
+        if size > policy.max_image_bytes:
+            raise OutputLimitError(
+                f"image {index} is {size} bytes, over max_image_bytes={policy.max_image_bytes}; "
+                "the image was not added (downscale it or raise OutputPolicy.max_image_bytes)"
+            )
+        if self._image_decoded + size > policy.max_total_image_bytes:
+            raise OutputLimitError(
+                f"image {index} ({size} bytes) would bring the images to "
+                f"{self._image_decoded + size} bytes, over max_total_image_bytes="
+                f"{policy.max_total_image_bytes}; the image was not added"
+            )
+        self._tracker.state["content"].append(
+            {"type": "image", "data": image["data"], "mime_type": image["mime_type"]}
+        )
+        self._image_bytes += len(image["data"])
+        self._image_decoded += size
+        self._changed()
+
+    @property
+    def details(self) -> Any:
+        """The tool's own details object (a dict), tracked: mutate it directly.
+
+        ``out.details["passed"] += 1`` becomes one ``s`` op, ``.append`` on a list
+        one ``p``, ``del`` one ``d``. Bounded by ``policy.max_details_bytes``
+        (serialised): past it the details roll back to the last state that fitted
+        and the tool fails with ``OutputLimitError``.
+        """
+        self._check_open("details")
+        self._changed_soon()
+        return self._tracker.state["details"]
+
+    @details.setter
+    def details(self, value: dict[str, Any]) -> None:
+        self._check_open("details")
+        if not isinstance(value, dict):
+            raise OutputValueError(
+                f"details must be a dict (a JSON object), got {type(value).__name__}"
+            )
+        self._tracker.state["details"] = value
+        self._changed()
+
+    def usage(self, usage: Usage) -> None:
+        """Add ``usage`` to the accumulated usage (a subagent reports each model call)."""
+        self._check_open("usage()")
+        if not isinstance(usage, dict):
+            raise OutputValueError(f"usage() takes a Usage dict, got {type(usage).__name__}")
+        for key, value in usage.items():
+            if key not in USAGE_KEYS:
+                raise OutputValueError(
+                    f"usage key {key!r} is not one of {sorted(USAGE_KEYS)}; rename it"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise OutputValueError(
+                    f"usage[{key!r}] must be a non-negative number, got {value!r}"
+                )
+            if key != "cost" and not isinstance(value, int):
+                raise OutputValueError(f"usage[{key!r}] counts tokens: use an int, got {value!r}")
+        state = self._tracker.state
+        if "usage" not in self._tracker.target:
+            state["usage"] = dict(usage)
+        else:
+            current = state["usage"]
+            for key, value in usage.items():
+                current[key] = self._tracker.target["usage"].get(key, 0) + value
+        self._changed()
+
+    def add_tools(self, names: Iterable[str]) -> None:
+        """Set the tools this call adds to the agent (replaces any earlier list)."""
+        self._check_open("add_tools()")
+        if isinstance(names, str):
+            raise OutputValueError(
+                f"add_tools() takes a list of tool names, got the str {names!r}; wrap it in a list"
+            )
+        listed = list(names)
+        for name in listed:
+            if not isinstance(name, str) or not name:
+                raise OutputValueError(f"add_tools() names must be non-empty str, got {name!r}")
+        self._tracker.state["added_tools"] = listed
+        self._changed()
+
+    def terminate(self, value: bool = True) -> None:
+        """Ask the agent loop to stop after this call (replaces; orthogonal to failure)."""
+        self._check_open("terminate()")
+        if not isinstance(value, bool):
+            raise OutputValueError(f"terminate() takes a bool, got {value!r}")
+        if self._tracker.target["terminate"] is not value:
+            self._tracker.state["terminate"] = value
+            self._changed()
+
+    # -- reading and streams -----------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """The retained text block as it stands."""
+        return self._window.text + self._footer + self._notice
+
+    def snapshot(self) -> ToolOutputState:
+        """A deep copy of the current state (everything written so far)."""
+        self._pump()
+        copied: ToolOutputState = loads(dumps(self._tracker.target))
+        return copied
+
+    def open_stream(self) -> OpStream:
+        """A new, independent op feed over this sink (first take is a base batch)."""
+        stream = OpStream(self)
+        self._streams.append(stream)
+        return stream
+
+    def _has_pending(self) -> bool:
+        return self._text_dirty or bool(self._tracker.dirty)
+
+    def _sync_text(self) -> None:
+        target = self._tracker.target
+        state = self._tracker.state
+        text = self._window.text + self._footer + self._notice
+        if target["content"][0]["text"] != text:
+            state["content"][0]["text"] = text
+        truncation = self._window.truncation()
+        current = target["truncation"]
+        if current != truncation:
+            tracked = state["truncation"]
+            for key, value in truncation.items():
+                if current.get(key) != value or key not in current:
+                    tracked[key] = value
+        self._text_dirty = False
+
+    def _check_details(self) -> None:
+        data = dumps(self._tracker.target["details"])
+        limit = self.policy.max_details_bytes
+        if len(data) <= limit:
+            self._details_good = data
+            return
+        # Roll back before anything is flushed, so the oversized value never leaves.
+        self._tracker.state["details"] = loads(self._details_good)
+        if self._failure is None:
+            self._failure = OutputLimitError(
+                f"tool details serialise to {len(data)} bytes, over max_details_bytes={limit}; "
+                "details were rolled back to the last state that fitted "
+                f"({len(self._details_good)} bytes). Keep details small (counts, a bounded "
+                "list) and put bulk in the text, or raise OutputPolicy.max_details_bytes"
+            )
+            self._changed()
+
+    def _pump(self) -> None:
+        """Move pending changes into the tracker, flush it, fan the batch out."""
+        if self._lifecycle is SinkState.SETTLED:
+            return
+        if self._text_dirty:
+            self._sync_text()
+        if not self._tracker.dirty:
+            return
+        self._check_details()
+        batch = self._tracker.flush()
+        if not batch or not self._streams:
+            return
+        size = len(dumps(batch))
+        limit = max(_MIN_BACKLOG_BYTES, self._state_bytes())
+        for stream in self._streams:
+            stream._feed(batch, size, limit)
+
+    def _state_bytes(self) -> int:
+        return (
+            self._window.truncation()["output_bytes"]
+            + self._image_bytes
+            + len(self._details_good)
+            + _STATE_OVERHEAD
+        )
