@@ -556,7 +556,6 @@ class JsonlSession(Session):
         _atomic_create(file.path, header + b"\n", sync, exclusive=False)
         file.exists = True
         file.size = len(header) + 1
-        file.table = AddressTable()
 
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
         sd = self._index.scopes.get(address.scope)
