@@ -8,9 +8,10 @@ import re
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 from toolfold.chord import ChordError, Decoder, Encoder, apply, is_base
+from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
 from toolfold.storage import (
     AppendList,
     EphemeralScope,
@@ -29,8 +30,11 @@ from toolfold.storage import (
     value,
 )
 
-from ._context import MISSING
+from ._context import MISSING, ToolContext
 from ._errors import HarnessError
+from ._execute import CallInfo, ExecutionHooks, Harness, ToolCall, _drive
+from ._result import INTERRUPTION_MARKER, Outcome, ToolResult
+from .events import RunEnd, RunStart
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
@@ -38,6 +42,7 @@ __all__ = [
     "CallRecord",
     "Durability",
     "DurabilityError",
+    "DurableHooks",
     "DurableInvocation",
     "DurableOperation",
     "DurableStream",
@@ -56,6 +61,7 @@ __all__ = [
     "pending_assistant_output",
     "pending_tool_output",
     "recover",
+    "resume",
     "settle_writes",
     "validate_memo_name",
 ]
@@ -625,11 +631,19 @@ class DurableOperation:
             # must find the stream fenced and write nothing.
             await inv.stream.aclose()
             inv.settled = True
-        last = self._unsettled == {invocation_id}
-        await self.durability.session.commit(
-            settle_writes(message, retire=self.scope if last else None)
-        )
-        self._unsettled.discard(invocation_id)
+
+        def plan() -> list[Write]:
+            # Decided inside the session line: the settlement that runs last in line
+            # order retires the scope, so every sibling's entry is committed before
+            # the retirement (a crash in between cannot lose a settled sibling).
+            self._unsettled.discard(invocation_id)
+            return settle_writes(message, retire=None if self._unsettled else self.scope)
+
+        try:
+            await self.durability.session.commit(plan)
+        except BaseException:
+            self._unsettled.add(invocation_id)
+            raise
 
 
 @dataclass(frozen=True)
@@ -720,3 +734,169 @@ class Durability:
         return DurableOperation(
             self, pending.operation_id, pending.run_id, pending.calls, settled=pending.settled
         )
+
+
+# --------------------------------------------------------------------------- harness seam
+
+
+class DurableHooks(ExecutionHooks):
+    """Plugs durability into the call lifecycle (``ExecutionHooks``) of a ``Harness``.
+
+    - run start: the operation (= the run) and its calls are recorded in the operation
+      scope before any tool runs;
+    - sink created: a durable stream is opened on the sink (its own op stream and its
+      own encoder), paced checkpoints follow the sink's changes, memos are attached
+      to the tool's context;
+    - before settle: a forced write of the final state, then the settlement
+      transaction (result entry, + ``retire_scope`` with the operation's last call);
+    - :meth:`resume`: every operation left unsettled in the session is finished —
+      replay-safe calls re-run seeded, the others settled from their checkpoint.
+    """
+
+    def __init__(self, durability: Durability) -> None:
+        self.durability = durability
+        self._ops: dict[str, DurableOperation] = {}
+        self._calls: dict[tuple[str, str], DurableInvocation] = {}
+        self._seeds: dict[tuple[str, str], JSON] = {}
+
+    @property
+    def session(self) -> Session:
+        """The storage session output is made durable in."""
+        return self.durability.session
+
+    async def on_run_start(self, run_id: str, calls: Sequence[ToolCall]) -> None:
+        records = [CallRecord(run_id, c.id, c.name, c.id, c.args, run_id, "") for c in calls]
+        self._ops[run_id] = await self.durability.start_operation(run_id, run_id, records)
+
+    async def seed_for(self, call: CallInfo) -> ToolOutputState | None:
+        seed = self._seeds.pop((call.run_id, call.tool_call_id), None)
+        return cast("ToolOutputState | None", seed)
+
+    async def on_sink_created(
+        self, call: CallInfo, sink: ToolOutput, context: ToolContext
+    ) -> ToolContext:
+        op = self._ops.get(call.run_id)
+        if op is None:
+            # A call outside Harness.run (no operation recorded): nothing to make
+            # durable, and memos stay unavailable rather than silently volatile.
+            return context
+        record = op.records.get(call.tool_call_id)
+        if record is not None and record.turn_id != call.turn_id:
+            # Runs learn their turn id per call; keep it so a resumed call's events
+            # carry the same identity as the original's.
+            record.turn_id = call.turn_id
+            await self.session.commit(
+                [set_value(operation_call(op.operation_id, record.invocation_id), record.to_json())]
+            )
+        inv = op.invocation(call.tool_call_id, sink.open_stream())
+        self._calls[(call.run_id, call.tool_call_id)] = inv
+        sink.on_change(inv.notify)
+        inv.notify()  # the first durable batch (a base) as soon as pacing allows
+        return context.with_memos(inv)
+
+    async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
+        op = self._ops.get(call.run_id)
+        if op is None:
+            return
+        inv = self._calls.pop((call.run_id, call.tool_call_id), None)
+        if inv is not None:
+            await inv.finish()
+        message = result.to_message().to_json()
+        message["operation_id"] = op.operation_id
+        message["run_id"] = call.run_id
+        message["turn_id"] = call.turn_id
+        await op.settle(call.tool_call_id, message)
+        if not op.unsettled:
+            self._ops.pop(call.run_id, None)
+
+    async def resume(self, harness: Harness) -> list[ToolResult]:
+        """Finish every operation left unsettled in the session (after a crash).
+
+        Replay-safe calls are re-executed with a sink **seeded** from the state that
+        was committed with their latest memo (never from nothing after deleting the
+        checkpoint: memoised work is skipped and emits nothing, so its output must
+        already be in the sink). Calls that are not replay-safe are not re-run: their
+        last durable state is settled as the result, with ``INTERRUPTION_MARKER``,
+        ``is_error`` and outcome ``"interrupted"``. Returns the settled results.
+        """
+        results: list[ToolResult] = []
+        for pending in await self.durability.pending_operations():
+            results.extend(await self._resume_operation(harness, pending))
+        return results
+
+    async def _resume_operation(
+        self, harness: Harness, pending: PendingOperation
+    ) -> list[ToolResult]:
+        op = self.durability.reopen(pending)
+        run_id = pending.run_id
+        self._ops[run_id] = op
+        todo = [c for c in pending.calls if c.invocation_id in op.unsettled]
+        harness.bus.publish(RunStart(run_id, harness.lane))
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._resume_call(harness, op, c)) for c in todo]
+        finally:
+            if not harness.bus.closed:
+                harness.bus.publish(RunEnd(run_id))
+        if not todo:
+            # Every call had settled but the crash came before the retirement
+            # (a call settled by an older harness without the last-call retirement).
+            await self.session.commit([retire_scope(op.scope)])
+        return [t.result() for t in tasks]
+
+    async def _resume_call(
+        self, harness: Harness, op: DurableOperation, record: CallRecord
+    ) -> ToolResult:
+        tool = harness.tools.get(record.tool_name)
+        key = (op.run_id, record.tool_call_id)
+        turn_id = record.turn_id or "turn-1"
+        if tool is not None and tool.replay_safe:
+            self._seeds[key] = await load_memo_seed(
+                self.session, op.operation_id, record.invocation_id
+            )
+            return await harness.call(
+                ToolCall(record.tool_call_id, record.tool_name, record.args),
+                run_id=op.run_id,
+                turn_id=turn_id,
+            )
+        recovered = await recover(
+            self.session, pending_tool_output(op.operation_id, record.invocation_id)
+        )
+        self._seeds[key] = None if recovered is None else recovered.value
+
+        async def interrupted(
+            sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
+        ) -> tuple[Outcome, str | None]:
+            return "interrupted", INTERRUPTION_MARKER
+
+        return await _drive(
+            name=record.tool_name,
+            policy=tool.output if tool is not None else OutputPolicy(),
+            body=interrupted,
+            call=CallInfo(
+                op.run_id,
+                turn_id,
+                record.tool_call_id,
+                record.tool_name,
+                record.args,
+                False,
+            ),
+            bus=harness.bus,
+            context=harness.context,
+            cancel=None,
+            hooks=self,
+            clock=harness.clock,
+            pacing=harness.pacing,
+        )
+
+
+async def resume(harness: Harness) -> list[ToolResult]:
+    """Resume every unsettled operation of the durable session attached to ``harness``
+    (see :meth:`DurableHooks.resume`)."""
+    hooks = harness.hooks
+    if not isinstance(hooks, DurableHooks):
+        raise DurabilityError(
+            "resume() needs a Harness with durability attached "
+            "(Harness(tools, hooks=DurableHooks(Durability(session))))"
+        )
+    return await hooks.resume(harness)
