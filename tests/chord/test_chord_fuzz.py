@@ -15,8 +15,13 @@ from toolfold.chord import ChordError, Decoder, Encoder, apply, is_base
 
 KEYS = st.sampled_from(["a", "b", "text", "0", "k é", "😀", "log"])
 TEXT = st.text(max_size=12) | st.sampled_from(["😀", "🧑\u200d💻", "🇯🇵", "e\u0301", "a😀b"])
-SCALARS = st.none() | st.booleans() | st.integers(-(10**6), 10**6) | TEXT
-SCALARS |= st.floats(allow_nan=False, allow_infinity=False, width=32)
+SCALARS: st.SearchStrategy[Any] = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    TEXT,
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+)
 VALUES = st.recursive(
     SCALARS,
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(KEYS, kids, max_size=4),
@@ -212,7 +217,7 @@ GARBAGE = st.sampled_from(
         list(range(5)),
     ]
 )
-VERBS = st.sampled_from(list("rsdatpm#") + ["x", "R", "", "ss"])
+VERBS = st.sampled_from([*"rsdatpm#", "x", "R", "", "ss"])
 
 
 @st.composite
