@@ -34,6 +34,8 @@ from ._text import utf16_len
 
 # --- tracker (track, Tracker) ------------------------------------------------------------
 # The tracker lives in _tracker.py; its names are imported and listed in __all__ here.
+from ._tracker import TrackedDict, TrackedList, Tracker, track
+
 # --- end tracker ---------------------------------------------------------------------------
 
 __all__ = [
@@ -50,12 +52,16 @@ __all__ = [
     "PathError",
     "Segment",
     "ShapeError",
+    "TrackedDict",
+    "TrackedList",
+    "Tracker",
     "UnsafePathError",
     "WireBatch",
     "WireOp",
     "apply",
     "check_json",
     "is_base",
+    "track",
     "utf16_len",
     "validate_op",
     "validate_wire_op",
