@@ -1,0 +1,78 @@
+"""The harness: tool definitions, per-call execution, events and the event bus.
+
+``execute_tool_call`` owns one call's lifecycle (validate → sink → run → settle)
+and emits ``ToolStart`` / ``ToolUpdate`` (Chord ops, first a base batch) /
+``ToolEnd`` / ``ToolSettled``. ``Harness`` runs a run's calls concurrently and owns
+the ``EventBus``. ``ExecutionHooks`` is the seam durability plugs into.
+"""
+
+from __future__ import annotations
+
+from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
+from ._context import MISSING, MemoBackend, ToolContext
+from ._errors import (
+    BusClosedError,
+    HarnessError,
+    MemoUnavailableError,
+    SubscriberOverflowError,
+    ToolDefinitionError,
+    ToolError,
+)
+from ._execute import (
+    DEFAULT_CANCEL_GRACE,
+    CallInfo,
+    ExecutionHooks,
+    Harness,
+    Pacing,
+    ToolCall,
+    execute_tool_call,
+    format_validation_error,
+)
+from ._result import (
+    CANCELLED_MARKER,
+    INTERRUPTION_MARKER,
+    Outcome,
+    ToolResult,
+    ToolResultMessage,
+)
+from ._tools import ExecuteFn, Tool, tool
+from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+
+__all__ = [
+    "CANCELLED_MARKER",
+    "DEFAULT_CANCEL_GRACE",
+    "DEFAULT_MAX_QUEUE",
+    "INTERRUPTION_MARKER",
+    "MISSING",
+    "BusClosedError",
+    "CallInfo",
+    "EventBus",
+    "ExecuteFn",
+    "ExecutionHooks",
+    "Harness",
+    "HarnessError",
+    "HarnessEvent",
+    "Listener",
+    "MemoBackend",
+    "MemoUnavailableError",
+    "Outcome",
+    "Pacing",
+    "RunEnd",
+    "RunStart",
+    "SubscriberOverflowError",
+    "Subscription",
+    "Tool",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinitionError",
+    "ToolEnd",
+    "ToolError",
+    "ToolResult",
+    "ToolResultMessage",
+    "ToolSettled",
+    "ToolStart",
+    "ToolUpdate",
+    "execute_tool_call",
+    "format_validation_error",
+    "tool",
+]

@@ -1,0 +1,91 @@
+"""``ToolContext``: what a tool gets besides its params and its sink."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+from ._errors import MemoUnavailableError
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+MISSING: Final = _Missing()
+"""Returned by ``get_memo`` for a memo that was never set (distinct from ``None``)."""
+
+
+class MemoBackend(Protocol):
+    """Where memos live. The durability layer provides one per call; it commits a
+    memo together with the call's output checkpoint in one transaction."""
+
+    async def get_memo(self, name: str) -> Any:
+        """The memo's value, or ``MISSING``."""
+        ...
+
+    async def set_memo(self, name: str, value: Any) -> None:
+        """Set the memo (``MISSING`` deletes it) and checkpoint the output atomically."""
+        ...
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a tool may use besides its params, ``cancel`` and ``out``.
+
+    ``env`` is the execution environment (``toolfold.execenv``) commands run in,
+    ``cwd`` the working directory relative paths resolve against. ``run_id``,
+    ``turn_id`` and ``tool_call_id`` identify the call (the harness fills them in
+    per call with ``for_call``). ``memos`` is attached by the durability layer;
+    without it ``get_memo`` / ``set_memo`` raise ``MemoUnavailableError``.
+    ``extra`` carries host-specific values (keep it small).
+    """
+
+    env: Any = None
+    cwd: Path = field(default_factory=Path.cwd)
+    run_id: str = ""
+    turn_id: str = ""
+    tool_call_id: str = ""
+    memos: MemoBackend | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def for_call(self, *, run_id: str, turn_id: str, tool_call_id: str) -> ToolContext:
+        """A copy of this context identifying one call."""
+        return dataclasses.replace(self, run_id=run_id, turn_id=turn_id, tool_call_id=tool_call_id)
+
+    def with_memos(self, memos: MemoBackend | None) -> ToolContext:
+        """A copy with ``memos`` attached (the durability layer's seam)."""
+        return dataclasses.replace(self, memos=memos)
+
+    def resolve(self, path: str | Path) -> Path:
+        """``path`` resolved against ``cwd`` (absolute paths are kept)."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else self.cwd / p
+
+    def _memos(self, what: str) -> MemoBackend:
+        if self.memos is None:
+            raise MemoUnavailableError(
+                f"{what}: memos need a durable session (call {self.tool_call_id!r} has none); "
+                "attach durability to the Harness, or do not memoise in this tool"
+            )
+        return self.memos
+
+    async def get_memo(self, name: str) -> Any:
+        """The memo ``name`` of this call, or ``MISSING`` if never set.
+
+        A replay-safe tool checks its memos to skip work it already did (whose output
+        is already in the seeded sink)."""
+        return await self._memos(f"get_memo({name!r})").get_memo(name)
+
+    async def set_memo(self, name: str, value: Any) -> None:
+        """Record that work is done. Write the work's output to the sink FIRST: the
+        memo commits atomically with the output checkpoint, which must contain it."""
+        await self._memos(f"set_memo({name!r})").set_memo(name, value)

@@ -1,0 +1,128 @@
+"""``ToolResult`` (what the model sees) and ``ToolResultMessage`` (what the transcript keeps)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from toolfold.output import ToolOutputState, Usage
+
+Outcome = Literal["ok", "error", "invalid_arguments", "unknown_tool", "cancelled", "interrupted"]
+"""How a call ended. Everything but ``"ok"`` has ``is_error=True``."""
+
+CANCELLED_MARKER = "[Tool call cancelled; the output above is partial.]"
+"""Appended to the output of a call stopped through its ``cancel`` event."""
+
+INTERRUPTION_MARKER = "[Tool call interrupted before it finished; the output above is partial.]"
+"""Appended to the output of a call the harness stopped (task cancelled, crash recovery
+of a tool that is not replay-safe)."""
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The settled, model-visible result of one call, assembled from the sink's final
+    state ("the fold is the result"): content, details, usage, ``is_error``,
+    ``terminate``, added tools."""
+
+    tool_call_id: str
+    tool_name: str
+    content: list[dict[str, Any]]
+    details: dict[str, Any] = field(default_factory=dict)
+    usage: Usage | None = None
+    added_tools: list[str] | None = None
+    terminate: bool = False
+    is_error: bool = False
+    outcome: Outcome = "ok"
+    state: ToolOutputState | None = None
+    """The full final ``ToolOutputState`` (including ``truncation``), for hosts and tests."""
+
+    @classmethod
+    def from_state(
+        cls,
+        state: ToolOutputState,
+        *,
+        tool_call_id: str,
+        tool_name: str,
+        outcome: Outcome,
+    ) -> ToolResult:
+        """Assemble the result from a final (or recovered) output state."""
+        return cls(
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            content=[dict(block) for block in state["content"]],
+            details=state["details"],
+            usage=state.get("usage"),
+            added_tools=state.get("added_tools"),
+            terminate=bool(state.get("terminate", False)),
+            is_error=outcome != "ok",
+            outcome=outcome,
+            state=state,
+        )
+
+    @property
+    def text(self) -> str:
+        """The text block."""
+        return str(self.content[0]["text"]) if self.content else ""
+
+    def to_message(self) -> ToolResultMessage:
+        """The transcript entry for this result."""
+        return ToolResultMessage(
+            tool_call_id=self.tool_call_id,
+            tool_name=self.tool_name,
+            content=self.content,
+            details=self.details,
+            usage=self.usage,
+            added_tools=self.added_tools,
+            terminate=self.terminate,
+            is_error=self.is_error,
+            outcome=self.outcome,
+        )
+
+
+@dataclass(frozen=True)
+class ToolResultMessage:
+    """The settled transcript entry for a tool call (``role: "tool_result"``)."""
+
+    tool_call_id: str
+    tool_name: str
+    content: list[dict[str, Any]]
+    details: dict[str, Any]
+    is_error: bool
+    usage: Usage | None = None
+    added_tools: list[str] | None = None
+    terminate: bool = False
+    outcome: Outcome = "ok"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON object (optional fields omitted when unset)."""
+        data: dict[str, Any] = {
+            "role": "tool_result",
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "content": self.content,
+            "details": self.details,
+            "is_error": self.is_error,
+            "outcome": self.outcome,
+        }
+        if self.usage is not None:
+            data["usage"] = self.usage
+        if self.added_tools is not None:
+            data["added_tools"] = self.added_tools
+        if self.terminate:
+            data["terminate"] = True
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ToolResultMessage:
+        """Parse what ``to_json`` produced."""
+        return cls(
+            tool_call_id=data["tool_call_id"],
+            tool_name=data["tool_name"],
+            content=data["content"],
+            details=data.get("details", {}),
+            is_error=bool(data["is_error"]),
+            usage=data.get("usage"),
+            added_tools=data.get("added_tools"),
+            terminate=bool(data.get("terminate", False)),
+            outcome=data.get("outcome", "error" if data["is_error"] else "ok"),
+        )

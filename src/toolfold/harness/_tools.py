@@ -1,0 +1,101 @@
+"""``Tool``: a tool definition (name, description, pydantic params, output policy)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from toolfold.output import OutputPolicy, ToolOutput
+
+from ._context import ToolContext
+from ._errors import ToolDefinitionError
+
+P = TypeVar("P", bound=BaseModel)
+
+ExecuteFn = Callable[[str, P, asyncio.Event, ToolOutput, ToolContext], Coroutine[Any, Any, None]]
+"""``async def execute(tool_call_id, params, cancel, out, context) -> None``."""
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Tool(Generic[P]):
+    """A tool: what the model sees (name, description, JSON schema of ``params``) and
+    how it runs (``execute``, ``output`` policy, ``replay_safe``).
+
+    ``execute`` returns nothing: everything goes into ``out``. Failing is raising.
+    ``replay_safe`` says the tool may be re-run after a crash, seeded with the output
+    it had already produced (it should memoise finished work with
+    ``context.set_memo``); a tool that is not replay-safe is settled from its last
+    checkpoint with an interruption marker instead.
+    """
+
+    name: str
+    description: str
+    params: type[P]
+    execute: ExecuteFn[P]
+    output: OutputPolicy = field(default_factory=OutputPolicy)
+    replay_safe: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or _NAME.fullmatch(self.name) is None:
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is invalid: use 1-64 characters, a letter first, "
+                "then letters, digits, '_' or '-'"
+            )
+        if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: params must be a pydantic BaseModel subclass, got {self.params!r}"
+            )
+        if not inspect.iscoroutinefunction(self.execute):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: execute must be an 'async def' function, got {self.execute!r}"
+            )
+        if not isinstance(self.output, OutputPolicy):
+            raise ToolDefinitionError(
+                f"tool {self.name!r}: output must be an OutputPolicy, got {self.output!r}"
+            )
+
+    def json_schema(self) -> dict[str, Any]:
+        """The JSON schema of the params, as sent to the model."""
+        return self.params.model_json_schema()
+
+    def definition(self) -> dict[str, Any]:
+        """``{"name", "description", "parameters"}`` for a model's tool list."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": self.json_schema(),
+        }
+
+
+def tool(
+    *,
+    params: type[P],
+    name: str | None = None,
+    description: str | None = None,
+    output: OutputPolicy | None = None,
+    replay_safe: bool = False,
+) -> Callable[[ExecuteFn[P]], Tool[P]]:
+    """Decorator: turn ``async def execute(tool_call_id, params, cancel, out, context)``
+    into a ``Tool``. The name defaults to the function name and the description to
+    its docstring."""
+
+    def wrap(fn: ExecuteFn[P]) -> Tool[P]:
+        doc = inspect.getdoc(fn) or ""
+        return Tool(
+            name=name if name is not None else getattr(fn, "__name__", ""),
+            description=description if description is not None else doc,
+            params=params,
+            execute=fn,
+            output=output if output is not None else OutputPolicy(),
+            replay_safe=replay_safe,
+        )
+
+    return wrap

@@ -1,0 +1,75 @@
+"""EventBus: ordered fan-out, bounded subscribers that are dropped loudly, safe listeners."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolfold.harness import (
+    BusClosedError,
+    EventBus,
+    HarnessEvent,
+    RunEnd,
+    RunStart,
+    SubscriberOverflowError,
+)
+
+
+async def test_every_subscriber_gets_every_event_in_order() -> None:
+    bus = EventBus()
+    a, b = bus.subscribe(), bus.subscribe()
+    for i in range(5):
+        bus.publish(RunStart(f"r{i}"))
+    bus.close()
+    got_a = [e async for e in a]
+    got_b = [e async for e in b]
+    assert got_a == got_b == [RunStart(f"r{i}") for i in range(5)]
+
+
+async def test_a_slow_subscriber_is_dropped_with_an_error_not_silently() -> None:
+    bus = EventBus(max_queue=3)
+    slow = bus.subscribe()
+    fast = bus.subscribe(max_queue=100)
+    for i in range(5):
+        bus.publish(RunStart(f"r{i}"))  # never blocks, whatever the subscribers do
+    received = []
+    with pytest.raises(SubscriberOverflowError) as info:
+        async for e in slow:
+            received.append(e)
+    assert received == [RunStart("r0"), RunStart("r1"), RunStart("r2")]  # queued ones first
+    assert "fell 3 events behind (max_queue=3)" in str(info.value)
+    assert "resubscribe" in str(info.value)
+    assert slow.dropped and not fast.dropped
+    bus.close()
+    assert len([e async for e in fast]) == 5
+
+
+async def test_a_raising_listener_is_detached_and_others_still_run() -> None:
+    bus = EventBus()
+    seen: list[HarnessEvent] = []
+
+    def bad(event: HarnessEvent) -> None:
+        raise RuntimeError("reducer bug")
+
+    bus.add_listener(bad)
+    bus.add_listener(seen.append)
+    bus.publish(RunStart("r"))
+    bus.publish(RunEnd("r"))
+    assert seen == [RunStart("r"), RunEnd("r")]
+    assert [str(e) for e in bus.listener_errors] == ["reducer bug"]
+
+
+async def test_publishing_on_a_closed_bus_raises() -> None:
+    bus = EventBus()
+    bus.close()
+    with pytest.raises(BusClosedError, match=r"publish\(run_start\) on a closed EventBus"):
+        bus.publish(RunStart("r"))
+    assert [e async for e in bus.subscribe()] == []
+
+
+async def test_unsubscribe_by_close_ends_iteration_after_queued_events() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    bus.publish(RunStart("r"))
+    sub.close()
+    bus.publish(RunEnd("r"))
+    assert [e async for e in sub] == [RunStart("r")]
