@@ -415,7 +415,7 @@ async def test_hooks_see_the_lifecycle_in_order_and_can_seed() -> None:
         async def before_settle(self, call: Any, sink: ToolOutput, result: ToolResult) -> None:
             calls.append(f"settle:{result.text}")
 
-    result, events = await run(echo, {"text": "more\n"}, hooks=Hooks())
+    _, events = await run(echo, {"text": "more\n"}, hooks=Hooks())
     assert calls == ["seed", "sink", "settle:recovered\nmore\n"]
     first = next(e for e in events if isinstance(e, ToolUpdate))
     assert first.ops[0][1]["content"][0]["text"] == "recovered\n"
