@@ -421,27 +421,30 @@ def _del_key(t: Tracker, node: _Node, key: str) -> Any:
     return value
 
 
-def _remap(d: dict[int, Any] | None, i: int, r: int, n: int, drop: Callable[[Any], None]) -> None:
-    if not d:
+def _remap_fields(f: dict[int, Any] | None, i: int, r: int, n: int) -> None:
+    """Move per-index records across a splice ``(i, r, n)``: drop the removed, shift the rest."""
+    if not f:
         return
-    moved: dict[int, Any] = {}
-    for j, v in d.items():
+    moved = {(j if j < i else j + n - r): rec for j, rec in f.items() if j < i or j >= i + r}
+    f.clear()
+    f.update(moved)
+
+
+def _remap_kids(node: _Node, i: int, r: int, n: int) -> None:
+    """Keep held proxies of list elements on their current index across a splice."""
+    kids = node._kids
+    if not kids:
+        return
+    moved: dict[Any, _Node] = {}
+    for j, kid in kids.items():
         if j < i:
-            moved[j] = v
+            moved[j] = kid
         elif j < i + r:
-            drop(v)
+            kid._dead = True
         else:
-            moved[j + n - r] = v
-    d.clear()
-    d.update(moved)
-
-
-def _no_drop(_: Any) -> None:
-    return None
-
-
-def _kill(k: Any) -> None:
-    k._dead = True
+            kid._k = j + n - r
+            moved[kid._k] = kid
+    node._kids = moved
 
 
 def _splice(t: Tracker, node: _Node, i: int, r: int, items: list[Any]) -> list[Any]:
@@ -482,10 +485,10 @@ def _splice(t: Tracker, node: _Node, i: int, r: int, items: list[Any]) -> list[A
                 log.append([i, r, list(items)])
                 t._n += 1
             if i < size:
-                _remap(node._f, i, r, n, _no_drop)
+                _remap_fields(node._f, i, r, n)
             _touch(t, node)
     if i < size:
-        _remap(node._kids, i, r, n, _kill)
+        _remap_kids(node, i, r, n)
     obj[i : i + r] = items
     if had_log and not fresh:
         # An earlier pending splice may still reference a removed container as its payload;
