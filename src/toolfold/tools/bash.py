@@ -1,0 +1,101 @@
+"""The ``bash`` tool: a shell command in the execution environment, tail-retained with a spill file."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+from toolfold.execenv import CaptureOptions, Replace, ShellExecResult, ShellOutputLimits
+from toolfold.harness import Tool, ToolContext, ToolError
+from toolfold.output import OutputPolicy, ToolOutput
+
+BASH_OUTPUT = OutputPolicy(retain="tail")
+"""Builds and test runs matter at the end: keep a rolling tail (50 KiB / 2,000 lines)."""
+
+
+class BashParams(BaseModel):
+    """Arguments of the ``bash`` tool."""
+
+    command: str = Field(description="The shell command to run (bash -c).")
+    timeout: float | None = Field(
+        default=None, gt=0, description="Seconds before the command is killed (default: none)."
+    )
+
+
+def _size(n: int) -> str:
+    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
+
+
+def footer(result: ShellExecResult) -> str:
+    """The model-visible note on a truncated result: what is shown and where the rest is."""
+    t = result.truncation
+    if not t.truncated:
+        return ""
+    where = f"Full output: {result.spill_path}" if result.spill_path else "Full output was not kept"
+    if t.last_line_partial:
+        shown = f"Showing the last {_size(t.output_bytes)} of line {t.total_lines}"
+    else:
+        first = t.total_lines - t.output_lines + 1
+        shown = f"Showing lines {first}-{t.total_lines} of {t.total_lines}"
+    return f"[{shown} ({_size(t.output_bytes)} of {_size(t.total_bytes)}). {where}]"
+
+
+async def run_bash(
+    tool_call_id: str,
+    params: BashParams,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+    context: ToolContext,
+) -> None:
+    """Run a shell command (bash -c) in the working directory. Output is stdout and
+    stderr interleaved; long output keeps its end, and the full output is saved to
+    a file named in the footer. A non-zero exit code fails the call."""
+    env = context.env
+    if env is None:
+        raise ToolError(
+            "bash needs an execution environment, and this harness has none; "
+            "configure ToolContext(env=LocalExecEnv(spill_dir))"
+        )
+    policy = out.policy
+    capture = CaptureOptions(
+        limits=ShellOutputLimits(
+            max_bytes=policy.max_bytes, max_lines=policy.max_lines, retain=policy.retain
+        ),
+        spill=True,
+    )
+    # The environment bounds, spills and paces at the source; the sink only adopts
+    # its bounded updates (and its totals) — nothing is re-windowed or re-counted.
+    result: ShellExecResult = await env.exec(
+        params.command,
+        cwd=context.cwd,
+        timeout=params.timeout,
+        cancel=cancel,
+        capture=capture,
+        on_update=out.feed,
+    )
+    out.feed(Replace(result.view))
+    note = footer(result)
+    if note:
+        text = out.text
+        out.write(("\n" if text and not text.endswith("\n") else "") + note)
+    out.details["exit_code"] = result.exit_code
+    if result.cancelled:
+        return  # the harness marks the call cancelled and keeps the partial output
+    if result.timed_out:
+        raise ToolError(f"Command timed out after {params.timeout:g} seconds")
+    if result.exit_code is None:
+        raise ToolError("Command was killed by a signal before it exited")
+    if result.exit_code != 0:
+        raise ToolError(f"Command exited with code {result.exit_code}")
+
+
+BASH = Tool(
+    name="bash",
+    description=(run_bash.__doc__ or "").replace("\n    ", " ").strip(),
+    params=BashParams,
+    execute=run_bash,
+    output=BASH_OUTPUT,
+    replay_safe=False,
+)
+"""The ``bash`` tool definition (not replay-safe: commands have side effects)."""

@@ -1,0 +1,117 @@
+"""The ``read`` tool: a text file by lines (head-retained), or an image file as an image block."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel, Field
+
+from toolfold.harness import Tool, ToolContext, ToolError
+from toolfold.output import OutputPolicy, ToolOutput, image_block
+
+READ_OUTPUT = OutputPolicy(retain="head")
+"""A file is meaningful from its start: keep the head (50 KiB / 2,000 lines)."""
+
+IMAGE_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+}
+
+_BLOCK_CHARS = 64 * 1024
+
+
+class ReadParams(BaseModel):
+    """Arguments of the ``read`` tool."""
+
+    path: str = Field(description="File to read (relative to the working directory).")
+    offset: int | None = Field(default=None, ge=1, description="First line to show (1-based).")
+    limit: int | None = Field(default=None, ge=1, description="Most lines to show.")
+
+
+async def run_read(
+    tool_call_id: str,
+    params: ReadParams,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+    context: ToolContext,
+) -> None:
+    """Read a file. Text files are shown from the start (or from `offset`, for at most
+    `limit` lines); long files are cut and the footer says which offset continues.
+    PNG, JPEG, GIF and WebP files are returned as images."""
+    path = context.resolve(params.path)
+    if not path.exists():
+        raise ToolError(f"File not found: {path}")
+    if path.is_dir():
+        raise ToolError(f"{path} is a directory; list it with bash (ls) instead")
+    mime = IMAGE_TYPES.get(path.suffix.lower())
+    out.details["path"] = str(path)
+    if mime is not None:
+        size = path.stat().st_size
+        if size > out.policy.max_image_bytes:
+            raise ToolError(
+                f"{path} is {size} bytes, over the {out.policy.max_image_bytes}-byte image limit; "
+                "downscale it first (e.g. with bash)"
+            )
+        out.image(image_block(path.read_bytes(), mime))
+        out.write(f"Read image file {path.name} [{mime}, {size} bytes]")
+        out.details["mime_type"] = mime
+        return
+    start = params.offset or 1
+    shown = 0
+    more = False
+    block: list[str] = []
+    block_chars = 0
+    try:
+        with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
+            for lineno, line in enumerate(f, start=1):
+                if lineno < start:
+                    continue
+                if params.limit is not None and shown >= params.limit:
+                    more = True
+                    break
+                block.append(line)
+                block_chars += len(line)
+                shown += 1
+                if block_chars >= _BLOCK_CHARS:
+                    out.write("".join(block))
+                    block, block_chars = [], 0
+                    await asyncio.sleep(0)  # let updates publish and cancellation land
+                    if cancel.is_set():
+                        return
+    except OSError as exc:
+        raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    out.write("".join(block))
+    if shown == 0 and start > 1:
+        raise ToolError(f"offset {start} is past the end of {path}")
+    t = out.truncation
+    out.details["lines"] = shown
+    if t["truncated"]:
+        # The last shown line may be cut mid-line; continue from it so nothing is skipped.
+        ends_clean = out.text.endswith("\n")
+        last = start + t["output_lines"] - 1
+        nxt = last + 1 if ends_clean else last
+        out.footer(
+            f"{'' if ends_clean else chr(10)}[Showing lines {start}-{last} of {start + shown - 1} read "
+            f"({t['output_bytes']} of {t['total_bytes']} bytes). Use offset={nxt} to continue.]"
+        )
+    elif more:
+        text = out.text
+        sep = "\n" if text and not text.endswith("\n") else ""
+        out.footer(
+            f"{sep}[Showing lines {start}-{start + shown - 1}. More lines follow; "
+            f"use offset={start + shown} to continue.]"
+        )
+
+
+READ = Tool(
+    name="read",
+    description=(run_read.__doc__ or "").replace("\n    ", " ").strip(),
+    params=ReadParams,
+    execute=run_read,
+    output=READ_OUTPUT,
+    replay_safe=True,
+)
+"""The ``read`` tool definition (replay-safe: reading has no side effects)."""
