@@ -73,14 +73,14 @@ def test_subscribe_starts_with_a_base_of_the_current_view_then_consecutive_ids()
 
 def test_a_small_append_to_a_long_output_publishes_a_small_batch() -> None:
     host = LaneHost("main")
-    for e in list(tail_stream("t1", lines=2000, window=2000))[:-4]:
+    for e in list(tail_stream("t1", lines=4000, window=4000))[:-4]:
         host.handle(e)
     sub = host.subscribe()
     sub.next_nowait()  # the base
     host.handle(ToolUpdate("run1", "turn1", "t1", [["a", TEXT, "0123456789"]]))
     batch = sub.next_nowait()
     assert batch is not None and not batch.base
-    # The output text is ~60 KB; the batch must carry the change, not the text.
+    # The output text is ~66 KB; the batch must carry the change, not the text.
     assert len(host.view["tools"]["t1"]["output"]["content"][0]["text"]) > 40_000
     assert len(batch.data) < 300, batch.data
     assert "0123456789" in batch.data
@@ -313,3 +313,17 @@ def test_an_event_the_tracker_refuses_is_reported_and_the_lane_keeps_going() -> 
     f.drain()
     assert f.value == lanes.host("main").view
     assert lanes.host("main").view["tools"]["t1"]["status"] == "done"
+
+
+def test_a_truncate_that_splits_an_emoji_replicates_the_lone_surrogate() -> None:
+    host = LaneHost("main")
+    f = Folder(host.subscribe())
+    host.handle(ToolStart("r1", "turn", "t1", "bash", {}))
+    host.handle(ToolUpdate("r1", "turn", "t1", [["r", tool_state("😀漢字")]]))
+    host.handle(ToolUpdate("r1", "turn", "t1", [["t", TEXT, 1]]))  # half of the emoji
+    late = Folder(host.subscribe())  # its base carries the lone surrogate itself
+    f.drain()
+    late.drain()
+    assert host.view["tools"]["t1"]["output"]["content"][0]["text"] == "\ude00漢字"
+    assert f.value == host.view
+    assert late.value == host.view

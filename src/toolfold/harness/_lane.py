@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -248,6 +249,17 @@ def _drop_tools(view: LaneView, ids: list[str]) -> None:
             i -= 1
 
 
+def _dumps(wire: Any) -> str:
+    """Wire JSON text. orjson refuses lone surrogates, which a ``t`` that splits an
+    astral character legitimately leaves (as JavaScript does); those batches are
+    written with ``\\udxxx`` escapes, which every JSON parser reads back as the
+    same lone code unit."""
+    try:
+        return orjson.dumps(wire).decode()
+    except TypeError:
+        return json.dumps(wire, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
 @dataclass(frozen=True, slots=True)
 class LaneBatch:
     """One batch as delivered to a subscriber: its SSE ``id`` and the JSON wire text."""
@@ -273,7 +285,7 @@ class _Group:
     def __init__(self, snapshot: Any) -> None:
         self.encoder = Encoder()
         self.members: set[LaneSubscription] = set()
-        self.base_data = orjson.dumps(self.encoder.encode([["r", snapshot]])).decode()
+        self.base_data = _dumps(self.encoder.encode([["r", snapshot]]))
 
 
 class LaneSubscription:
@@ -474,9 +486,10 @@ class LaneHost:
         self.published += 1
         self._fresh = None
         base = bool(ops) and ops[0][0] == "r"
-        for group in self._groups:
-            data = orjson.dumps(group.encoder.encode(ops)).decode()
-            # Copy: a member may leave the group (overflow) while we push.
+        # Copies: a member that overflows leaves its group while we push, and an
+        # emptied group leaves the list.
+        for group in list(self._groups):
+            data = _dumps(group.encoder.encode(ops))
             for sub in list(group.members):
                 sub._push(data, base)
 
