@@ -144,6 +144,11 @@ class SpillFile:
         self._error = error
         self._pending.clear()
         self._buffered = 0
+        if self._paused:
+            # Nothing more will be written; let the pipes drain so the killed child can exit.
+            self._paused = False
+            if self._on_resume is not None:
+                self._on_resume()
         if self._on_error is not None:
             self._on_error(error)
 

@@ -1,0 +1,149 @@
+"""Benchmarks for toolfold.execenv: peak memory, capture throughput, publication pacing.
+
+Run: .venv/bin/python benchmarks/bench_execenv.py [--quick]
+
+Prints markdown tables. Each comparison runs side by side in the same invocation;
+read the ratios. Memory is measured in a child Python process (VmHWM from
+/proc/self/status after the capture, minus VmHWM when idle after imports).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from toolfold.execenv import (
+    CaptureOptions,
+    LocalExecEnv,
+    ShellOutputUpdate,
+    update_cost,
+)
+
+RSS_CHILD = r"""
+import asyncio, json, sys, tempfile
+from pathlib import Path
+
+def hwm():
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise SystemExit("no VmHWM")
+
+from toolfold.execenv import LocalExecEnv
+idle = hwm()
+
+async def main():
+    with tempfile.TemporaryDirectory() as d:
+        env = LocalExecEnv(Path(d) / "spill")
+        r = await env.exec(sys.argv[1])
+        return r.truncation.total_bytes
+
+total = asyncio.run(main())
+print(json.dumps({"idle": idle, "peak": hwm(), "total": total}))
+"""
+
+
+def fold_cmd(size: str) -> str:
+    return f"head -c {size} /dev/zero | tr '\\0' a | fold -w 100"
+
+
+def rss(command: str) -> dict[str, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", RSS_CHILD, command], check=True, capture_output=True, text=True
+    ).stdout
+    return dict(json.loads(out))
+
+
+def bench_rss(sizes: list[str]) -> None:
+    print("\n### Peak RSS while capturing (child process, VmHWM)\n")
+    print("| output | total bytes | idle MB | peak MB | peak above idle MB |")
+    print("|---|---:|---:|---:|---:|")
+    for size in sizes:
+        r = rss(fold_cmd(size))
+        print(
+            f"| `{fold_cmd(size)}` | {r['total']:,} | {r['idle'] / 2**20:.1f} | "
+            f"{r['peak'] / 2**20:.1f} | {(r['peak'] - r['idle']) / 2**20:.1f} |"
+        )
+
+
+def raw_seconds(command: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", f"{command} > /dev/null"], check=True)
+    return time.perf_counter() - t0
+
+
+async def capture_seconds(env: LocalExecEnv, command: str, spill: bool) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    r = await env.exec(command, capture=CaptureOptions(spill=spill))
+    elapsed = time.perf_counter() - t0
+    if r.spill_path:
+        Path(r.spill_path).unlink()
+    return elapsed, r.truncation.total_bytes
+
+
+async def bench_throughput(env: LocalExecEnv, commands: list[str]) -> None:
+    print("\n### Capture throughput vs the same command redirected to /dev/null\n")
+    print(
+        "| command | bytes | raw MB/s | capture (spill on) MB/s | ratio | capture (spill off) MB/s | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for cmd in commands:
+        raw = raw_seconds(cmd)
+        on, total = await capture_seconds(env, cmd, spill=True)
+        off, _ = await capture_seconds(env, cmd, spill=False)
+        mb = total / 2**20
+        print(
+            f"| `{cmd}` | {total:,} | {mb / raw:.0f} | {mb / on:.0f} | {raw / on:.2f} | "
+            f"{mb / off:.0f} | {raw / off:.2f} |"
+        )
+
+
+WORKLOADS = [
+    ("within cap, trickle", "for i in $(seq 1 40); do echo line $i; sleep 0.05; done"),
+    ("full speed past cap (101-byte lines)", "seq -f %0100.0f 1 3000000"),
+    ("trickle past cap", "seq 1 5000; for i in $(seq 1 100); do echo tick $i; sleep 0.02; done"),
+    ("burst then silence", "seq 1 100000; sleep 1"),
+    ("progress bar (\\r redraws)", "for i in $(seq 1 2000); do printf '\\r%s%%' $i; done; echo"),
+]
+
+
+async def bench_publishing(env: LocalExecEnv) -> None:
+    print("\n### Publication pacing (50 KB cap, 100 ms floor, 100 KiB/s target)\n")
+    print("| workload | seconds | updates | updates/s | published KiB/s | kinds |")
+    print("|---|---:|---:|---:|---:|---|")
+    for name, cmd in WORKLOADS:
+        updates: list[ShellOutputUpdate] = []
+        t0 = time.perf_counter()
+        r = await env.exec(cmd, on_update=updates.append)
+        elapsed = time.perf_counter() - t0
+        if r.spill_path:
+            Path(r.spill_path).unlink()
+        kinds: dict[str, int] = {}
+        for u in updates:
+            kinds[type(u).__name__] = kinds.get(type(u).__name__, 0) + 1
+        published = sum(update_cost(u) for u in updates)
+        print(
+            f"| {name} | {elapsed:.2f} | {len(updates)} | {len(updates) / elapsed:.1f} | "
+            f"{published / elapsed / 1024:.1f} | "
+            + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+            + " |"
+        )
+
+
+async def main(quick: bool) -> None:
+    with tempfile.TemporaryDirectory() as d:
+        env = LocalExecEnv(Path(d) / "spill")
+        sizes = ["10M", "100M"] if quick else ["10M", "1G"]
+        bench_rss(sizes)
+        big = "100M" if quick else "500M"
+        await bench_throughput(env, [f"yes | head -c {big}", fold_cmd(big)])
+        await bench_publishing(env)
+
+
+if __name__ == "__main__":
+    asyncio.run(main("--quick" in sys.argv))
