@@ -104,7 +104,10 @@ def _string_at(parent: Any, path: Path, where: str, verb: str) -> tuple[Any, str
     return k, cur
 
 
-def _apply_one(root: Any, op: list[Any], undo: _Undo | None, where: str) -> Any:
+def _apply_one(
+    root: Any, op: list[Any], undo: _Undo | None, where: str, then_append: str | None = None
+) -> Any:
+    """Apply one validated op; ``then_append`` fuses a following ``a`` into a ``t``."""
     verb = op[0]
     if verb == "r":
         return copy_json(op[1], [], "r value")
@@ -175,7 +178,14 @@ def _apply_one(root: Any, op: list[Any], undo: _Undo | None, where: str) -> Any:
             _no_members(parent, path, len(path) - 1, where)
     else:  # "a" / "t": strings are immutable, so the change is a set of the parent's slot
         k, text = _string_at(parent, path, where, verb)
-        new = text + op[2] if verb == "a" else drop_utf16_prefix(text, op[2])
+        if verb == "a":
+            new = text + op[2]
+        else:
+            new = drop_utf16_prefix(text, op[2])
+            if then_append is not None:
+                # The rolling window's t + a: appending to the fresh, unshared slice lets
+                # CPython grow it in place instead of copying the whole window a second time.
+                new += then_append
         if undo is not None:
             undo.append((_SET, parent, k, text))
         parent[k] = new
@@ -219,14 +229,24 @@ def apply(target: JSON, ops: Iterable[Any]) -> JSON:
     log: _Undo | None = undo
     root = target
     try:
-        for i, raw in enumerate(ops):
-            where = f"op {i}"
-            op = check_op(raw, where)
-            root = _apply_one(root, op, log, where)
-            if op[0] == "r":
+        # The whole batch is validated before anything is touched (like decode-then-apply).
+        batch = [check_op(raw, f"op {i}") for i, raw in enumerate(ops)]
+        i, n = 0, len(batch)
+        while i < n:
+            op = batch[i]
+            verb = op[0]
+            if verb == "t" and i + 1 < n:
+                nxt = batch[i + 1]
+                if nxt[0] == "a" and nxt[1] == op[1]:
+                    root = _apply_one(root, op, log, f"op {i}", nxt[2])
+                    i += 2
+                    continue
+            root = _apply_one(root, op, log, f"op {i}")
+            if verb == "r":
                 # Everything after an r touches only the fresh copy, which a failure discards
                 # whole; only the changes made before it to `target` need undoing.
                 log = None
+            i += 1
     except ChordError:
         _rollback(undo)
         raise
