@@ -112,6 +112,16 @@ def test_undo_takes_back_a_line_that_never_reached_the_file() -> None:
     assert enc(t, [append_list(a, 4)], 4) == b'[["@",0,"n","k"],["l",0,4,4]]\n'
 
 
+def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
+    t = AddressTable()
+    a = list_address("n", "k")
+    enc(t, [append_list(a, 1)], 1)
+    before = copy.deepcopy(t)
+    with pytest.raises(TypeError):  # storage validates first; the codec must still be safe
+        encode_line(t, (append_list(a, 2), append_list(a, {1, 2})), (2, 3))  # type: ignore[arg-type]
+    assert t == before
+
+
 @pytest.mark.parametrize(
     ("line", "scope", "message"),
     [

@@ -40,7 +40,7 @@ from ._writes import (
     Write,
 )
 
-__all__ = ["AddressTable", "Undo", "decode_line", "encode_line"]
+__all__ = ["AddressTable", "Undo", "decode_line", "encode_line", "undo"]
 
 #: A value/list address within one file is ``(namespace, key)``; a scope address is its id.
 AddrKey = tuple[str, str] | str
@@ -106,6 +106,17 @@ def encode_line(
     never reaches the file. ``table`` is updated as if the line were written.
     """
     token = Undo(len(table.by_id), [])
+    try:
+        line, payloads = _encode(table, writes, seqs, token)
+    except BaseException:
+        undo(table, token)  # nothing half-encoded may stay in the table
+        raise
+    return line, payloads, token
+
+
+def _encode(
+    table: AddressTable, writes: tuple[Write, ...], seqs: tuple[int, ...], token: Undo
+) -> tuple[bytes, list[bytes | None]]:
     records: list[bytes] = []
     payloads: list[bytes | None] = []
     for w, seq in zip(writes, seqs, strict=True):
@@ -138,7 +149,7 @@ def encode_line(
             ref = _ref(table, w.scope.id, records, token)
             records.append(b'["!",%s,%d]' % (ref, seq))
             payloads.append(None)
-    return b"[" + b",".join(records) + b"]\n", payloads, token
+    return b"[" + b",".join(records) + b"]\n", payloads
 
 
 class _Bad(Exception):
