@@ -1,0 +1,144 @@
+"""Public surface of toolfold.execenv: exports, the update fold, validation, backpressure."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+from execenv_helpers import FakeClock
+
+import toolfold.execenv as execenv
+from toolfold.execenv import (
+    Append,
+    CaptureClosedError,
+    CaptureOptions,
+    CaptureSession,
+    ExecConfigError,
+    ExecError,
+    Metadata,
+    OutputCapture,
+    Replace,
+    ShellOutputLimits,
+    ShellOutputUpdate,
+    ShellOutputView,
+    Slide,
+    UpdateError,
+    _spill,
+    apply_shell_output_update,
+)
+
+
+def test_exports_are_public_names_of_this_package() -> None:
+    for name in execenv.__all__:
+        obj = getattr(execenv, name)
+        module = getattr(obj, "__module__", "toolfold.execenv")
+        if module not in {"typing", "types"}:  # type aliases (unions)
+            assert module.startswith("toolfold.execenv"), (name, module)
+    assert issubclass(UpdateError, ExecError) and issubclass(UpdateError, ValueError)
+
+
+def _view(text: str) -> ShellOutputView:
+    cap = OutputCapture()
+    cap.feed(text.encode())
+    snap = cap.snapshot()
+    session_meta = execenv.ShellOutputMetadata(truncation=snap.truncation)
+    return ShellOutputView(text=text, metadata=session_meta)
+
+
+def test_fold_of_each_update_kind() -> None:
+    v = _view("abc\ndef\n")
+    meta = v.metadata
+    assert apply_shell_output_update(None, Replace(v)) == v
+    assert apply_shell_output_update(v, Append("ghi", meta)).text == "abc\ndef\nghi"
+    assert apply_shell_output_update(v, Slide(4, "x\n", meta)).text == "def\nx\n"
+    assert apply_shell_output_update(v, Metadata(meta)) == v
+
+
+def test_slide_drop_counts_code_points() -> None:
+    v = _view("é𝄞\nz\n")
+    assert apply_shell_output_update(v, Slide(3, "", v.metadata)).text == "z\n"
+
+
+def test_bad_updates_are_refused_with_clear_messages_and_the_view_is_intact() -> None:
+    v = _view("abc\n")
+    with pytest.raises(UpdateError, match="Append update applied to no view: the first update"):
+        apply_shell_output_update(None, Append("x", v.metadata))
+    with pytest.raises(UpdateError, match="Slide drop=9 is outside the view of 4 characters"):
+        apply_shell_output_update(v, Slide(9, "x", v.metadata))
+    with pytest.raises(UpdateError, match="unknown shell output update 'nope'"):
+        apply_shell_output_update(v, "nope")  # type: ignore[arg-type]
+    assert v.text == "abc\n"
+
+
+def test_limits_and_options_validation_names_the_field() -> None:
+    with pytest.raises(
+        ExecConfigError, match=r"ShellOutputLimits\.max_lines must be a positive int, got -3"
+    ):
+        ShellOutputLimits(max_lines=-3)
+    with pytest.raises(ExecConfigError, match="retain must be 'head' or 'tail', got 'middle'"):
+        ShellOutputLimits(retain="middle")  # type: ignore[arg-type]
+    with pytest.raises(ExecConfigError, match=r"CaptureOptions\.target_rate must be a number > 0"):
+        CaptureOptions(target_rate=0)
+    with pytest.raises(ExecConfigError, match="spill_high_water must be a positive int"):
+        CaptureOptions(spill_high_water=0)
+
+
+def test_feeding_a_closed_capture_is_an_error_and_keeps_the_view() -> None:
+    cap = OutputCapture()
+    cap.feed(b"kept\n")
+    cap.close()
+    before = cap.snapshot()
+    with pytest.raises(CaptureClosedError, match="3 bytes fed to a closed OutputCapture"):
+        cap.feed(b"new")
+    assert cap.snapshot() == before
+
+
+def test_tail_moves_as_slides_and_full_turnover_is_a_replace() -> None:
+    clock = FakeClock()
+    updates: list[ShellOutputUpdate] = []
+    session = CaptureSession(
+        CaptureOptions(limits=ShellOutputLimits(max_lines=3), spill=False),
+        on_update=updates.append,
+        clock=clock,
+    )
+    session.feed(b"1\n2\n3\n")
+    clock.advance(1)
+    session.feed(b"4\n")
+    clock.advance(1)
+    session.feed(b"5\n6\n7\n8\n")
+    clock.advance(1)
+    assert [type(u).__name__ for u in updates] == ["Replace", "Slide", "Replace"]
+    slide = updates[1]
+    assert isinstance(slide, Slide) and (slide.drop, slide.text) == (2, "4\n")
+
+
+async def test_spill_backpressure_pauses_reading_until_the_buffer_drains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+    real_write = _spill._write_all
+
+    def gated(fd: int, data: bytes) -> None:
+        gate.wait(30)
+        real_write(fd, data)
+
+    monkeypatch.setattr(_spill, "_write_all", gated)
+    events: list[str] = []
+    session = CaptureSession(
+        CaptureOptions(limits=ShellOutputLimits(max_bytes=100), spill_high_water=1000),
+        spill_dir=tmp_path / "spill",
+        on_pause=lambda: events.append("pause"),
+        on_resume=lambda: events.append("resume"),
+        clock=FakeClock(),
+    )
+    raw = b"".join(f"{i:04d} line\n".encode() for i in range(300))
+    for i in range(0, len(raw), 500):
+        session.feed(raw[i : i + 500])
+    assert events == ["pause"]  # the writer is stuck: reading must stop
+    assert session.spill is not None and session.spill.buffered > 1000
+    gate.set()
+    view = await asyncio.wait_for(session.finish(), 30)
+    assert events == ["pause", "resume"]
+    assert Path(view.metadata.spill_path or "").read_bytes() == raw
