@@ -1,0 +1,192 @@
+"""Property: for any interleaving of sink calls and any flush points, the replica folded
+from the ToolUpdate events equals the sink's state, and the text respects the caps."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from toolfold.chord import apply, is_base
+from toolfold.execenv import (
+    Append,
+    Metadata,
+    Replace,
+    ShellOutputMetadata,
+    ShellOutputTruncation,
+    ShellOutputView,
+    Slide,
+)
+from toolfold.harness import (
+    EventBus,
+    HarnessEvent,
+    ToolContext,
+    ToolEnd,
+    ToolUpdate,
+    execute_tool_call,
+    tool,
+)
+from toolfold.output import OutputPolicy, ToolOutput, image_block
+from toolfold.output._retention import count_lines, utf8_len
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.timers: list[tuple[float, Callable[[], None], list[bool]]] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
+        flag = [False]
+        self.timers.append((self.t + delay, callback, flag))
+
+        class Handle:
+            def cancel(self) -> None:
+                flag[0] = True
+
+        return Handle()
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+        due, self.timers = (
+            [x for x in self.timers if x[0] <= self.t],
+            [x for x in self.timers if x[0] > self.t],
+        )
+        for _, cb, flag in due:
+            if not flag[0]:
+                cb()
+
+
+def meta(view: str, total: int) -> ShellOutputMetadata:
+    return ShellOutputMetadata(
+        truncation=ShellOutputTruncation(
+            truncated=total > utf8_len(view),
+            truncated_by="bytes" if total > utf8_len(view) else None,
+            total_lines=count_lines(view),
+            total_bytes=total,
+            output_lines=count_lines(view),
+            output_bytes=utf8_len(view),
+            last_line_partial=False,
+            first_line_exceeds_limit=False,
+            max_lines=100,
+            max_bytes=1000,
+        ),
+        last_line_bytes=0,
+    )
+
+
+PIECE = st.lists(st.sampled_from(["a", "b", "\n", "é", "😀", "word "]), max_size=12).map("".join)
+STEP = st.one_of(
+    st.tuples(st.just("write"), PIECE),
+    st.tuples(st.just("replace"), PIECE),
+    st.tuples(st.just("image"), st.just("")),
+    st.tuples(st.just("details"), PIECE),
+    st.tuples(st.just("usage"), st.just("")),
+    st.tuples(st.just("terminate"), st.just("")),
+    st.tuples(st.just("capture"), PIECE),
+    st.tuples(st.just("tick"), st.sampled_from(["0.01", "0.2", "1"])),
+)
+
+
+class Empty(BaseModel):
+    pass
+
+
+def run_example(
+    steps: list[tuple[str, str]], retain: str, max_bytes: int, max_lines: int, fails: bool
+) -> None:
+    policy = OutputPolicy(retain=retain, max_bytes=max_bytes, max_lines=max_lines, max_images=100)  # type: ignore[arg-type]
+    clock = FakeClock()
+    seen: dict[str, Any] = {}
+
+    @tool(params=Empty, name="scripted", output=policy)
+    async def scripted(
+        tool_call_id: str,
+        params: Empty,
+        cancel: asyncio.Event,
+        out: ToolOutput,
+        context: ToolContext,
+    ) -> None:
+        view = ""  # the exec-env view this tool pretends to receive
+        total = 0
+        for kind, arg in steps:
+            if kind == "write":
+                out.write(arg)
+            elif kind == "replace":
+                out.replace(arg)
+            elif kind == "image":
+                out.image(image_block(b"img", "image/png"))
+            elif kind == "details":
+                out.details.setdefault("log", []).append(arg)
+            elif kind == "usage":
+                out.usage({"input_tokens": 1})
+            elif kind == "terminate":
+                out.terminate(not out.snapshot()["terminate"])
+            elif kind == "capture":
+                # A source-bounded stream: grow, slide, replace, or metadata only.
+                total += utf8_len(arg)
+                choice = len(arg) % 4
+                if choice == 0 or not view:
+                    view = arg
+                    out.feed(Replace(ShellOutputView(text=view, metadata=meta(view, total))))
+                elif choice == 1:
+                    view += arg
+                    out.feed(Append(arg, meta(view, total)))
+                elif choice == 2:
+                    drop = min(len(view), 3)
+                    view = view[drop:] + arg
+                    out.feed(Slide(drop, arg, meta(view, total)))
+                else:
+                    out.feed(Metadata(meta(view, total)))
+            else:
+                clock.advance(float(arg))
+                await asyncio.sleep(0)  # let a deferred details notification run
+            assert utf8_len(out.text) <= max_bytes and count_lines(out.text) <= max_lines
+        seen["final_text"] = out.text
+        if fails:
+            raise RuntimeError("scripted failure")
+
+    async def main() -> None:
+        bus = EventBus()
+        events: list[HarnessEvent] = []
+        bus.add_listener(events.append)
+        result = await execute_tool_call(
+            scripted, "c", {}, run_id="r", turn_id="t", bus=bus, clock=clock
+        )
+        clock.advance(100.0)  # any stray timer would publish now
+        updates = [e for e in events if isinstance(e, ToolUpdate)]
+        assert is_base(updates[0].ops)
+        end = next(i for i, e in enumerate(events) if isinstance(e, ToolEnd))
+        assert not any(isinstance(e, ToolUpdate) for e in events[end:])
+        replica: Any = None
+        for u in updates:
+            replica = apply(replica, copy.deepcopy(u.ops))
+        assert replica == result.state
+        assert result.is_error == fails
+        if fails:
+            assert replica["content"][0]["text"].endswith("RuntimeError: scripted failure")
+        else:
+            assert replica["content"][0]["text"] == seen["final_text"]
+
+    asyncio.run(main())
+
+
+@settings(max_examples=250)
+@given(
+    steps=st.lists(STEP, max_size=25),
+    retain=st.sampled_from(["head", "tail"]),
+    max_bytes=st.integers(1, 48),
+    max_lines=st.integers(1, 6),
+    fails=st.booleans(),
+)
+def test_the_fold_of_tool_updates_is_the_result(
+    steps: list[tuple[str, str]], retain: str, max_bytes: int, max_lines: int, fails: bool
+) -> None:
+    run_example(steps, retain, max_bytes, max_lines, fails)
