@@ -105,7 +105,7 @@ async def bench_throughput(env: LocalExecEnv, commands: list[str]) -> None:
 
 WORKLOADS = [
     ("within cap, trickle", "for i in $(seq 1 40); do echo line $i; sleep 0.05; done"),
-    ("full speed past cap (101-byte lines)", "seq -f %0100.0f 1 3000000"),
+    ("full speed past cap (101-byte lines)", "seq -f %0100.0f 1 5000000"),
     ("trickle past cap", "seq 1 5000; for i in $(seq 1 100); do echo tick $i; sleep 0.02; done"),
     ("burst then silence", "seq 1 100000; sleep 1"),
     ("progress bar (\\r redraws)", "for i in $(seq 1 2000); do printf '\\r%s%%' $i; done; echo"),
@@ -114,12 +114,25 @@ WORKLOADS = [
 
 async def bench_publishing(env: LocalExecEnv) -> None:
     print("\n### Publication pacing (50 KB cap, 100 ms floor, 100 KiB/s target)\n")
-    print("| workload | seconds | updates | updates/s | published KiB/s | kinds |")
-    print("|---|---:|---:|---:|---:|---|")
+    print(
+        "| workload | seconds | updates | updates/s | published KiB/s "
+        "| steady updates/s | steady KiB/s | kinds |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
     for name, cmd in WORKLOADS:
         updates: list[ShellOutputUpdate] = []
+        times: list[float] = []
+
+        def record(
+            u: ShellOutputUpdate,
+            updates: list[ShellOutputUpdate] = updates,
+            times: list[float] = times,
+        ) -> None:
+            updates.append(u)
+            times.append(time.perf_counter())
+
         t0 = time.perf_counter()
-        r = await env.exec(cmd, on_update=updates.append)
+        r = await env.exec(cmd, on_update=record)
         elapsed = time.perf_counter() - t0
         if r.spill_path:
             Path(r.spill_path).unlink()
@@ -127,9 +140,18 @@ async def bench_publishing(env: LocalExecEnv) -> None:
         for u in updates:
             kinds[type(u).__name__] = kinds.get(type(u).__name__, 0) + 1
         published = sum(update_cost(u) for u in updates)
+        # Steady state: paced publications only (from the leading edge to the last one
+        # before the forced final publication), as rate = what was sent / time it took.
+        paced = times[:-1]
+        if len(paced) >= 3:
+            span = paced[-1] - paced[0]
+            steady_n = f"{(len(paced) - 1) / span:.1f}"
+            steady_b = f"{sum(update_cost(u) for u in updates[: len(paced) - 1]) / span / 1024:.1f}"
+        else:
+            steady_n = steady_b = "n/a"
         print(
             f"| {name} | {elapsed:.2f} | {len(updates)} | {len(updates) / elapsed:.1f} | "
-            f"{published / elapsed / 1024:.1f} | "
+            f"{published / elapsed / 1024:.1f} | {steady_n} | {steady_b} | "
             + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
             + " |"
         )
@@ -138,10 +160,11 @@ async def bench_publishing(env: LocalExecEnv) -> None:
 async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as d:
         env = LocalExecEnv(Path(d) / "spill")
-        sizes = ["10M", "100M"] if quick else ["10M", "1G"]
-        bench_rss(sizes)
-        big = "100M" if quick else "500M"
-        await bench_throughput(env, [f"yes | head -c {big}", fold_cmd(big)])
+        if "--publish-only" not in sys.argv:
+            sizes = ["10M", "100M"] if quick else ["10M", "1G"]
+            bench_rss(sizes)
+            big = "100M" if quick else "500M"
+            await bench_throughput(env, [f"yes | head -c {big}", fold_cmd(big)])
         await bench_publishing(env)
 
 
