@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Sequence
 from typing import Any, NoReturn, TypeAlias
 
@@ -69,10 +70,22 @@ _VERB_LIST = "r, s, d, a, t, p, m"
 _MAX_SHOWN = 160
 
 
+_REPR = reprlib.Repr()
+_REPR.maxlevel = 4
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxset = _REPR.maxfrozenset = _REPR.maxdict = 8
+_REPR.maxstring = 60
+_REPR.maxother = 60
+_REPR.maxlong = 40
+
+
 def describe(value: Any) -> str:
-    """Short, safe text for a value inside an error message (truncated; never raises)."""
+    """Short, safe text for a value inside an error message (bounded work; never raises).
+
+    ``reprlib`` limits depth and width, so describing a forged 50 MB payload or a deeply
+    nested one costs next to nothing.
+    """
     try:
-        text = repr(value)
+        text = _REPR.repr(value)
     except Exception:  # a hostile __repr__ must not replace the real error
         text = f"<{type(value).__name__}>"
     if len(text) > _MAX_SHOWN:
