@@ -142,3 +142,16 @@ async def test_spill_backpressure_pauses_reading_until_the_buffer_drains(
     view = await asyncio.wait_for(session.finish(), 30)
     assert events == ["pause", "resume"]
     assert Path(view.metadata.spill_path or "").read_bytes() == raw
+
+
+def test_wire_dicts_are_validated_with_the_field_named() -> None:
+    v = _view("abc\n")
+    good = execenv.update_to_dict(Slide(1, "x", v.metadata))
+    assert execenv.update_from_dict(good) == Slide(1, "x", v.metadata)
+    with pytest.raises(UpdateError, match=r"field slide\.drop must be int, got '1'"):
+        execenv.update_from_dict({**good, "drop": "1"})
+    bad_meta = {**good, "metadata": {**good["metadata"], "truncation": {"truncated": True}}}
+    with pytest.raises(UpdateError, match=r"metadata\.truncation has no 'truncated_by' field"):
+        execenv.update_from_dict(bad_meta)
+    with pytest.raises(UpdateError, match="unknown shell output update type 'zap'"):
+        execenv.update_from_dict({**good, "type": "zap"})

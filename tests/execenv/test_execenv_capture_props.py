@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from toolfold.execenv import (
     ShellOutputUpdate,
     ShellOutputView,
     apply_shell_output_update,
+    update_from_dict,
+    update_to_dict,
 )
 
 PIECES = [
@@ -142,6 +145,8 @@ def test_fold_of_published_updates_is_the_bounded_view_and_spill_is_exact(
     view = None
     for u in updates:
         view = apply_shell_output_update(view, u)
+        # What a remote exec host would ship: JSON round trip is lossless.
+        assert update_from_dict(json.loads(json.dumps(update_to_dict(u)))) == u
     assert view == final
     ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
     assert final.text == ref.text

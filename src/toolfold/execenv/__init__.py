@@ -38,6 +38,8 @@ from ._updates import (
     Slide,
     apply_shell_output_update,
     update_cost,
+    update_from_dict,
+    update_to_dict,
     utf8_len,
 )
 
@@ -72,5 +74,7 @@ __all__ = [
     "UpdateError",
     "apply_shell_output_update",
     "update_cost",
+    "update_from_dict",
+    "update_to_dict",
     "utf8_len",
 ]

@@ -9,7 +9,7 @@ UTF-16 units (a Chord-based consumer converts on its own).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ._errors import UpdateError
 
@@ -148,3 +148,105 @@ def utf8_len(text: str) -> int:
     if text.isascii():
         return len(text)
     return len(text.encode("utf-8", "surrogatepass"))
+
+
+_TRUNCATION_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "truncated": bool,
+    "truncated_by": (str, type(None)),
+    "total_lines": int,
+    "total_bytes": int,
+    "output_lines": int,
+    "output_bytes": int,
+    "last_line_partial": bool,
+    "first_line_exceeds_limit": bool,
+    "max_lines": int,
+    "max_bytes": int,
+}
+
+
+def _metadata_to_dict(meta: ShellOutputMetadata) -> dict[str, Any]:
+    t = meta.truncation
+    return {
+        "truncation": {name: getattr(t, name) for name in _TRUNCATION_FIELDS},
+        "spill_path": meta.spill_path,
+        "last_line_bytes": meta.last_line_bytes,
+    }
+
+
+def update_to_dict(update: ShellOutputUpdate) -> dict[str, Any]:
+    """A JSON-ready dict for ``update`` (for shipping updates from a remote exec host)."""
+    if isinstance(update, Replace):
+        return {
+            "type": "replace",
+            "text": update.output.text,
+            "metadata": _metadata_to_dict(update.output.metadata),
+        }
+    if isinstance(update, Append):
+        return {
+            "type": "append",
+            "text": update.text,
+            "metadata": _metadata_to_dict(update.metadata),
+        }
+    if isinstance(update, Slide):
+        return {
+            "type": "slide",
+            "drop": update.drop,
+            "text": update.text,
+            "metadata": _metadata_to_dict(update.metadata),
+        }
+    if isinstance(update, Metadata):
+        return {"type": "metadata", "metadata": _metadata_to_dict(update.metadata)}
+    raise UpdateError(
+        f"unknown shell output update {update!r}; expected Replace, Append, Slide or Metadata"
+    )
+
+
+def _field(d: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if not isinstance(d, dict) or key not in d:
+        raise UpdateError(f"shell output update {where} has no {key!r} field; got {d!r:.200}")
+    value = d[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise UpdateError(
+            f"shell output update field {where}.{key} must be "
+            f"{' or '.join(k.__name__ for k in kinds)}, got {value!r:.200}"
+        )
+    return value
+
+
+def _metadata_from_dict(d: Any) -> ShellOutputMetadata:
+    t = _field(d, "truncation", dict, "metadata")
+    values = {
+        name: _field(t, name, kind, "metadata.truncation")
+        for name, kind in _TRUNCATION_FIELDS.items()
+    }
+    if values["truncated_by"] not in (None, "lines", "bytes"):
+        raise UpdateError(
+            f"shell output update field metadata.truncation.truncated_by must be "
+            f"'lines', 'bytes' or null, got {values['truncated_by']!r}"
+        )
+    return ShellOutputMetadata(
+        truncation=ShellOutputTruncation(**values),
+        spill_path=_field(d, "spill_path", (str, type(None)), "metadata"),
+        last_line_bytes=_field(d, "last_line_bytes", (int, type(None)), "metadata"),
+    )
+
+
+def update_from_dict(d: Any) -> ShellOutputUpdate:
+    """Inverse of ``update_to_dict``; raises ``UpdateError`` naming the bad field."""
+    kind = _field(d, "type", str, "")
+    meta = _metadata_from_dict(_field(d, "metadata", dict, kind))
+    if kind == "replace":
+        return Replace(ShellOutputView(text=_field(d, "text", str, kind), metadata=meta))
+    if kind == "append":
+        return Append(_field(d, "text", str, kind), meta)
+    if kind == "slide":
+        drop = _field(d, "drop", int, kind)
+        if drop < 0:
+            raise UpdateError(f"shell output update field slide.drop must be >= 0, got {drop}")
+        return Slide(drop, _field(d, "text", str, kind), meta)
+    if kind == "metadata":
+        return Metadata(meta)
+    raise UpdateError(
+        f"unknown shell output update type {kind!r}; expected replace, append, slide or metadata"
+    )
