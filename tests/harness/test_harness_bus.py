@@ -73,3 +73,20 @@ async def test_unsubscribe_by_close_ends_iteration_after_queued_events() -> None
     sub.close()
     bus.publish(RunEnd("r"))
     assert [e async for e in sub] == [RunStart("r")]
+
+
+async def test_an_event_published_from_a_listener_keeps_one_order_for_everyone() -> None:
+    bus = EventBus()
+    sub = bus.subscribe()
+    seen: list[HarnessEvent] = []
+
+    def reacts(event: HarnessEvent) -> None:
+        if isinstance(event, RunStart):
+            bus.publish(RunEnd(event.run_id))
+
+    bus.add_listener(reacts)
+    bus.add_listener(seen.append)
+    bus.publish(RunStart("r"))
+    bus.close()
+    assert seen == [RunStart("r"), RunEnd("r")]
+    assert [e async for e in sub] == [RunStart("r"), RunEnd("r")]

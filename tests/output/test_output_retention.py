@@ -25,7 +25,9 @@ ACTION = st.one_of(
 )
 
 
-def reference(full: str, retain: str, max_bytes: int, max_lines: int) -> tuple[str, dict[str, object]]:
+def reference(
+    full: str, retain: str, max_bytes: int, max_lines: int
+) -> tuple[str, dict[str, object]]:
     """The window and totals computed from the whole text in one go."""
     if retain == "tail":
         view, partial = tail_window(full, max_bytes, max_lines)

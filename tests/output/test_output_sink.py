@@ -39,7 +39,9 @@ def fold(replica: Any, ops: list[Any]) -> Any:
     return apply(replica, copy.deepcopy(ops)) if ops else replica
 
 
-def metadata(total_bytes: int, total_lines: int, *, spill: str | None = None) -> ShellOutputMetadata:
+def metadata(
+    total_bytes: int, total_lines: int, *, spill: str | None = None
+) -> ShellOutputMetadata:
     return ShellOutputMetadata(
         truncation=ShellOutputTruncation(
             truncated=True,
@@ -80,7 +82,9 @@ ACTION = st.one_of(
 def test_replicas_of_every_stream_equal_the_sink(
     actions: list[tuple[str, str]], retain: Any, max_bytes: int, max_lines: int
 ) -> None:
-    out = ToolOutput(OutputPolicy(retain=retain, max_bytes=max_bytes, max_lines=max_lines, max_images=50))
+    out = ToolOutput(
+        OutputPolicy(retain=retain, max_bytes=max_bytes, max_lines=max_lines, max_images=50)
+    )
     live, durable = out.open_stream(), out.open_stream()
     replicas: dict[str, Any] = {"live": None, "durable": None}
     full = ""
@@ -126,7 +130,9 @@ def test_seed_op_examples_are_granular() -> None:
     out.details["passed"] += 1
     assert stream.take() == [["s", ["details", "passed"], 1]]
     out.details["failures"].append({"name": "t2", "message": "boom"})
-    assert stream.take() == [["p", ["details", "failures"], 0, 0, [{"name": "t2", "message": "boom"}]]]
+    assert stream.take() == [
+        ["p", ["details", "failures"], 0, 0, [{"name": "t2", "message": "boom"}]]
+    ]
     del out.details["current"]
     assert stream.take() == [["d", ["details", "current"]]]
 
@@ -181,7 +187,9 @@ def test_bad_image_blocks_are_refused_with_the_fix() -> None:
     with pytest.raises(OutputValueError, match="not valid base64"):
         out.image({"type": "image", "data": "%%%", "mime_type": "image/png"})
     with pytest.raises(OutputValueError, match="mime_type 'text/plain'"):
-        out.image({"type": "image", "data": base64.b64encode(b"x").decode(), "mime_type": "text/plain"})
+        out.image(
+            {"type": "image", "data": base64.b64encode(b"x").decode(), "mime_type": "text/plain"}
+        )
 
 
 def test_oversized_details_roll_back_and_fail_the_tool() -> None:

@@ -104,6 +104,8 @@ class EventBus:
         self._subscriptions: list[Subscription] = []
         self._listeners: list[Listener] = []
         self._closed = False
+        self._pending: deque[HarnessEvent] = deque()
+        self._delivering = False
         self.listener_errors: list[BaseException] = []
         """Exceptions raised by listeners (each such listener was detached)."""
 
@@ -132,11 +134,26 @@ class EventBus:
         return remove
 
     def publish(self, event: HarnessEvent) -> None:
-        """Deliver ``event`` to every listener, then enqueue it for every subscriber."""
+        """Deliver ``event`` to every listener, then enqueue it for every subscriber.
+
+        Re-entrant: an event published from inside a listener is delivered after the
+        current one, so every listener and subscriber sees one and the same order.
+        """
         if self._closed:
             raise BusClosedError(
                 f"publish({event.type}) on a closed EventBus; create a new bus per harness run"
             )
+        self._pending.append(event)
+        if self._delivering:
+            return
+        self._delivering = True
+        try:
+            while self._pending:
+                self._deliver(self._pending.popleft())
+        finally:
+            self._delivering = False
+
+    def _deliver(self, event: HarnessEvent) -> None:
         for listener in list(self._listeners):
             try:
                 listener(event)

@@ -320,6 +320,12 @@ class TextWindow:
         self._materialise()
         return self._view
 
+    @property
+    def view_bytes(self) -> int:
+        """UTF-8 bytes of the retained text (materialises parked chunks)."""
+        self._materialise()
+        return self._view_bytes
+
     def truncation(self) -> Truncation:
         """The ``truncation`` object for the current state."""
         self._materialise()

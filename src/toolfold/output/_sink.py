@@ -129,7 +129,9 @@ class ToolOutput:
     had already produced.
     """
 
-    def __init__(self, policy: OutputPolicy | None = None, *, seed: ToolOutputState | None = None) -> None:
+    def __init__(
+        self, policy: OutputPolicy | None = None, *, seed: ToolOutputState | None = None
+    ) -> None:
         self.policy = policy if policy is not None else OutputPolicy()
         self._window = TextWindow(self.policy)
         self._lifecycle = SinkState.OPEN
@@ -182,8 +184,6 @@ class ToolOutput:
             "terminate": bool(data.get("terminate", False)),
             "truncation": self._window.truncation(),
         }
-        if truncation.get("truncated") and truncation != state["truncation"]:
-            state["truncation"] = truncation
         for key in ("usage", "added_tools", "spill_path"):
             if key in data:
                 state[key] = data[key]
@@ -272,7 +272,9 @@ class ToolOutput:
         """Replace the retained text wholesale (Chord still finds a ``t`` + ``a`` slide)."""
         self._check_open("replace()")
         if not isinstance(text, str):
-            raise OutputValueError(f"replace() takes a str, got {type(text).__name__}: {text!r:.80}")
+            raise OutputValueError(
+                f"replace() takes a str, got {type(text).__name__}: {text!r:.80}"
+            )
         self._window.replace(clean_text(text))
         self._text_dirty = True
         self._changed()
@@ -324,7 +326,10 @@ class ToolOutput:
         }
         self._window.capture(truncation)
         self._text_dirty = True
-        if metadata.spill_path is not None and self._tracker.target.get("spill_path") != metadata.spill_path:
+        if (
+            metadata.spill_path is not None
+            and self._tracker.target.get("spill_path") != metadata.spill_path
+        ):
             self._tracker.state["spill_path"] = metadata.spill_path
         self._changed()
 
@@ -550,7 +555,7 @@ class ToolOutput:
 
     def _state_bytes(self) -> int:
         return (
-            self._window.truncation()["output_bytes"]
+            self._window.view_bytes
             + self._image_bytes
             + len(self._details_good)
             + _STATE_OVERHEAD
