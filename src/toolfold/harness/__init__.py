@@ -76,3 +76,32 @@ __all__ = [
     "format_validation_error",
     "tool",
 ]
+
+# --- lane reduction and the lane host (replication) ------------------------------------
+from ._lane import (
+    LaneBatch,
+    LaneClosedError,
+    LaneError,
+    LaneHost,
+    LaneOperation,
+    Lanes,
+    LaneSubscription,
+    LaneTool,
+    LaneView,
+    new_lane_view,
+    reduce_lane_snapshot,
+)
+
+__all__ += [
+    "LaneBatch",
+    "LaneClosedError",
+    "LaneError",
+    "LaneHost",
+    "LaneOperation",
+    "LaneSubscription",
+    "LaneTool",
+    "LaneView",
+    "Lanes",
+    "new_lane_view",
+    "reduce_lane_snapshot",
+]
