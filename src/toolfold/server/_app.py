@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from toolfold.harness._lane import LaneError, Lanes
+from toolfold.harness import LaneError, Lanes
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
 

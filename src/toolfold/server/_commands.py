@@ -11,8 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from toolfold.harness import EventBus, Harness, Tool, ToolCall, ToolContext
-from toolfold.harness._lane import Lanes
+from toolfold.harness import EventBus, Harness, Lanes, Tool, ToolCall, ToolContext
 
 __all__ = ["HarnessCommands"]
 
