@@ -81,6 +81,21 @@ async def test_within_cap_small_appends_at_most_every_100ms() -> None:
     assert rec.view == final and final.text.count("\n") == 100
 
 
+async def test_slow_trickle_publishes_every_write_immediately() -> None:
+    clock = FakeClock()
+    rec = Recorder(clock)
+    session = make_session(clock, rec)
+    for i in range(10):  # one line every 300 ms: always idle, always the leading edge
+        session.feed(f"tick {i}\n".encode())
+        assert rec.times[-1] == clock.now() and len(rec.items) == i + 1
+        clock.advance(0.3)
+    assert clock.pending() == 0
+    final = await session.finish()
+    assert len(rec.items) == 10  # nothing left for the final publication
+    assert rec.kinds() == ["Replace"] + ["Append"] * 9
+    assert rec.view == final
+
+
 async def test_full_speed_past_cap_settles_near_two_bounded_replaces_per_second() -> None:
     clock = FakeClock()
     rec = Recorder(clock)
