@@ -202,7 +202,7 @@ def make_machine(url: str) -> type[RuleBasedStateMachine]:
     return StorageAgreesWithModel
 
 
-EXAMPLES = {"memory": 20, "jsonl": 50, "sqlite": 35, "postgres": 30}
+EXAMPLES = {"memory": 15, "jsonl": 30, "sqlite": 25, "postgres": 20}
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
