@@ -131,7 +131,7 @@ class _Index:
 
     def apply(self, w: Write, seq: int, data: bytes | None) -> None:
         if isinstance(w, AppendEntry):
-            self.entries.append(_Element(seq, data or b"null", None))
+            self.entries.append(_Element(seq, _payload(data), None))
         elif isinstance(w, RetireScope):
             self.scopes.pop(w.scope, None)
         else:
@@ -141,10 +141,10 @@ class _Index:
                 if sd is None:
                     sd = self.scopes[a.scope] = _ScopeData()
                 if isinstance(w, SetValue):
-                    sd.values.setdefault(a.namespace, {})[a.key] = data or b"null"
+                    sd.values.setdefault(a.namespace, {})[a.key] = _payload(data)
                 else:
                     sd.lists.setdefault((a.namespace, a.key), []).append(
-                        _Element(seq, data or b"null", w.tag)
+                        _Element(seq, _payload(data), w.tag)
                     )
             elif sd is not None:
                 if isinstance(w, DeleteValue):
@@ -157,6 +157,11 @@ class _Index:
                     sd.lists.pop((a.namespace, a.key), None)
                 if not sd.values and not sd.lists:
                     del self.scopes[a.scope]
+
+
+def _payload(data: bytes | None) -> bytes:
+    # Only deletes and retirements come without a payload, and they never store one.
+    return b"null" if data is None else data
 
 
 def _loads(data: bytes) -> JSON:
