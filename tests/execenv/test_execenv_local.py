@@ -19,6 +19,7 @@ from toolfold.execenv import (
     Replace,
     ShellExecResult,
     ShellOutputLimits,
+    ShellOutputMetadata,
     ShellOutputUpdate,
     ShellOutputView,
     SpillError,
@@ -131,18 +132,24 @@ async def test_300_megabytes_through_a_pipe_bounded_with_exact_totals_and_spill(
 
 
 async def test_spill_path_is_published_as_soon_as_the_file_exists(env: LocalExecEnv) -> None:
-    result, updates = await run(env, "seq 1 20000")
-    first_with_path = next(i for i, u in enumerate(updates) if _meta(u).spill_path)
-    assert (
-        first_with_path <= 1
-    )  # the forced publication right after creation (or the first Replace)
+    seen: list[tuple[ShellOutputUpdate, bool]] = []
+
+    def on_update(u: ShellOutputUpdate) -> None:
+        seen.append((u, env.spill_dir.exists() and any(env.spill_dir.iterdir())))
+
+    result = await asyncio.wait_for(env.exec("seq 1 20000", on_update=on_update), BOUND)
+    first_file = next(i for i, (_, exists) in enumerate(seen) if exists)
+    first_path = next(i for i, (u, _) in enumerate(seen) if _meta(u).spill_path)
+    assert first_file == first_path  # no publication after creation lacks the path
+    # ...and it went out with the read that crossed the cap (at most one 256 KiB read later).
+    assert _meta(seen[first_path][0]).truncation.total_bytes <= 50 * 1024 + 256 * 1024
     assert Path(result.spill_path or "").read_bytes() == b"".join(
         f"{i}\n".encode() for i in range(1, 20001)
     )
     assert result.text.endswith("20000\n") and result.truncation.output_lines == 2000
 
 
-def _meta(u: ShellOutputUpdate) -> object:
+def _meta(u: ShellOutputUpdate) -> ShellOutputMetadata:
     return u.output.metadata if isinstance(u, Replace) else u.metadata
 
 
