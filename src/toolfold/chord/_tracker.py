@@ -240,6 +240,16 @@ def _detached(node: _Node) -> NoReturn:
     )
 
 
+def _reserved_on_path(node: _Node, key: str) -> NoReturn:
+    path = _path_of(node)
+    raise UnsafePathError(
+        f"unsafe path segment: {key!r} in path {describe(path)}; JavaScript replicas refuse "
+        f"it, so a container under a reserved key cannot be written through a path. Write the "
+        f"enclosing object whole instead",
+        segment=key,
+    )
+
+
 def _inserted(node: _Node, j: int) -> bool:
     """Was the element now at index ``j`` inserted by a splice pending on ``node``?"""
     log = node._log
@@ -267,6 +277,7 @@ def _check(node: _Node) -> bool:
     """
     t = node._t
     fresh = t._whole
+    reserved: str | None = None
     n = node
     while True:
         if n._dead:
@@ -275,12 +286,16 @@ def _check(node: _Node) -> bool:
         if p is None:
             if n is not t._root:
                 _detached(node)
+            if reserved is not None:
+                _reserved_on_path(node, reserved)
             return fresh
         po = p._o
         k = n._k
         if type(po) is dict:
             if po.get(k, _MISSING) is not n._o:
                 _detached(node)
+            if k in RESERVED_SEGMENTS:
+                reserved = k
         elif k >= len(po) or po[k] is not n._o:
             _detached(node)
         if not fresh:
