@@ -1,0 +1,7 @@
+"""The ``toolfold`` command line: run commands through the harness, inspect and resume sessions."""
+
+from __future__ import annotations
+
+from ._main import main
+
+__all__ = ["main"]
