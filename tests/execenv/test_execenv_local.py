@@ -322,3 +322,21 @@ async def test_consumer_error_fails_the_exec_and_kills_the_child(
     assert isinstance(info.value.__cause__, KeyError)
     assert len(calls) == 1
     assert dead(int(pidfile.read_text()))
+
+
+async def test_async_consumer_receives_every_update_in_order(env: LocalExecEnv) -> None:
+    received: list[ShellOutputUpdate] = []
+    in_flight = 0
+
+    async def on_update(u: ShellOutputUpdate) -> None:
+        nonlocal in_flight
+        in_flight += 1
+        assert in_flight == 1  # deliveries never overlap
+        await asyncio.sleep(0)  # yield to the loop mid-delivery
+        received.append(u)
+        in_flight -= 1
+
+    result = await asyncio.wait_for(env.exec("seq 1 50000", on_update=on_update), BOUND)
+    assert received and isinstance(received[0], Replace)
+    assert fold(received) == result.view
+    assert result.text.endswith("50000\n")
