@@ -33,7 +33,7 @@ from toolfold.chord import (
 )
 from toolfold.chord._text import drop_utf16_prefix
 
-CHARS = st.sampled_from(list("abcxyz -_\n") + ["é", "中", "😀", "🇯🇵", "𝄞", "👍🏽"])
+CHARS = st.sampled_from([*"abcxyz -_\n", "é", "中", "😀", "🇯🇵", "𝄞", "👍🏽"])
 TEXT = st.lists(CHARS, max_size=12).map("".join)
 KEYS = st.sampled_from(["a", "b", "c", "text", "log", "0", "é", "😀k"])
 SCALARS = st.one_of(
@@ -57,7 +57,7 @@ ROOTS = st.one_of(
 )
 
 SETTINGS = settings(
-    max_examples=1200,
+    max_examples=1000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -347,7 +347,7 @@ class Harness:
             return
         except (IndexError, KeyError, ValueError, TypeError) as exc:
             assert model_exc is not None, f"{kind}: tracker raised {exc!r}, plain did not"
-            assert isinstance(exc, type(model_exc)) or isinstance(exc, ChordError), (exc, model_exc)
+            assert isinstance(exc, (type(model_exc), ChordError)), (exc, model_exc)
             assert self.t.target == snapshot
             return
         assert model_exc is None, f"{kind}: plain raised {model_exc!r}, tracker did not"
