@@ -223,10 +223,18 @@ async def test_command_ignoring_sigterm_is_killed_after_the_grace(
     env: LocalExecEnv, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pid"
+    cancel = asyncio.Event()
+    updates: list[ShellOutputUpdate] = []
+
+    def on_update(u: ShellOutputUpdate) -> None:
+        updates.append(u)
+        if "stubborn" in fold(updates).text:
+            cancel.set()  # the trap and the pid file are in place by now
+
     cmd = f"trap '' TERM; sleep 30 & echo $! > {pidfile}; echo stubborn; wait; wait; echo survived"
-    result, updates = await run(env, cmd, timeout=0.3)
-    assert result.timed_out and result.exit_code is None
-    assert result.text == "stubborn\n"
+    result = await asyncio.wait_for(env.exec(cmd, cancel=cancel, on_update=on_update), BOUND)
+    assert result.cancelled and result.exit_code is None
+    assert result.text == "stubborn\n"  # SIGTERM was ignored: only SIGKILL stopped it
     assert dead(int(pidfile.read_text()))
     assert fold(updates) == result.view
 
