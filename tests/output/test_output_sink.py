@@ -312,3 +312,19 @@ def test_feed_pipes_execenv_updates_and_takes_totals_from_the_source() -> None:
     assert (t["total_bytes"], t["total_lines"]) == (1_000_000, 9999)  # not re-counted
     assert t["output_bytes"] == 6
     assert replica["spill_path"] == "/spill/1.log"
+
+
+def test_seed_with_broken_totals_names_the_problem() -> None:
+    state = ToolOutput().snapshot()
+    del state["truncation"]["total_bytes"]  # type: ignore[misc]
+    with pytest.raises(OutputValueError, match="KeyError: 'total_bytes'"):
+        ToolOutput(seed=state)
+
+
+def test_seed_under_tighter_caps_cuts_the_view_and_keeps_the_totals() -> None:
+    wide = ToolOutput(OutputPolicy(retain="tail", max_bytes=1000))
+    wide.write("".join(f"line {i}\n" for i in range(50)))
+    narrow = ToolOutput(OutputPolicy(retain="tail", max_bytes=20), seed=wide.snapshot())
+    assert narrow.text == "line 48\nline 49\n"
+    t = narrow.snapshot()["truncation"]
+    assert t["total_lines"] == 50 and t["truncated"] and t["output_bytes"] == 16

@@ -205,7 +205,9 @@ async def _drive(
         try:
             ctx = await hooks.on_sink_created(call, sink, ctx)
             outcome, notice = await body(sink, ctx, cancel)
-        except _Interrupted:
+        except (_Interrupted, asyncio.CancelledError):
+            # Interrupted while the tool ran or while a hook prepared it: settle what
+            # was written with the marker, emit the end, then re-raise below.
             interrupted = True
             outcome, notice = "interrupted", INTERRUPTION_MARKER
         state = sink.settle(notice)

@@ -376,3 +376,9 @@ class TextWindow:
             else:
                 self._capped = True
                 self._head_cut_by = truncation.get("truncated_by") or "bytes"
+        if self._view_bytes > self._max_bytes or self._view_lines > self._max_lines:
+            # Recovered under tighter caps than it was written with: cut the view
+            # again, keeping the totals (they describe what was written, not shown).
+            self._chunks, self._view = [self._view], ""
+            self._view_bytes = self._view_lines = 0
+            self._materialise()

@@ -168,15 +168,20 @@ class ToolOutput:
             images = content[1:]
             for i, image in enumerate(images, start=1):
                 self._image_decoded += self._check_image(image, i)
-            truncation = data["truncation"]
             if not isinstance(data.get("details"), dict):
                 raise TypeError("details is not an object")
-        except (KeyError, IndexError, TypeError, AttributeError, OutputValueError) as exc:
+            self._window.seed(text_block["text"], data["truncation"])
+        except (
+            KeyError,
+            IndexError,
+            TypeError,
+            ValueError,
+            AttributeError,
+        ) as exc:
             raise OutputValueError(
                 f"cannot seed a ToolOutput from this state ({type(exc).__name__}: {exc}); "
                 "seed with a ToolOutputState recovered from a sink's ops"
             ) from exc
-        self._window.seed(text_block["text"], truncation)
         self._image_bytes = sum(len(image["data"]) for image in images)
         state: dict[str, Any] = {
             "content": [{"type": "text", "text": self._window.text}, *images],
