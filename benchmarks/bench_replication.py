@@ -12,7 +12,7 @@ Run: .venv/bin/python benchmarks/bench_replication.py [--quick]
   bytes each client received.
 
 The workload is a bash-like tool call whose text is a rolling window of the last
-200 lines (emoji and CJK), 5 lines per update.
+1000 lines (~40 KB, emoji and CJK), 5 lines per update.
 """
 
 from __future__ import annotations
@@ -61,34 +61,33 @@ def _line(i: int) -> str:
 
 
 def workload(
-    updates: int, window: int = 200, per_update: int = 5, run: str = "run1"
+    updates: int, window: int = 1000, per_update: int = 5, run: str = "run1"
 ) -> list[HarnessEvent]:
-    """RunStart, ToolStart, a base, ``updates`` tail-window deltas, ToolEnd, RunEnd."""
+    """RunStart, ToolStart, a base whose window is already full, ``updates``
+    sliding deltas (``t`` + ``a`` + totals), ToolEnd, RunEnd."""
+    kept = [_line(i) for i in range(window)]
     state = {
-        "content": [{"type": "text", "text": ""}],
+        "content": [{"type": "text", "text": "".join(kept)}],
         "details": {},
         "terminate": False,
-        "truncation": {"truncated": False, "total_lines": 0, "output_lines": 0},
+        "truncation": {"truncated": True, "total_lines": window, "output_lines": window},
     }
     events: list[HarnessEvent] = [
         RunStart(run, lane="bench"),
         ToolStart(run, "turn", "call", "bash", {"command": "make test"}),
         ToolUpdate(run, "turn", "call", [["r", state]]),
     ]
-    kept: list[str] = []
     for u in range(updates):
-        chunk = [_line(u * per_update + j) for j in range(per_update)]
+        first = window + u * per_update
+        chunk = [_line(first + j) for j in range(per_update)]
+        dropped = "".join(kept[:per_update])
+        del kept[:per_update]
         kept.extend(chunk)
-        ops: list[list[Any]] = []
-        drop = len(kept) - window
-        if drop > 0:
-            ops.append(["t", TEXT, utf16_len("".join(kept[:drop]))])
-            del kept[:drop]
-            if u == window // per_update:
-                ops.append(["s", ["truncation", "truncated"], True])
-        ops.append(["a", TEXT, "".join(chunk)])
-        ops.append(["s", ["truncation", "total_lines"], (u + 1) * per_update])
-        ops.append(["s", ["truncation", "output_lines"], len(kept)])
+        ops: list[list[Any]] = [
+            ["t", TEXT, utf16_len(dropped)],
+            ["a", TEXT, "".join(chunk)],
+            ["s", ["truncation", "total_lines"], first + per_update],
+        ]
         events.append(ToolUpdate(run, "turn", "call", ops))
     events.append(ToolEnd(run, "turn", "call", is_error=False))
     events.append(RunEnd(run))
@@ -102,36 +101,39 @@ def _sse_len(batch_id: int, data: str) -> int:
 def bench_in_process(n: int, updates: int, distinct: bool) -> dict[str, Any]:
     events = workload(updates)
     host = LaneHost("bench", buffer_batches=1 << 20, buffer_bytes=1 << 40)
-    warm = 3  # RunStart, ToolStart, base
+    for event in events[:3]:  # RunStart, ToolStart, base
+        host.handle(event)
     subs: list[LaneSubscription] = []
-    if not distinct:
+    if distinct:
+        # Join at different moments (a small publish between joins): every
+        # stream then has its own encoder and its own serialised batches.
+        for k in range(n):
+            subs.append(host.subscribe())
+            host.handle(ToolUpdate("run1", "turn", "call", [["s", ["details", "joined"], k]]))
+    else:
         subs = [host.subscribe() for _ in range(n)]
+    for sub in subs:
+        while sub.next_nowait() is not None:
+            pass
     server_cpu = 0.0
     snapshot_bytes = 0
     delivered = [0] * n
     published_before = host.published
-    for i, event in enumerate(events):
-        if distinct and len(subs) < n and i >= warm:
-            # Join at different moments: each stream then has its own encoder.
-            subs.append(host.subscribe())
+    for event in events[3:]:
         t0 = time.process_time()
         host.handle(event)
         server_cpu += time.process_time() - t0
-        if i >= warm:
-            snapshot_bytes += _sse_len(host.published, orjson.dumps(host.view).decode())
+        snapshot_bytes += _sse_len(host.published, orjson.dumps(host.view).decode())
         for k, sub in enumerate(subs):
             while (batch := sub.next_nowait()) is not None:
-                if not batch.base or batch.id > 0:
-                    delivered[k] += _sse_len(batch.id, batch.data)
+                delivered[k] += _sse_len(batch.id, batch.data)
     published = host.published - published_before
-    measured = [d for d in delivered if d]
-    per_sub = sum(measured) / max(len(measured), 1)
     return {
         "n": n,
         "mode": "distinct streams" if distinct else "shared stream",
         "published": published,
         "cpu_us_per_batch": server_cpu / published * 1e6,
-        "delta_bytes_per_sub": per_sub,
+        "delta_bytes_per_sub": sum(delivered) / n,
         "snapshot_bytes": snapshot_bytes,
     }
 
@@ -194,10 +196,27 @@ def memory_per_subscriber(n: int) -> float:
     host = LaneHost("bench")
     for event in workload(60):
         host.handle(event)
-    gc.collect()
+
+    def tick(k: int) -> None:
+        host.handle(ToolUpdate("run1", "turn", "call", [["s", ["details", "tick"], k]]))
+
     tracemalloc.start()
+    # Warm up one subscribe + publish cycle, so one-off process-wide allocations
+    # (serialiser buffers, caches) land in the baseline, not on the subscribers.
+    warm = host.subscribe()
+    while warm.next_nowait() is not None:
+        pass
+    tick(0)
+    warm.close()
+    tick(1)
+    gc.collect()
     before = tracemalloc.get_traced_memory()[0]
     subs = [host.subscribe() for _ in range(n)]
+    for sub in subs:
+        while sub.next_nowait() is not None:
+            pass
+    # Steady state: after a publish the joiners' shared base text is released.
+    tick(2)
     for sub in subs:
         while sub.next_nowait() is not None:
             pass
@@ -320,7 +339,7 @@ def main() -> None:
     updates = 100 if args.quick else 400
     sizes = [1, 10, 100] if args.quick else [1, 10, 100, 1000]
 
-    print(f"## In-process lane host ({updates} tail-window updates, 200-line window)\n")
+    print(f"## In-process lane host ({updates} tail-window updates, 1000-line window)\n")
     print(
         "| subscribers | streams | server CPU per batch | delta bytes / subscriber | whole-snapshot SSE bytes | snapshot / delta |"
     )

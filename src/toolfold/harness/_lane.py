@@ -484,7 +484,10 @@ class LaneHost:
 
     def _publish(self, ops: list[Any]) -> None:
         self.published += 1
-        self._fresh = None
+        if self._fresh is not None:
+            # Nobody can join this group any more, so its base text is garbage now.
+            self._fresh.base_data = ""
+            self._fresh = None
         base = bool(ops) and ops[0][0] == "r"
         # Copies: a member that overflows leaves its group while we push, and an
         # emptied group leaves the list.
