@@ -342,8 +342,14 @@ class PostgresSession(Session):
 
         async def commit(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
             async with conn.transaction():
+                # One statement allocates the seqs and takes the row lock that serialises
+                # every writer of this session, on any host, until we commit. The
+                # database's next_seq is the authority; our floor keeps seqs burnt by a
+                # failed commit of ours from coming back.
                 cur = await conn.execute(
-                    "SELECT next_seq FROM sessions WHERE name = %s FOR UPDATE", (name,)
+                    "UPDATE sessions SET next_seq = GREATEST(next_seq, %s) + %s "
+                    "WHERE name = %s RETURNING next_seq",
+                    (floor, len(writes), name),
                 )
                 row = await cur.fetchone()
                 if row is None:
@@ -351,18 +357,17 @@ class PostgresSession(Session):
                         f"session {name!r} no longer exists in {self._repo.location} "
                         "(deleted elsewhere?)"
                     )
-                first = max(int(row[0]), floor)
+                first = int(row[0]) - len(writes)
                 seqs = tuple(range(first, first + len(writes)))
-                for w, seq, data in zip(writes, seqs, payloads, strict=True):
-                    await _apply(conn, name, w, seq, data)
-                await conn.execute(
-                    "UPDATE sessions SET next_seq = %s WHERE name = %s", (seqs[-1] + 1, name)
-                )
-                # Delivered at commit, and only if the transaction commits.
-                await conn.execute(
-                    "SELECT pg_notify(%s, %s)",
-                    (CHANNEL, orjson.dumps({"session": name, "seq": seqs[-1]}).decode()),
-                )
+                # The writes need no answers: pipeline them (one round trip, not one each).
+                async with conn.pipeline():
+                    for w, seq, data in zip(writes, seqs, payloads, strict=True):
+                        await _apply(conn, name, w, seq, data)
+                    # Delivered at commit, and only if the transaction commits.
+                    await conn.execute(
+                        "SELECT pg_notify(%s, %s)",
+                        (CHANNEL, orjson.dumps({"session": name, "seq": seqs[-1]}).decode()),
+                    )
             return seqs
 
         try:
