@@ -256,4 +256,7 @@ def apply(target: JSON, ops: Iterable[Any]) -> JSON:
     except Exception as exc:  # defensive: a bug here must still not leak a foreign error
         _rollback(undo)
         raise ChordError(f"could not apply the batch: {type(exc).__name__}: {exc}") from exc
+    except BaseException:  # KeyboardInterrupt and friends: still leave the target intact
+        _rollback(undo)
+        raise
     return root
