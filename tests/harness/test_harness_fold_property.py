@@ -116,11 +116,14 @@ def run_example(
     ) -> None:
         view = ""  # the exec-env view this tool pretends to receive
         total = 0
+        full = ""  # everything written since the last replace (agent-side totals)
         for kind, arg in steps:
             if kind == "write":
                 out.write(arg)
+                full += arg
             elif kind == "replace":
                 out.replace(arg)
+                full = arg
             elif kind == "image":
                 out.image(image_block(b"img", "image/png"))
             elif kind == "details":
@@ -131,6 +134,7 @@ def run_example(
                 out.terminate(not out.snapshot()["terminate"])
             elif kind == "capture":
                 # A source-bounded stream: grow, slide, replace, or metadata only.
+                seen["captured"] = True
                 total += utf8_len(arg)
                 choice = len(arg) % 4
                 if choice == 0 or not view:
@@ -149,6 +153,11 @@ def run_example(
                 clock.advance(float(arg))
                 await asyncio.sleep(0)  # let a deferred details notification run
             assert utf8_len(out.text) <= max_bytes and count_lines(out.text) <= max_lines
+            t = out.truncation
+            if "captured" in seen:
+                assert t["total_bytes"] == total  # the source's totals, not re-counted
+            else:
+                assert (t["total_bytes"], t["total_lines"]) == (utf8_len(full), count_lines(full))
         seen["final_text"] = out.text
         if fails:
             raise RuntimeError("scripted failure")
