@@ -244,23 +244,33 @@ def _serve_child(port: int, n: int, updates: int, interval: float) -> None:
 
     async def publisher() -> None:
         host = lanes.host("bench")
+        for event in events[:3]:  # the call is running before anyone subscribes
+            host.handle(event)
         while host.subscribers < n:
             await asyncio.sleep(0.01)
-        for event in events[:3]:
-            host.handle(event)
         await asyncio.sleep(0.2)
         cpu0 = time.process_time()
+        snapshot = 0.0
         for event in events[3:]:
             host.handle(event)
+            # What a whole-snapshot SSE would send per subscriber at this cadence
+            # (kept out of the CPU figure).
+            t0 = time.process_time()
+            snapshot += _sse_len(host.published, orjson.dumps(host.view).decode())
+            cpu0 += time.process_time() - t0
             await asyncio.sleep(interval)
         # Let the writers drain before the streams end.
         while any(b for b, _ in host.backlogs()):
             await asyncio.sleep(0.01)
         cpu = time.process_time() - cpu0
         resyncs = sum(s.resyncs for s in host._subscribers)
-        print(
-            json.dumps({"cpu": cpu, "published": len(events) - 3, "resyncs": resyncs}), flush=True
-        )
+        report = {
+            "cpu": cpu,
+            "published": len(events) - 3,
+            "resyncs": resyncs,
+            "snapshot": snapshot,
+        }
+        print(json.dumps(report), flush=True)
         lanes.close()
         server.should_exit = True
 
@@ -280,15 +290,19 @@ async def _clients(port: int, n: int) -> list[int]:
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0)) as client:
 
         async def one() -> int:
+            # The opening comment and the base (id 0) are not part of the
+            # per-batch comparison: count what follows the base event.
+            head: bytes | None = b""
             total = 0
-            first = True
             async with client.stream("GET", url) as r:
-                async for chunk in r.aiter_raw():
-                    if first:
-                        # The base (id 0) is not part of the per-batch comparison.
-                        first = False
-                        idx = chunk.find(b"\n\n", chunk.find(b"id: 0"))
-                        chunk = chunk[idx + 2 :] if idx >= 0 else b""
+                async for chunk in r.aiter_bytes():
+                    if head is not None:
+                        head += chunk
+                        start = head.find(b"id: 0\n")
+                        end = head.find(b"\n\n", start) if start >= 0 else -1
+                        if end < 0:
+                            continue
+                        chunk, head = head[end + 2 :], None
                     total += len(chunk)
             return total
 
@@ -324,6 +338,7 @@ def bench_http(n: int, updates: int, interval: float) -> dict[str, Any]:
         "bytes_per_sub": sum(received) / n,
         "resyncs": report["resyncs"],
         "published": report["published"],
+        "snapshot": report["snapshot"],
     }
 
 
@@ -373,12 +388,17 @@ def main() -> None:
     print(
         f"\n## Real HTTP on loopback (uvicorn child process, {http_updates} updates every 5 ms)\n"
     )
-    print("| subscribers | server CPU per batch | bytes received / subscriber | resyncs |")
-    print("|---:|---:|---:|---:|")
+    print(
+        "| subscribers | server CPU per batch | bytes received / subscriber "
+        "| whole-snapshot SSE bytes | snapshot / received | resyncs |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
     for n in http_sizes:
         r = bench_http(n, http_updates, 0.005)
         print(
-            f"| {n} | {r['cpu_us_per_batch']:.0f} µs | {r['bytes_per_sub']:,.0f} | {r['resyncs']} |"
+            f"| {n} | {r['cpu_us_per_batch']:.0f} µs | {r['bytes_per_sub']:,.0f} | "
+            f"{r['snapshot']:,.0f} | {r['snapshot'] / max(r['bytes_per_sub'], 1):.0f}× | "
+            f"{r['resyncs']} |"
         )
 
 
