@@ -665,13 +665,17 @@ class TrackedDict(_Node, MutableMapping[str, Any]):
         return reversed(self._o)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        _key_ok(self, key)
-        old = self._o.get(key, _MISSING)
-        if isinstance(value, _Node) and value._o is old and value._p is self:
-            return  # `d[k] += ...` on a nested container hands the same container back
+        if type(key) is not str or key in RESERVED_SEGMENTS:
+            _key_ok(self, key)
+        tv = type(value)
+        if tv is not str and tv is not int and tv is not bool and value is not None:
+            if isinstance(value, _Node) and value._o is self._o.get(key) and value._p is self:
+                return  # `d[k] += ...` on a nested container hands the same container back
+            value = _imported(value, lambda: [*_path_of(self), key], _depth_of(self) + 1)
         t = self._t
-        _set(t, self, key, _imported(value, lambda: [*_path_of(self), key], _depth_of(self) + 1))
-        _settle(t)
+        _set(t, self, key, value)
+        if t._n > PENDING_LIMIT:
+            _settle(t)
 
     def __delitem__(self, key: str) -> None:
         _key_ok(self, key)
