@@ -19,6 +19,7 @@ from toolfold.harness import (
     Harness,
     HarnessEvent,
     MemoUnavailableError,
+    Pacing,
     Tool,
     ToolCall,
     ToolContext,
@@ -448,3 +449,87 @@ async def test_memo_error_outside_a_tool_names_the_fix() -> None:
     ctx = ToolContext(tool_call_id="c9")
     with pytest.raises(MemoUnavailableError, match="attach durability to the Harness"):
         await ctx.get_memo("x")
+
+
+async def test_details_only_mutations_are_published_while_the_tool_runs() -> None:
+    mutated = asyncio.Event()
+    release = asyncio.Event()
+
+    @tool(params=Empty, name="progress")
+    async def progress(
+        tool_call_id: str,
+        params: Empty,
+        cancel: asyncio.Event,
+        out: ToolOutput,
+        context: ToolContext,
+    ) -> None:
+        out.details["phase"] = "indexing"
+        mutated.set()
+        await release.wait()
+
+    bus = EventBus()
+    got_phase = asyncio.Event()
+    events: list[HarnessEvent] = []
+
+    def listen(e: HarnessEvent) -> None:
+        events.append(e)
+        if isinstance(e, ToolUpdate) and ["s", ["details", "phase"], "indexing"] in e.ops:
+            got_phase.set()
+
+    bus.add_listener(listen)
+    task = asyncio.create_task(
+        execute_tool_call(
+            progress, "c1", {}, run_id="r", turn_id="t", bus=bus, pacing=Pacing(min_interval=0)
+        )
+    )
+    await mutated.wait()
+    await got_phase.wait()  # published with no further sink call, before the tool ends
+    assert not any(isinstance(e, ToolEnd) for e in events)
+    release.set()
+    result = await task
+    assert result.details == {"phase": "indexing"}
+
+
+async def test_subscribers_receive_each_calls_events_in_order() -> None:
+    harness = Harness([echo])
+    sub = harness.bus.subscribe()
+    listened = recorder(harness.bus)
+    await harness.run(
+        [ToolCall(f"c{i}", "echo", {"text": f"{i}\n", "times": 5}) for i in range(4)], run_id="r"
+    )
+    harness.bus.close()
+    received = [e async for e in sub]
+    assert received == listened
+    for i in range(4):
+        check_call_shape(received[1:-1], f"c{i}")
+
+
+async def test_a_run_cancel_event_cancels_every_call() -> None:
+    started = asyncio.Event()
+    count = 0
+
+    @tool(params=Empty, name="waiter")
+    async def waiter(
+        tool_call_id: str,
+        params: Empty,
+        cancel: asyncio.Event,
+        out: ToolOutput,
+        context: ToolContext,
+    ) -> None:
+        nonlocal count
+        out.write(f"{tool_call_id} waiting\n")
+        count += 1
+        if count == 2:
+            started.set()
+        await cancel.wait()
+
+    harness = Harness([waiter])
+    cancel = asyncio.Event()
+    task = asyncio.create_task(
+        harness.run([ToolCall("a", "waiter"), ToolCall("b", "waiter")], cancel=cancel)
+    )
+    await started.wait()
+    cancel.set()
+    results = await task
+    assert [r.outcome for r in results] == ["cancelled", "cancelled"]
+    assert results[1].text == "b waiting\n" + CANCELLED_MARKER
