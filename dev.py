@@ -28,7 +28,7 @@ PY = BIN / "python"
 
 
 def _ensure_venv(extras: str) -> None:
-    if sys.version_info < (3, 11):
+    if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may be started by an older python3
         sys.exit(f"toolfold needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PY.exists():
         print(f"creating virtualenv in {VENV}", flush=True)
