@@ -302,10 +302,12 @@ def test_cycles_and_deep_nesting_are_refused_not_crashing() -> None:
     with pytest.raises(JSONValueError, match="nested deeper"):
         apply(target, [["s", ["x"], deep]])
     assert target == base()
-    ok: Any = 1
+    ok: Any = {}
     for _ in range(MAX_DEPTH - 1):
-        ok = {"k": ok}
+        ok = {"k": ok}  # exactly MAX_DEPTH nested containers: accepted
     assert apply(None, [["r", ok]]) == ok
+    with pytest.raises(JSONValueError, match="nested deeper than 254 levels"):
+        apply(None, [["r", [ok]]])
 
 
 def test_a_deep_path_into_a_deep_value_is_walked_iteratively() -> None:
