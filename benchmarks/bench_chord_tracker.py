@@ -22,7 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from toolfold.chord import Encoder, track  # noqa: E402
+from toolfold.chord import Encoder, track
 
 QUICK = "--quick" in sys.argv
 ITERATIONS = 300 if QUICK else 2000
