@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lane_fixtures import tail_stream
 
 from toolfold.chord import ChordError, Decoder, Encoder, apply
 
@@ -290,7 +291,7 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
     browser_context: Any, serve: Any, tmp_path: Path
 ) -> None:
     # Imported here so the vector tests above depend on chord.js and toolfold.chord only.
-    from toolfold.harness._lane import Lanes
+    from toolfold.harness import Lanes
     from toolfold.server import HarnessCommands, create_app
 
     lanes = Lanes()
@@ -347,5 +348,54 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         assert tool["output"]["truncation"]["total_lines"] > LINES
         assert page.evaluate("() => window.toolfoldViewer.subscriptions") == 1
         page.screenshot(path=str(tmp_path / "viewer-settled.png"))
+    finally:
+        page.close()
+
+
+def test_viewer_resubscribes_on_a_gap_and_on_a_batch_it_cannot_fold(
+    browser_context: Any, serve: Any
+) -> None:
+    from toolfold.harness import Lanes
+    from toolfold.server import create_app
+
+    lanes = Lanes()
+    server = serve(create_app(lanes=lanes))
+    events = list(tail_stream("t1", lines=900, window=60))
+    server.call(lambda: [lanes.handle(e) for e in events[:100]])
+    page = browser_context.new_page()
+
+    def converged() -> None:
+        expected = server.call(lambda: copy.deepcopy(lanes.host("main").view))
+        page.wait_for_function(
+            "(want) => JSON.stringify(window.toolfoldViewer.state()) === JSON.stringify(want)"
+            " || window.__mismatch",
+            arg=expected,
+        )
+        got = json.loads(page.evaluate("() => JSON.stringify(window.toolfoldViewer.state())"))
+        assert got == expected
+
+    try:
+        page.goto(f"{server.url}/?lane=main")
+        page.wait_for_function("() => window.toolfoldViewer.connected")
+        converged()
+        # A gap: an event whose id is not the next one.
+        page.evaluate(
+            "() => window.toolfoldViewer.source.onmessage({lastEventId: '999', data: '[]'})"
+        )
+        page.wait_for_function("() => window.toolfoldViewer.subscriptions === 2")
+        server.call(lambda: [lanes.handle(e) for e in events[100:300]])
+        converged()
+        # A batch that cannot fold: the right id, but a path id the decoder never saw.
+        page.evaluate(
+            """() => { const v = window.toolfoldViewer;
+                       v.source.onmessage({lastEventId: String(v.expectedId),
+                                           data: '[["a", 99, "x"]]'}); }"""
+        )
+        page.wait_for_function("() => window.toolfoldViewer.subscriptions === 3")
+        reasons = page.evaluate("() => window.toolfoldViewer.resubscribeReasons")
+        assert reasons[0].startswith("gap: expected id")
+        assert reasons[1].startswith("PathError at id")
+        server.call(lambda: [lanes.handle(e) for e in events[300:]])
+        converged()
     finally:
         page.close()
