@@ -27,6 +27,8 @@ REQUIRED = {
     "Path",
     "utf16_len",
     "RESERVED_SEGMENTS",
+    "track",
+    "Tracker",
 }
 
 
