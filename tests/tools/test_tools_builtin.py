@@ -166,9 +166,20 @@ async def test_read_a_big_file_keeps_the_head_with_exact_totals(tmp_path: Path) 
     assert t["total_lines"] == 100_000 and t["output_lines"] == 2000
     assert result.text.startswith("row 000000\n")
     assert result.text.endswith(
-        "[Showing lines 1-2000 of 100000 read (22000 of 1100000 bytes). Use offset=2001 to continue.]"
+        "[Showing lines 1-2000 of 100000 (22000 of 1100000 bytes). Use offset=2001 to continue.]"
     )
     assert fold(events) == result.state
+
+
+async def test_read_from_an_offset_in_a_big_file_counts_the_whole_file(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_bytes(b"".join(b"r%06d \xff\n" % i for i in range(30_000)))
+    result, _ = await call(READ, {"path": "big.txt", "offset": 101}, tmp_path)
+    assert result.text.startswith("r000100 \ufffd\n")  # invalid UTF-8 shows as U+FFFD
+    assert result.text.endswith(
+        "[Showing lines 101-2100 of 30000 (24000 of 358800 bytes). Use offset=2101 to continue.]"
+    )
+    result, _ = await call(READ, {"path": "big.txt", "offset": 30_001}, tmp_path)
+    assert result.is_error and result.text.startswith("offset 30001 is past the end of")
 
 
 async def test_read_image_files_become_image_blocks(tmp_path: Path) -> None:

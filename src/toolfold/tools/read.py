@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
+from pathlib import Path
 
 from pydantic import BaseModel, Field
 
@@ -20,7 +22,8 @@ IMAGE_TYPES = {
     ".webp": "image/webp",
 }
 
-_BLOCK_CHARS = 64 * 1024
+_BLOCK_BYTES = 64 * 1024
+_COUNT_BLOCK_BYTES = 1024 * 1024
 
 
 class ReadParams(BaseModel):
@@ -60,30 +63,12 @@ async def run_read(
         out.details["mime_type"] = mime
         return
     start = params.offset or 1
-    shown = 0
-    more = False
-    block: list[str] = []
-    block_chars = 0
     try:
-        with path.open("r", encoding="utf-8", errors="replace", newline="") as f:
-            for lineno, line in enumerate(f, start=1):
-                if lineno < start:
-                    continue
-                if params.limit is not None and shown >= params.limit:
-                    more = True
-                    break
-                block.append(line)
-                block_chars += len(line)
-                shown += 1
-                if block_chars >= _BLOCK_CHARS:
-                    out.write("".join(block))
-                    block, block_chars = [], 0
-                    await asyncio.sleep(0)  # let updates publish and cancellation land
-                    if cancel.is_set():
-                        return
+        shown, more = await _read_lines(path, start, params.limit, cancel, out)
     except OSError as exc:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from exc
-    out.write("".join(block))
+    if cancel.is_set():
+        return
     if shown == 0 and start > 1:
         raise ToolError(f"offset {start} is past the end of {path}")
     t = out.truncation
@@ -93,8 +78,9 @@ async def run_read(
         ends_clean = out.text.endswith("\n")
         last = start + t["output_lines"] - 1
         nxt = last + 1 if ends_clean else last
+        total = start - 1 + t["total_lines"]
         out.footer(
-            f"{'' if ends_clean else chr(10)}[Showing lines {start}-{last} of {start + shown - 1} read "
+            f"{'' if ends_clean else chr(10)}[Showing lines {start}-{last} of {total} "
             f"({t['output_bytes']} of {t['total_bytes']} bytes). Use offset={nxt} to continue.]"
         )
     elif more:
@@ -104,6 +90,53 @@ async def run_read(
             f"{sep}[Showing lines {start}-{start + shown - 1}. More lines follow; "
             f"use offset={start + shown} to continue.]"
         )
+
+
+async def _read_lines(
+    path: Path, start: int, limit: int | None, cancel: asyncio.Event, out: ToolOutput
+) -> tuple[int, bool]:
+    """Write lines ``start``.. (at most ``limit``) into ``out``; return (lines written,
+    whether lines remain past the limit).
+
+    Lines split on ``\\n`` only, as the sink counts them. Once the head window is
+    full (and no limit was asked for) the rest of the file is streamed in large
+    blocks through an incremental decoder, so the totals stay exact without a
+    Python-level loop over every remaining line.
+    """
+    shown = 0
+    block: list[bytes] = []
+    size = 0
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            if lineno < start:
+                continue
+            if limit is not None and shown >= limit:
+                out.write(b"".join(block).decode("utf-8", "replace"))
+                return shown, True
+            block.append(raw)
+            size += len(raw)
+            shown += 1
+            if size >= _BLOCK_BYTES:
+                out.write(b"".join(block).decode("utf-8", "replace"))
+                block, size = [], 0
+                await asyncio.sleep(0)  # let updates publish and cancellation land
+                if cancel.is_set():
+                    return shown, False
+                if limit is None and out.truncation["truncated"]:
+                    break
+        else:
+            out.write(b"".join(block).decode("utf-8", "replace"))
+            return shown, False
+        # Head window full: count the rest exactly, a megabyte at a time.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        while chunk := f.read(_COUNT_BLOCK_BYTES):
+            shown += chunk.count(b"\n")
+            out.write(decoder.decode(chunk))
+            await asyncio.sleep(0)
+            if cancel.is_set():
+                return shown, False
+        out.write(decoder.decode(b"", final=True))
+    return shown, False
 
 
 READ = Tool(
