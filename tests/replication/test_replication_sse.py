@@ -212,3 +212,21 @@ def test_idle_streams_send_keepalive_comments(serve: Callable[[Any], Any]) -> No
             if line.startswith("id:"):
                 assert line == "id: 1"
                 break
+
+
+def test_sessions_come_from_a_store_url(serve: Callable[[Any], Any], tmp_path: Any) -> None:
+    import asyncio
+
+    from toolfold.storage import open_repository
+
+    async def make() -> None:
+        repo = open_repository(f"jsonl:{tmp_path}")
+        for name in ("beta", "alpha"):
+            session = await repo.create_session(name)
+            await session.close()
+        await repo.close()
+
+    asyncio.run(make())
+    server = serve(create_app(repository=f"jsonl:{tmp_path}"))
+    with httpx.Client(base_url=server.url) as client:
+        assert client.get("/v1/sessions").json() == {"sessions": ["alpha", "beta"]}

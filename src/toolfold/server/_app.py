@@ -84,7 +84,7 @@ def create_app(
     *,
     lanes: Lanes | None = None,
     run_command: CommandRunner | None = None,
-    repository: SessionLister | None = None,
+    repository: SessionLister | str | None = None,
     keepalive: float = 15.0,
 ) -> Starlette:
     """Build the viewer app.
@@ -95,14 +95,24 @@ def create_app(
       (``HarnessCommands(lanes)`` runs each as a ``bash`` call through the
       harness); without it the endpoint answers 501. A runner with an ``aclose()``
       coroutine is closed on shutdown.
-    - ``repository`` backs ``GET /v1/sessions``.
+    - ``repository`` backs ``GET /v1/sessions``: a ``toolfold.storage``
+      repository (anything with ``list_sessions()``), or a store URL opened with
+      ``toolfold.storage.open_repository`` (and closed on shutdown).
 
     Routes: ``GET /`` (viewer), ``GET /static/*``, ``GET /v1/lanes``,
     ``GET /v1/lanes/{lane}/state`` (SSE), ``POST /v1/lanes/{lane}/commands``,
     ``GET /v1/sessions``. An idle SSE stream sends a comment every ``keepalive``
     seconds. On shutdown every subscription ends.
     """
-    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, repository)
+    owned_store: Any = None
+    store: SessionLister | None
+    if isinstance(repository, str):
+        from toolfold.storage import open_repository
+
+        owned_store = store = open_repository(repository)
+    else:
+        store = repository
+    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
@@ -212,6 +222,8 @@ def create_app(
             if aclose is not None:
                 await aclose()
             state.stop_streams()
+            if owned_store is not None:
+                await owned_store.close()
 
     app = Starlette(
         routes=[
