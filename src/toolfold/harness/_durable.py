@@ -10,7 +10,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
-from toolfold.chord import ChordError, Decoder, Encoder, apply, is_base
+from toolfold.chord import ChordError, Decoder, Encoder, Tracker, apply, is_base
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
 from toolfold.storage import (
     AppendList,
@@ -51,6 +51,7 @@ __all__ = [
     "PendingOperation",
     "RecoveredStream",
     "RecoveryError",
+    "TrackerSource",
     "commit_memo",
     "decode_base",
     "load_memo_seed",
@@ -166,6 +167,27 @@ class OpSource(Protocol):
     def dirty(self) -> bool:
         """Whether :meth:`take` would return ops."""
         ...
+
+
+class TrackerSource:
+    """An :class:`OpSource` over a bare Chord ``Tracker`` (e.g. an assistant message being
+    generated), for a value with a single consumer: ``take`` is the tracker's flush."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+
+    def take(self) -> list[Any]:
+        """The tracker's pending ops (the first flush is a base batch)."""
+        return self.tracker.flush()
+
+    def rebase(self) -> None:
+        """Make the next take a base batch."""
+        self.tracker.rebase()
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the tracker has pending changes."""
+        return bool(self.tracker.dirty)
 
 
 @dataclass

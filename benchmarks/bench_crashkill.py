@@ -1,0 +1,90 @@
+"""Crash-kill at scale: many more kill points than CI runs, per backend, with the count
+and the invariant violations found (target: 0).
+
+Run: ``.venv/bin/python benchmarks/bench_crashkill.py [--points N]`` (default 1000 per
+backend). Uses the suite's child and checker (tests/durability/crashkill_*.py): a
+fork-server child runs bash (spilling), a memoising multi-step tool and a details-heavy
+tool on JSONL or SQLite and SIGKILLs itself at storage call #k — on JSONL every other
+pass first cuts commit #k's record short (a torn write) — then the store is reopened,
+the operation resumed and the four invariants of docs/durability.md are checked.
+Also runs the two ordered memo designs the seed rejects, to show they are caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "durability"))
+
+from crashkill_check import ForkServer, run_points  # noqa: E402
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--points", type=int, default=1000, help="kill points per backend")
+    args = parser.parse_args()
+    server = ForkServer()
+    rows = []
+    try:
+        for backend in ("jsonl", "sqlite"):
+            with tempfile.TemporaryDirectory(prefix=f"crashkill-{backend}-") as tmp:
+                outcomes, seconds = await run_points(backend, Path(tmp), args.points, server=server)
+            bad = [o for o in outcomes if o.violations]
+            rows.append(
+                (
+                    backend,
+                    "bundled (toolfold)",
+                    len(outcomes),
+                    sum(o.killed for o in outcomes),
+                    sum(o.killed and o.torn for o in outcomes),
+                    len(bad),
+                    seconds,
+                )
+            )
+            for o in bad[:5]:
+                print(f"  {backend} kill at #{o.kill_at} torn={o.torn}: {o.violations}")
+        broken_points = max(40, args.points // 10)
+        symptoms: dict[str, collections.Counter[str]] = {}
+        for broken in ("memo_then_checkpoint", "checkpoint_then_memo"):
+            with tempfile.TemporaryDirectory(prefix="crashkill-broken-") as tmp:
+                outcomes, seconds = await run_points(
+                    "sqlite", Path(tmp), broken_points, server=server, broken=broken
+                )
+            bad = [o for o in outcomes if o.violations]
+            symptoms[broken] = collections.Counter(
+                v.split(" after")[0] for o in bad for v in o.violations if "output" in v
+            )
+            rows.append(
+                (
+                    "sqlite",
+                    f"{broken} (rejected design)",
+                    len(outcomes),
+                    sum(o.killed for o in outcomes),
+                    0,
+                    len(bad),
+                    seconds,
+                )
+            )
+    finally:
+        server.close()
+    print("### Crash-kill\n")
+    print(f"Command: `.venv/bin/python benchmarks/bench_crashkill.py --points {args.points}`\n")
+    print(
+        "| backend | memo design | kill points | killed mid-run | torn record | runs violating an invariant | time |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    for backend, design, n, killed, torn, bad, seconds in rows:
+        print(f"| {backend} | {design} | {n} | {killed} | {torn} | {bad} | {seconds:.0f} s |")
+    print()
+    for broken, counter in symptoms.items():
+        print(f"- {broken}: " + ", ".join(f"{k} ×{v}" for k, v in counter.items()))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
