@@ -422,3 +422,48 @@ async def test_call_record_keeps_what_resume_needs(store: Store) -> None:
 async def test_resume_needs_durable_hooks() -> None:
     with pytest.raises(DurabilityError, match=r"resume\(\) needs a Harness with durability"):
         await resume(Harness([]))
+
+
+async def test_harness_session_argument_and_resume_method(store: Store) -> None:
+    inner = await store.session()
+    tap = Tap(inner)
+    gates = Gates()
+    h = Harness([make_stepper(gates, steps=3, crash_after=1)], session=tap)
+    assert isinstance(h.hooks, DurableHooks)
+    await crash_during(tap, h.run([ToolCall("c1", "stepper")], run_id="op1"), gates.reached)
+    session = await store.restart(tap)
+    h2 = Harness([make_stepper(Gates(), steps=3, crash_after=None)], session=session)
+    [r] = await h2.resume()
+    assert r.text == "step 0 output\nstep 1 output\nstep 2 output\n"
+    assert await h2.resume() == []  # nothing left
+
+
+async def test_session_and_hooks_together_are_refused() -> None:
+    from toolfold.harness import ExecutionHooks, ToolDefinitionError
+    from toolfold.storage import MemoryRepository
+
+    session = await MemoryRepository().open_session("s", create=True)
+    with pytest.raises(ToolDefinitionError, match=r"pass either session= .* or hooks=, not both"):
+        Harness([], session=session, hooks=ExecutionHooks())
+
+
+def test_public_names_come_from_the_durable_module() -> None:
+    import toolfold.harness as harness
+
+    for name in [
+        "Durability",
+        "DurableHooks",
+        "DurableStream",
+        "TrackerSource",
+        "recover",
+        "resume",
+        "pending_tool_output",
+        "pending_assistant_output",
+        "operation_tool_memo",
+        "DurabilityError",
+        "RecoveryError",
+        "MemoError",
+    ]:
+        assert name in harness.__all__
+        assert getattr(harness, name).__module__ == "toolfold.harness._durable"
+    assert issubclass(harness.DurabilityError, harness.HarnessError)

@@ -3,13 +3,33 @@
 ``execute_tool_call`` owns one call's lifecycle (validate → sink → run → settle)
 and emits ``ToolStart`` / ``ToolUpdate`` (Chord ops, first a base batch) /
 ``ToolEnd`` / ``ToolSettled``. ``Harness`` runs a run's calls concurrently and owns
-the ``EventBus``. ``ExecutionHooks`` is the seam durability plugs into.
+the ``EventBus``. ``ExecutionHooks`` is the seam durability plugs into:
+``Harness(tools, session=...)`` attaches ``DurableHooks`` (checkpoints, memos,
+settlement) and ``await harness.resume()`` finishes what a crash left unsettled.
 """
 
 from __future__ import annotations
 
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
 from ._context import MISSING, MemoBackend, ToolContext
+from ._durable import (
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DEFAULT_REBASE_EVERY,
+    Durability,
+    DurabilityError,
+    DurableHooks,
+    DurableStream,
+    MemoError,
+    OpSource,
+    RecoveredStream,
+    RecoveryError,
+    TrackerSource,
+    operation_tool_memo,
+    pending_assistant_output,
+    pending_tool_output,
+    recover,
+    resume,
+)
 from ._errors import (
     BusClosedError,
     HarnessError,
@@ -41,11 +61,17 @@ from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolSt
 __all__ = [
     "CANCELLED_MARKER",
     "DEFAULT_CANCEL_GRACE",
+    "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_MAX_QUEUE",
+    "DEFAULT_REBASE_EVERY",
     "INTERRUPTION_MARKER",
     "MISSING",
     "BusClosedError",
     "CallInfo",
+    "Durability",
+    "DurabilityError",
+    "DurableHooks",
+    "DurableStream",
     "EventBus",
     "ExecuteFn",
     "ExecutionHooks",
@@ -54,9 +80,13 @@ __all__ = [
     "HarnessEvent",
     "Listener",
     "MemoBackend",
+    "MemoError",
     "MemoUnavailableError",
+    "OpSource",
     "Outcome",
     "Pacing",
+    "RecoveredStream",
+    "RecoveryError",
     "RunEnd",
     "RunStart",
     "SubscriberOverflowError",
@@ -72,8 +102,14 @@ __all__ = [
     "ToolSettled",
     "ToolStart",
     "ToolUpdate",
+    "TrackerSource",
     "execute_tool_call",
     "format_validation_error",
+    "operation_tool_memo",
+    "pending_assistant_output",
+    "pending_tool_output",
+    "recover",
+    "resume",
     "tool",
 ]
 

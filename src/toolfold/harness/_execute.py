@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import OpStream, OutputPolicy, ToolOutput, ToolOutputState
+from toolfold.storage import Session
 
 from ._bus import EventBus
 from ._context import ToolContext
@@ -294,6 +295,7 @@ class Harness:
         cancel_grace: float = DEFAULT_CANCEL_GRACE,
         clock: Clock | None = None,
         pacing: Pacing | None = None,
+        session: Session | None = None,
     ) -> None:
         self.tools: dict[str, Tool[Any]] = {}
         for t in tools:
@@ -304,11 +306,29 @@ class Harness:
             self.tools[t.name] = t
         self.context = context if context is not None else ToolContext()
         self.bus = bus if bus is not None else EventBus()
+        if session is not None:
+            # Durable output (seed §7): checkpoints, memos, settlement, resume.
+            if hooks is not None:
+                raise ToolDefinitionError(
+                    "pass either session= (durable output) or hooks=, not both; for both, "
+                    "subclass toolfold.harness.DurableHooks"
+                )
+            from ._durable import Durability, DurableHooks
+
+            hooks = DurableHooks(Durability(session))
         self.hooks = hooks
         self.lane = lane
         self.cancel_grace = cancel_grace
         self.clock = clock
         self.pacing = pacing if pacing is not None else Pacing()
+
+    async def resume(self) -> list[ToolResult]:
+        """Finish every operation a crash left unsettled in the durable session:
+        replay-safe calls re-run seeded from their last memo checkpoint, the others
+        settled from their last checkpoint with ``INTERRUPTION_MARKER``."""
+        from ._durable import resume
+
+        return await resume(self)
 
     def definitions(self) -> list[dict[str, Any]]:
         """The tool list for the model (name, description, JSON schema)."""
