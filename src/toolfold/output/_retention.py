@@ -102,9 +102,11 @@ def clean_text(text: str) -> str:
     return text
 
 
-def _after_nth_newline(text: str, n: int) -> int:
-    """Index just after the ``n``-th newline (1-based) of ``text``; it must exist."""
-    total = text.count("\n")
+def _after_nth_newline(text: str, n: int, total: int | None = None) -> int:
+    """Index just after the ``n``-th newline (1-based) of ``text``; it must exist.
+    ``total`` is ``text.count("\\n")`` when the caller already knows it."""
+    if total is None:
+        total = text.count("\n")
     if n <= total - n + 1:
         pos = -1
         for _ in range(n):
@@ -130,20 +132,29 @@ def _tail_bytes(text: str, max_bytes: int) -> str:
 
 
 def tail_window(
-    text: str, max_bytes: int, max_lines: int, *, at_line_start: bool = True
+    text: str,
+    max_bytes: int,
+    max_lines: int,
+    *,
+    at_line_start: bool = True,
+    newlines: int | None = None,
 ) -> tuple[str, bool]:
     """The tail view of ``text`` and whether it starts mid-line.
 
     ``at_line_start=False`` says ``text`` itself begins mid-line (it continues a
     partial view), so its position 0 is not a line start. Applying this to
     ``previous_view + new_text`` gives the same view as applying it to everything
-    written, which is what lets the sink window incrementally.
+    written, which is what lets the sink window incrementally. ``newlines`` is
+    ``text.count("\\n")`` when the caller keeps that count (so a flush does not
+    rescan the whole window).
     """
-    lines = count_lines(text)
+    if newlines is None:
+        newlines = text.count("\n")
+    lines = newlines + (0 if not text or text.endswith("\n") else 1)
     start = 0
     line_start_ok = at_line_start
     if lines > max_lines:
-        start = _after_nth_newline(text, lines - max_lines)
+        start = _after_nth_newline(text, lines - max_lines, newlines)
         line_start_ok = True
     segment = text[start:] if start else text
     size = utf8_len(segment)
@@ -202,6 +213,7 @@ class TextWindow:
         "_captured",
         "_chunks",
         "_chunks_bytes",
+        "_chunks_newlines",
         "_first_line_bytes",
         "_first_line_exceeds",
         "_head_cut_by",
@@ -215,6 +227,7 @@ class TextWindow:
         "_view",
         "_view_bytes",
         "_view_lines",
+        "_view_newlines",
     )
 
     def __init__(self, policy: OutputPolicy) -> None:
@@ -227,9 +240,11 @@ class TextWindow:
     def _reset(self, view: str) -> None:
         self._view = view
         self._view_bytes = utf8_len(view)
+        self._view_newlines = view.count("\n")
         self._view_lines = count_lines(view)
         self._chunks: list[str] = []
         self._chunks_bytes = 0
+        self._chunks_newlines = 0
         self._partial = False
         self._capped = False
         self._head_cut_by: Literal["lines", "bytes"] | None = None
@@ -246,12 +261,14 @@ class TextWindow:
         if not text:
             return
         size = utf8_len(text)
+        newlines = text.count("\n")
         if self._captured is None:
-            self._count(text, size)
+            self._count(text, size, newlines)
             if self._retain == "head" and self._capped:
                 return  # head: past the cap nothing is shown, only counted
         self._chunks.append(text)
         self._chunks_bytes += size
+        self._chunks_newlines += newlines
         if self._chunks_bytes > self._max_bytes or len(self._chunks) > 4096:
             self._materialise()
 
@@ -262,9 +279,11 @@ class TextWindow:
             # our caps (a source configured with larger limits than the tool).
             self._chunks = [text]
             self._chunks_bytes = utf8_len(text)
+            self._chunks_newlines = text.count("\n")
             self._partial = bool(self._captured.get("last_line_partial", False))
             self._view = ""
             self._view_bytes = 0
+            self._view_newlines = 0
             self._view_lines = 0
             self._materialise()
             return
@@ -277,9 +296,8 @@ class TextWindow:
         # The source's view may begin mid-line; then its position 0 is no line start.
         self._partial = bool(truncation.get("last_line_partial", False))
 
-    def _count(self, text: str, size: int) -> None:
+    def _count(self, text: str, size: int, newlines: int) -> None:
         self._total_bytes += size
-        newlines = text.count("\n")
         self._total_newlines += newlines
         if newlines:
             self._last_line_bytes = utf8_len(text[text.rfind("\n") + 1 :])
@@ -295,22 +313,37 @@ class TextWindow:
         if not self._chunks:
             return
         joined = self._view + "".join(self._chunks)
+        joined_newlines = self._view_newlines + self._chunks_newlines
+        joined_bytes = self._view_bytes + self._chunks_bytes
         self._chunks = []
         self._chunks_bytes = 0
+        self._chunks_newlines = 0
         if self._retain == "tail":
             view, partial = tail_window(
-                joined, self._max_bytes, self._max_lines, at_line_start=not self._partial
+                joined,
+                self._max_bytes,
+                self._max_lines,
+                at_line_start=not self._partial,
+                newlines=joined_newlines,
             )
             self._partial = partial
+            # Recount only what was dropped: a flush costs what changed, not the window.
+            gone = joined[: len(joined) - len(view)]
+            self._view_newlines = joined_newlines - gone.count("\n")
+            self._view_bytes = joined_bytes - utf8_len(gone)
         else:
             view, cut_by = head_window(joined, self._max_bytes, self._max_lines)
             if len(view) < len(joined):
                 self._capped = True
                 if self._head_cut_by is None:
                     self._head_cut_by = cut_by
+                self._view_newlines = view.count("\n")
+                self._view_bytes = utf8_len(view)
+            else:
+                self._view_newlines = joined_newlines
+                self._view_bytes = joined_bytes
         self._view = view
-        self._view_bytes = utf8_len(view)
-        self._view_lines = count_lines(view)
+        self._view_lines = self._view_newlines + (0 if not view or view.endswith("\n") else 1)
 
     # -- reading -----------------------------------------------------------------
 
@@ -380,5 +413,6 @@ class TextWindow:
             # Recovered under tighter caps than it was written with: cut the view
             # again, keeping the totals (they describe what was written, not shown).
             self._chunks, self._view = [self._view], ""
-            self._view_bytes = self._view_lines = 0
+            self._chunks_bytes, self._chunks_newlines = self._view_bytes, self._view_newlines
+            self._view_bytes = self._view_lines = self._view_newlines = 0
             self._materialise()
