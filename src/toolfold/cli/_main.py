@@ -1,15 +1,233 @@
-"""The click command group behind ``toolfold``."""
+"""The click command group behind ``toolfold`` and its error handling (one line, exit 2)."""
 
 from __future__ import annotations
 
+import asyncio
+import re
+import sys
+from collections.abc import Coroutine
+from typing import Any, NoReturn
+
 import click
 
+from toolfold.storage import StorageError
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+from ._errors import CliError, StoreOpenError
+from ._store import DEFAULT_STORE, STORE_ENV, StoreSpec, resolve_store, storage_message
+
+STORE_HELP = (
+    f"Store URL: sqlite:PATH, jsonl:DIR, postgresql://..., memory:. "
+    f"Default: ${STORE_ENV}, else {DEFAULT_STORE}."
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
+    try:
+        return asyncio.run(coro)
+    except StorageError as exc:
+        if spec is None:
+            raise CliError(" ".join(str(exc).split())) from exc
+        raise StoreOpenError(storage_message(exc, spec)) from exc
+
+
+def _exit(code: int) -> NoReturn:
+    sys.stdout.flush()
+    raise SystemExit(code)
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="toolfold", prog_name="toolfold")
 def cli() -> None:
-    """Bounded, streamed, durable tool output for agent harnesses."""
+    """toolfold: bounded, streamed, durable tool output for agent harnesses.
+
+    Run a shell command as a durable tool call (`toolfold run -- make`), list and
+    inspect what the store holds (`sessions`, `show`), finish calls a crash left
+    unsettled (`resume`), watch calls live in a browser (`serve`), or take the tour
+    (`demo`).
+    """
 
 
-def main() -> None:
-    """Entry point of the ``toolfold`` script."""
-    cli(prog_name="toolfold")
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--session",
+    "session",
+    metavar="NAME",
+    help="Session to record the call in (created if missing). Default: a new run-DATE-TIME-xxxx session.",
+)
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@click.option(
+    "--retain",
+    type=click.Choice(["head", "tail"]),
+    default="tail",
+    show_default=True,
+    help="Keep the start or the end of long output in the window.",
+)
+@click.option("--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200).")
+@click.option("--max-lines", type=int, metavar="N", help="Window size in lines (default 2000).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the settled result message as JSON instead of its text.",
+)
+@click.argument("command", nargs=-1, required=True, metavar="-- COMMAND...")
+def run(
+    session: str | None,
+    store: str | None,
+    retain: str,
+    max_bytes: int | None,
+    max_lines: int | None,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND as a durable `bash` tool call and print what a model would receive.
+
+    The output is bounded to a window (tail by default); the full output goes to a
+    spill file under the store's directory (spill/SESSION/). Progress is checkpointed
+    into the store while it runs. On a terminal a live view shows the window and a
+    status line. The exit status is the command's; Ctrl-C cancels the command, keeps
+    its partial output, settles the call as cancelled and exits 130.
+    """
+    from ._run import RunSettings, new_session_name, output_policy, run_call
+
+    spec = resolve_store(store)
+    policy = output_policy(retain, max_bytes, max_lines)
+    name = session if session is not None else new_session_name()
+    _check_session_name(name)
+    text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
+    settings = RunSettings(
+        spec, name, text, policy, live=sys.stdout.isatty() and sys.stderr.isatty(), as_json=as_json
+    )
+    _exit(_arun(run_call(settings), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+def sessions(store: str | None) -> None:
+    """List the sessions in the store, with how many calls each holds and how many of
+    them are unsettled."""
+    from ._inspect import sessions_command
+
+    spec = resolve_store(store)
+    _exit(_arun(sessions_command(spec), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("session_name", metavar="SESSION")
+@click.argument("call", required=False, metavar="[CALL]")
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (the settled message, or the recovered state).",
+)
+def show(session_name: str, call: str | None, store: str | None, as_json: bool) -> None:
+    """List the calls of SESSION, or show one CALL (its number, id, or an id prefix).
+
+    A settled call prints its model-visible result; an unsettled one prints the
+    pending output recovered from its last durable checkpoint.
+    """
+    from ._inspect import show_command
+
+    spec = resolve_store(store)
+    _check_session_name(session_name)
+    _exit(_arun(show_command(spec, session_name, call, as_json), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("session_name", metavar="SESSION")
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+def resume(session_name: str, store: str | None) -> None:
+    """Finish the calls of SESSION that a crash left unsettled.
+
+    Replay-safe tools are re-run with their output seeded from the state committed
+    with their last memo; other tools (bash) are settled from their last checkpoint
+    with the interruption marker. Refuses while the call's process still runs.
+    """
+    from ._inspect import resume_command
+
+    spec = resolve_store(store)
+    _check_session_name(session_name)
+    _exit(_arun(resume_command(spec, session_name), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8765, show_default=True, type=int, help="Port to listen on.")
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+def serve(host: str, port: int, store: str | None) -> None:
+    """Serve the live web viewer and its API (SSE lanes, commands, sessions).
+
+    Open http://HOST:PORT/ in a browser; commands posted there run as bash calls
+    with spill files under the store's directory (spill/serve/). Ctrl-C stops.
+    """
+    from ._serve import serve_command
+
+    spec = resolve_store(store)
+    if not 0 < port < 65536:
+        raise CliError(f"--port must be between 1 and 65535, got {port}")
+    _exit(_arun(serve_command(spec, host, port), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
+    "--dir",
+    "directory",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Where to put the demo's store (default: a new temporary directory, kept so you can look).",
+)
+def demo(directory: str | None) -> None:
+    """A short tour on a temporary SQLite store: a long build log cut to a tail window
+    with a spill file, the pytest tool's live details, a failing command keeping its
+    partial output, and a kill -9 and resume of a memoising tool."""
+    from ._demo import demo_command
+
+    _exit(_arun(demo_command(directory)))
+
+
+def _quote(part: str) -> str:
+    import shlex
+
+    return shlex.quote(part)
+
+
+_SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def _check_session_name(name: str) -> None:
+    # The storage layer's rule (safe as a file name everywhere), checked up front so
+    # the message names the flag rather than the store.
+    if _SESSION_NAME.fullmatch(name) is None or name.startswith("."):
+        raise CliError(
+            f"invalid session name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ - "
+            "not starting with '.'"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``toolfold`` script: user errors end as one line on stderr
+    (``toolfold: error: ...``) with exit status 2, never a traceback."""
+    try:
+        cli.main(args=argv, prog_name="toolfold", standalone_mode=False)
+    except CliError as exc:
+        _fail(str(exc), exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        _fail(" ".join(exc.format_message().split()) + hint, exc.exit_code)
+    except click.ClickException as exc:
+        _fail(" ".join(exc.format_message().split()), exc.exit_code)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    raise SystemExit(0)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    sys.stdout.flush()
+    print(f"toolfold: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(code)

@@ -1,0 +1,208 @@
+"""``toolfold sessions``, ``show`` and ``resume``: read and finish what a store holds."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from toolfold.execenv import LocalExecEnv
+from toolfold.harness import Harness, ToolContext, ToolResult
+from toolfold.harness._durable import Durability, DurableHooks, RecoveryError, resume
+from toolfold.storage import StorageError
+
+from ._calls import CallView, find_call, list_calls, pending_output, process_alive
+from ._errors import CliError, StoreOpenError
+from ._run import model_text
+from ._store import StoreSpec, open_existing_session, open_store, storage_message
+from ._tools import cli_tools
+
+
+def _console() -> Console:
+    # Tables go to stdout; rich drops styling by itself when stdout is not a terminal.
+    return Console(highlight=False, soft_wrap=False)
+
+
+async def sessions_command(spec: StoreSpec) -> int:
+    """List the sessions of the store with their call counts."""
+    async with open_store(spec, create=False) as repo:
+        names = await repo.list_sessions()
+        if not names:
+            print(f"no sessions in store {spec.describe()}")
+            return 0
+        table = Table("session", "calls", "unsettled", "last call", box=None, pad_edge=False)
+        for name in names:
+            try:
+                session = await repo.open_session(name)
+            except StorageError as exc:
+                table.add_row(name, "?", "?", Text(f"cannot open: {exc}", style="red"))
+                continue
+            try:
+                calls = await list_calls(session)
+            finally:
+                await session.close()
+            unsettled = sum(1 for c in calls if not c.settled)
+            last = calls[-1].summary if calls else ""
+            table.add_row(name, str(len(calls)), str(unsettled), Text(last[:60]))
+        _console().print(table)
+    return 0
+
+
+def _call_table(calls: list[CallView]) -> Table:
+    table = Table("#", "call", "tool", "status", "exit", "what", box=None, pad_edge=False)
+    for call in calls:
+        details = call.message.get("details", {}) if call.message else {}
+        code = details.get("exit_code") if isinstance(details, dict) else None
+        table.add_row(
+            str(call.number),
+            call.tool_call_id,
+            call.tool_name,
+            call.status,
+            "" if code is None else str(code),
+            Text(call.summary[:60]),
+        )
+    return table
+
+
+async def show_command(
+    spec: StoreSpec, session_name: str, wanted: str | None, as_json: bool
+) -> int:
+    """List a session's calls, or print one call's result (settled) or its recovered
+    pending output (unsettled)."""
+    async with open_store(spec, create=False) as repo:
+        session = await open_existing_session(repo, spec, session_name)
+        calls = await list_calls(session)
+        if wanted is None:
+            if as_json:
+                print(json.dumps([_call_json(c) for c in calls], indent=2, ensure_ascii=False))
+            elif not calls:
+                print(f"session {session_name} has no calls")
+            else:
+                _console().print(_call_table(calls))
+            return 0
+        call = find_call(calls, wanted, session_name)
+        if call.message is not None:
+            if as_json:
+                print(json.dumps(call.message, indent=2, ensure_ascii=False))
+            else:
+                _print_settled(call)
+            return 0
+        try:
+            state = await pending_output(session, call)
+        except RecoveryError as exc:
+            raise StoreOpenError(
+                f"cannot recover the pending output of call {call.tool_call_id} in session "
+                f"{session_name!r} ({spec.describe()}): {exc}"
+            ) from exc
+        if as_json:
+            print(json.dumps({"settled": False, "state": state}, indent=2, ensure_ascii=False))
+            return 0
+        _print_pending(call, state, session_name)
+        return 0
+
+
+def _call_json(call: CallView) -> dict[str, Any]:
+    return {
+        "number": call.number,
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "status": call.status,
+        "what": call.summary,
+    }
+
+
+def _header(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _print_settled(call: CallView) -> None:
+    message = call.message or {}
+    details = message.get("details") or {}
+    extra = ", ".join(f"{k}={v!r}" for k, v in details.items()) if isinstance(details, dict) else ""
+    _header(
+        f"call {call.tool_call_id} ({call.tool_name}): settled, {call.status}"
+        + (f"; details: {extra}" if extra else "")
+    )
+    text = model_text(message)
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    sys.stdout.flush()
+
+
+def _print_pending(call: CallView, state: Any, session_name: str) -> None:
+    running = process_alive(call.record)
+    why = (
+        f"still running in process {call.record.get('pid')}"
+        if running and isinstance(call.record, dict)
+        else f"not settled; `toolfold resume {session_name}` settles it"
+    )
+    if state is None:
+        _header(
+            f"call {call.tool_call_id} ({call.tool_name}): {why}; no output was checkpointed yet"
+        )
+        return
+    _header(
+        f"call {call.tool_call_id} ({call.tool_name}): {why}; recovered pending output "
+        "as of its last durable checkpoint:"
+    )
+    content = state.get("content") if isinstance(state, dict) else None
+    first = content[0] if isinstance(content, list) and content else {}
+    text = str(first.get("text", "")) if isinstance(first, dict) else ""
+    sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    sys.stdout.flush()
+
+
+async def resume_command(spec: StoreSpec, session_name: str) -> int:
+    """Finish every unsettled call of a session: replay-safe tools re-run seeded, the
+    others settled from their last checkpoint with the interruption marker."""
+    async with open_store(spec, create=False) as repo:
+        session = await open_existing_session(repo, spec, session_name)
+        calls = await list_calls(session)
+        pending = [c for c in calls if not c.settled]
+        if not pending:
+            print(f"nothing to resume in session {session_name}: every call has settled")
+            return 0
+        live = [c for c in pending if process_alive(c.record)]
+        if live:
+            c = live[0]
+            pid = c.record.get("pid") if isinstance(c.record, dict) else "?"
+            raise CliError(
+                f"call {c.tool_call_id} of session {session_name!r} is still running in "
+                f"process {pid}; wait for it or stop it, then resume"
+            )
+        harness = Harness(
+            cli_tools(),
+            context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
+            hooks=DurableHooks(Durability(session)),
+        )
+        try:
+            results = await resume(harness)
+        except RecoveryError as exc:
+            raise StoreOpenError(
+                f"cannot resume session {session_name!r} ({spec.describe()}): {exc}"
+            ) from exc
+        for result in results:
+            print(_resumed_line(result, harness))
+        print(
+            f"resumed {len(results)} call(s) in session {session_name}; "
+            f"see `toolfold show {session_name} CALL`"
+        )
+    return 0
+
+
+def _resumed_line(result: ToolResult, harness: Harness) -> str:
+    tool = harness.tools.get(result.tool_name)
+    t = result.state.get("truncation") if result.state is not None else None
+    size = f"{t['total_lines']:,} lines kept" if t else ""
+    if tool is not None and tool.replay_safe:
+        how = f"re-ran seeded from its last memo -> {result.outcome}"
+    else:
+        how = f"settled from its last checkpoint as {result.outcome} (partial output kept)"
+    return f"{result.tool_call_id} ({result.tool_name}): {how}" + (f", {size}" if size else "")
+
+
+__all__ = ["resume_command", "sessions_command", "show_command", "storage_message"]

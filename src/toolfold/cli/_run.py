@@ -1,0 +1,225 @@
+"""``toolfold run``: one shell command as a durable ``bash`` tool call, with a live view."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import signal
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from toolfold.execenv import LocalExecEnv
+from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
+from toolfold.harness._durable import Durability, DurableHooks
+from toolfold.output import OutputPolicy
+from toolfold.storage import Repository, Session, StorageError
+
+from ._calls import run_record
+from ._errors import InvalidLimitError
+from ._store import StoreSpec, open_store
+from ._tools import cli_tools
+from ._view import CallWatcher, LiveView, PlainView, human_bytes
+
+MAX_WINDOW_BYTES = 16 * 1024 * 1024
+"""Largest ``--max-bytes``: the window lives in memory and every durable base batch
+carries it whole, so a bigger one defeats the point of bounding."""
+
+MAX_WINDOW_LINES = 1_000_000
+"""Largest ``--max-lines`` (same reason)."""
+
+EXIT_CANCELLED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+
+EXIT_TERMINATED = 143
+"""Exit status after SIGTERM (128 + SIGTERM)."""
+
+
+def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> OutputPolicy:
+    """The ``bash`` output policy for ``run``'s limits; ``InvalidLimitError`` names a bad one."""
+    default = OutputPolicy()
+    if retain not in ("head", "tail"):
+        raise InvalidLimitError(f"--retain must be 'head' or 'tail', got {retain!r}")
+    checked: dict[str, int] = {}
+    for flag, given, fallback, top in (
+        ("--max-bytes", max_bytes, default.max_bytes, MAX_WINDOW_BYTES),
+        ("--max-lines", max_lines, default.max_lines, MAX_WINDOW_LINES),
+    ):
+        n = fallback if given is None else given
+        if n < 1 or n > top:
+            raise InvalidLimitError(
+                f"{flag} must be between 1 and {top:,}, got {n}; the default is {fallback:,}"
+            )
+        checked[flag] = n
+    return OutputPolicy(
+        retain="head" if retain == "head" else "tail",
+        max_bytes=checked["--max-bytes"],
+        max_lines=checked["--max-lines"],
+    )
+
+
+def new_session_name() -> str:
+    """A fresh session name: ``run-YYYYmmdd-HHMMSS-xxxx`` (sortable, unique enough)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return f"run-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+def exit_status(result: ToolResult, signalled: int | None) -> int:
+    """The process exit status for a settled ``bash`` call: the command's own exit code,
+    128 + signal after Ctrl-C / SIGTERM, else 1 for a call that failed without one."""
+    if result.outcome in ("cancelled", "interrupted"):
+        return 128 + signalled if signalled else EXIT_CANCELLED
+    code = result.details.get("exit_code") if isinstance(result.details, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF if code >= 0 else 1
+    return 1 if result.is_error else 0
+
+
+@dataclass
+class RunSettings:
+    """Everything ``toolfold run`` was asked to do."""
+
+    spec: StoreSpec
+    session: str
+    command: str
+    policy: OutputPolicy
+    live: bool
+    as_json: bool = False
+
+
+def model_text(message: dict[str, Any]) -> str:
+    """The text block a model receives for a settled call (the first content block)."""
+    content = message.get("content") or []
+    first = content[0] if content else {}
+    return str(first.get("text", "")) if isinstance(first, dict) else ""
+
+
+def print_result(message: dict[str, Any], *, as_json: bool) -> None:
+    """Write the model-visible result to stdout, unmodified (a newline is added only when
+    the text does not end with one, so the shell prompt starts on its own line)."""
+    if as_json:
+        sys.stdout.write(json.dumps(message, ensure_ascii=False, indent=2) + "\n")
+    else:
+        text = model_text(message)
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    sys.stdout.flush()
+
+
+async def _open_session(repo: Repository, name: str) -> Session:
+    return await repo.open_session(name, create=True)
+
+
+async def run_call(settings: RunSettings) -> int:
+    """Run the command as one durable ``bash`` call; return the exit status."""
+    spec = settings.spec
+    async with open_store(spec, create=True) as repo:
+        session = await _open_session(repo, settings.session)
+        spill_dir = spec.spill_dir(settings.session)
+        run_id = f"run-{uuid.uuid4().hex[:12]}"
+        call_id = f"call-{uuid.uuid4().hex[:12]}"
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        await session.commit([run_record(call_id, settings.command, str(spill_dir), started)])
+        harness = Harness(
+            cli_tools(settings.policy),
+            context=ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()),
+            hooks=DurableHooks(Durability(session)),
+        )
+        watcher = CallWatcher()
+        harness.bus.add_listener(watcher.handle)
+        title = (
+            f"{settings.command}  [call {call_id} in session {settings.session}, "
+            f"store {spec.describe()}]"
+        )
+        view: LiveView | PlainView = (
+            LiveView(watcher, title) if settings.live else PlainView(watcher, title)
+        )
+        cancel = asyncio.Event()
+        signalled: list[int] = []
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(
+            harness.run(
+                [ToolCall(call_id, "bash", {"command": settings.command})],
+                run_id=run_id,
+                cancel=cancel,
+            )
+        )
+
+        def on_signal(signum: int) -> Callable[[], None]:
+            def handler() -> None:
+                signalled.append(signum)
+                if len(signalled) == 1:
+                    # First signal: cancel the call cooperatively (bash kills its
+                    # process group; the partial output settles as cancelled).
+                    cancel.set()
+                else:
+                    # Second signal: stop waiting for a cooperative end.
+                    task.cancel()
+
+            return handler
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, on_signal(signum))
+        view.start()
+        try:
+            try:
+                results = await task
+            except asyncio.CancelledError:
+                results = []
+        finally:
+            await view.stop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+        message: dict[str, Any] | None = watcher.settled
+        if message is None and results:
+            message = results[0].to_message().to_json()
+        if message is None:
+            print(
+                f"toolfold: call {call_id} was interrupted before it settled; "
+                f"run `toolfold resume {settings.session}`",
+                file=sys.stderr,
+            )
+            return EXIT_CANCELLED
+        print_result(message, as_json=settings.as_json)
+        if results:
+            status = exit_status(results[0], signalled[0] if signalled else None)
+        else:
+            status = 128 + signalled[0] if signalled else EXIT_CANCELLED
+        _summary(watcher, message, call_id, settings, status)
+        return status
+
+
+def _summary(
+    watcher: CallWatcher, message: dict[str, Any], call_id: str, settings: RunSettings, status: int
+) -> None:
+    state = watcher.state if isinstance(watcher.state, dict) else {}
+    t = state.get("truncation") or {}
+    spill = state.get("spill_path")
+    outcome = message.get("outcome", "ok")
+    parts = [
+        f"{outcome}, exit status {status}",
+        f"{int(t.get('total_lines', 0)):,} lines / {human_bytes(int(t.get('total_bytes', 0)))}",
+    ]
+    if spill:
+        parts.append(f"full output: {spill}")
+    parts.append(f"{watcher.elapsed:.1f} s")
+    print(
+        f"toolfold: {' · '.join(parts)} · `toolfold show {settings.session} {call_id}`",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+__all__ = [
+    "EXIT_CANCELLED",
+    "RunSettings",
+    "StorageError",
+    "exit_status",
+    "new_session_name",
+    "output_policy",
+    "print_result",
+    "run_call",
+]

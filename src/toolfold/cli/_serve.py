@@ -1,0 +1,56 @@
+"""``toolfold serve``: the web viewer and its API on uvicorn, over the chosen store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+from ._errors import CliError
+from ._store import StoreSpec, open_store
+
+
+async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
+    """Serve until SIGINT/SIGTERM; commands posted to the API run as bash calls."""
+    try:
+        import uvicorn
+
+        from toolfold.harness import Lanes
+        from toolfold.server import HarnessCommands, create_app, stop_streams
+    except ImportError as exc:
+        raise CliError(
+            f"serve needs the server extra ({exc.name} is not installed); "
+            "install it with: pip install 'toolfold[server]'"
+        ) from exc
+    async with open_store(spec, create=True) as repo:
+        lanes = Lanes()
+        runner = HarnessCommands(lanes, spill_dir=spec.home / "spill" / "serve")
+        app = create_app(lanes=lanes, run_command=runner, repository=repo)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        # uvicorn's signal capture re-raises the signal after shutdown and leaves open
+        # SSE responses holding it; our handlers end the streams first, then stop.
+        server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            stop_streams(app)
+            server.should_exit = True
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop)
+        print(
+            f"toolfold: serving http://{host}:{port}/ (store {spec.describe()}); Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            await server.serve()
+        finally:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                with contextlib.suppress(Exception):
+                    loop.remove_signal_handler(signum)
+        if not server.started:
+            raise CliError(f"could not listen on {host}:{port} (is the port in use?)")
+    return 0

@@ -1,0 +1,154 @@
+"""Store URLs for the CLI: the default store, ``TOOLFOLD_STORE``, spill directories, errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolfold.storage import (
+    BackendError,
+    CorruptStoreError,
+    Repository,
+    Session,
+    SessionNotFoundError,
+    StorageError,
+    open_repository,
+)
+
+from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
+
+DEFAULT_STORE = "sqlite:.toolfold/toolfold.db"
+"""The embedded default: one SQLite file under ``.toolfold/`` in the current directory."""
+
+STORE_ENV = "TOOLFOLD_STORE"
+"""Environment variable naming the store when ``--store`` is not given."""
+
+SCHEMES = ("sqlite:PATH", "jsonl:DIR", "postgresql://...", "memory:")
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """A parsed store URL: the URL handed to ``open_repository`` and the directory the
+    store owns on this machine (spill files go under ``<dir>/spill/<session>/``)."""
+
+    url: str
+    kind: str
+    home: Path
+
+    def spill_dir(self, session: str) -> Path:
+        """Where full output of commands run in ``session`` is spilled."""
+        return self.home / "spill" / session
+
+    def describe(self) -> str:
+        """The URL as users typed it, for messages."""
+        return self.url
+
+
+def resolve_store(url: str | None) -> StoreSpec:
+    """Parse ``url`` (``None``: ``$TOOLFOLD_STORE``, else the default SQLite file).
+
+    Only explicit schemes are accepted here (plus a bare path ending in ``.db``):
+    a typo such as ``sqlit:x`` must fail loudly rather than become a directory name.
+    """
+    if url is None:
+        url = os.environ.get(STORE_ENV) or DEFAULT_STORE
+    url = url.strip()
+    if url in ("memory:", "memory"):
+        return StoreSpec("memory:", "memory", Path(".toolfold").absolute())
+    if url.startswith(("postgresql://", "postgres://")):
+        return StoreSpec(url, "postgresql", Path(".toolfold").absolute())
+    if url.startswith("sqlite:"):
+        path = url[len("sqlite:") :]
+        path = path[2:] if path.startswith("//") else path
+        if not path:
+            raise StoreURLError(f"store URL {url!r} names no file; use sqlite:PATH/TO/file.db")
+        file = Path(path).expanduser().absolute()
+        return StoreSpec(f"sqlite:{file}", "sqlite", file.parent)
+    if url.startswith("jsonl:"):
+        path = url[len("jsonl:") :]
+        if not path:
+            raise StoreURLError(f"store URL {url!r} names no directory; use jsonl:DIR")
+        directory = Path(path).expanduser().absolute()
+        return StoreSpec(f"jsonl:{directory}", "jsonl", directory)
+    scheme, sep, _ = url.partition(":")
+    if not sep and url.endswith(".db"):
+        file = Path(url).expanduser().absolute()
+        return StoreSpec(f"sqlite:{file}", "sqlite", file.parent)
+    where = f"scheme {scheme + ':'!r}" if sep else "no scheme"
+    raise StoreURLError(f"unknown store URL {url!r} ({where}); use one of {', '.join(SCHEMES)}")
+
+
+def storage_message(exc: StorageError, spec: StoreSpec) -> str:
+    """One line for a storage failure, naming the file and record when the store knows them."""
+    text = " ".join(str(exc).split())
+    if isinstance(exc, CorruptStoreError):
+        where = f"file {exc.path}" + (f", record {exc.record}" if exc.record is not None else "")
+        return (
+            f"store {spec.describe()} is corrupt ({where}): {text}; "
+            "repair or move the file aside, or use another --store"
+        )
+    return f"store {spec.describe()} cannot be used: {text}"
+
+
+def prepare(spec: StoreSpec, *, create: bool) -> None:
+    """Make the store's directory exist when we are going to write (``create``); refuse
+    to read a file store that is not there (a typo must not create an empty store)."""
+    if spec.kind == "sqlite":
+        file = Path(spec.url[len("sqlite:") :])
+        if create:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        elif not file.exists():
+            raise StoreOpenError(
+                f"no store at {file} (store URL {spec.describe()}); run `toolfold run -- ...` "
+                "here first, or pass --store / set TOOLFOLD_STORE"
+            )
+        elif file.is_dir():
+            raise StoreOpenError(f"store file {file} is a directory; use jsonl:{file} for JSONL")
+    elif spec.kind == "jsonl":
+        directory = Path(spec.url[len("jsonl:") :])
+        if create:
+            directory.mkdir(parents=True, exist_ok=True)
+        elif not directory.is_dir():
+            raise StoreOpenError(
+                f"no store directory {directory} (store URL {spec.describe()}); "
+                "run `toolfold run --store jsonl:DIR -- ...` first"
+            )
+
+
+@contextlib.asynccontextmanager
+async def open_store(spec: StoreSpec, *, create: bool) -> AsyncIterator[Repository]:
+    """Open the repository named by ``spec``; storage failures become ``StoreOpenError``."""
+    prepare(spec, create=create)
+    try:
+        repo = open_repository(spec.url)
+    except StorageError as exc:
+        raise StoreOpenError(storage_message(exc, spec)) from exc
+    try:
+        yield repo
+    except StorageError as exc:
+        raise StoreOpenError(storage_message(exc, spec)) from exc
+    finally:
+        with contextlib.suppress(StorageError, OSError):
+            await repo.close()
+
+
+async def open_existing_session(repo: Repository, spec: StoreSpec, name: str) -> Session:
+    """Open session ``name``; an unknown name is an ``UnknownSessionError`` listing a few
+    that exist."""
+    try:
+        return await repo.open_session(name)
+    except SessionNotFoundError as exc:
+        try:
+            names = await repo.list_sessions()
+        except StorageError:
+            names = []
+        known = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "") if names else "none"
+        raise UnknownSessionError(
+            f"no session {name!r} in store {spec.describe()} (sessions: {known}); "
+            "see `toolfold sessions`"
+        ) from exc
+    except BackendError as exc:
+        raise StoreOpenError(storage_message(exc, spec)) from exc

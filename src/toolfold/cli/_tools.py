@@ -1,0 +1,72 @@
+"""The tools the CLI's harnesses know: the built-ins (``bash`` with the user's limits)
+and the demo's memoising tool, so ``toolfold resume`` can re-run it seeded."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from toolfold.harness import MISSING, Tool, ToolContext
+from toolfold.output import OutputPolicy, ToolOutput
+from toolfold.tools import BASH, builtin_tools
+
+
+class StepsParams(BaseModel):
+    """Arguments of the demo's ``demo_steps`` tool."""
+
+    steps: int = Field(default=8, ge=1, le=1000, description="How many steps to run.")
+    step_seconds: float = Field(
+        default=0.2, ge=0, le=10, description="How long each step works before it reports."
+    )
+
+
+async def run_steps(
+    tool_call_id: str,
+    params: StepsParams,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+    context: ToolContext,
+) -> None:
+    """Run numbered steps; each writes one line, then memoises that it is done.
+
+    Replay-safe: after a crash the harness re-runs it with a sink seeded from the state
+    committed with the last memo, so finished steps are skipped (they emit nothing, their
+    lines are already in the sink) and the interrupted step is redone once."""
+    done = await context.get_memo("done")
+    first = 1 if done is MISSING else int(done) + 1
+    hook = context.extra.get("after_memo")
+    for step in range(first, params.steps + 1):
+        if cancel.is_set():
+            return
+        out.write(f"step {step}/{params.steps}: working\n")
+        await asyncio.sleep(params.step_seconds)  # the step's work
+        out.write(f"step {step}/{params.steps}: done\n")
+        out.details["done"] = step
+        # Output first, memo second: the memo commits with a checkpoint holding the line.
+        await context.set_memo("done", step)
+        if callable(hook):
+            hook(step)
+
+
+DEMO_STEPS: Tool[StepsParams] = Tool(
+    name="demo_steps",
+    description=(run_steps.__doc__ or "").split("\n")[0],
+    params=StepsParams,
+    execute=run_steps,
+    output=OutputPolicy(retain="head"),
+    replay_safe=True,
+)
+
+
+def cli_tools(bash_policy: OutputPolicy | None = None) -> list[Tool[Any]]:
+    """The built-in tools (``bash`` with ``bash_policy`` when given) plus ``demo_steps``."""
+    tools: list[Tool[Any]] = []
+    for tool in builtin_tools():
+        if tool.name == BASH.name and bash_policy is not None:
+            tool = dataclasses.replace(tool, output=bash_policy)
+        tools.append(tool)
+    tools.append(DEMO_STEPS)
+    return tools

@@ -1,0 +1,197 @@
+"""What ``toolfold run`` shows while a command runs: a live rich window, or plain status lines."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from toolfold.chord import ChordError, apply
+from toolfold.harness import HarnessEvent, ToolSettled, ToolStart, ToolUpdate
+
+FRAME_INTERVAL = 0.125
+"""Seconds between two frames of the live view (8 frames/s: smooth, and cheap)."""
+
+PLAIN_STATUS_INTERVAL = 5.0
+"""Seconds between two progress lines in plain (non-TTY) mode: enough for a CI log to
+show that a long command is alive, not so many that the log drowns in them."""
+
+
+def human_bytes(n: int) -> str:
+    """``1536`` -> ``"1.5 KB"`` (powers of 1024, as the bash tool's footer counts)."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def last_lines(text: str, count: int) -> str:
+    """The last ``count`` lines of ``text`` without splitting all of it (the window can
+    be megabytes when the limits are raised)."""
+    end = len(text)
+    if text.endswith("\n"):
+        end -= 1
+    cut = end
+    for _ in range(count):
+        cut = text.rfind("\n", 0, cut)
+        if cut < 0:
+            return text[:end]
+    return text[cut + 1 : end]
+
+
+class CallWatcher:
+    """Folds one call's ``ToolUpdate`` ops into its output state, as any replica does,
+    and counts what a status line reports. A sync bus listener: it never blocks."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.started = clock()
+        self.state: Any = None
+        self.updates = 0
+        self.settled: dict[str, Any] | None = None
+        self.tool_call_id: str | None = None
+        self.fold_error: str | None = None
+        self.changed = asyncio.Event()
+
+    def handle(self, event: HarnessEvent) -> None:
+        """Bus listener: fold updates of the watched call."""
+        if isinstance(event, ToolStart) and self.tool_call_id is None:
+            self.tool_call_id = event.tool_call_id
+        elif isinstance(event, ToolUpdate) and event.tool_call_id == self.tool_call_id:
+            self.updates += 1
+            try:
+                self.state = apply(self.state, event.ops)
+            except ChordError as exc:
+                # The view is a convenience; the durable result does not depend on it.
+                self.fold_error = str(exc)
+            self.changed.set()
+        elif isinstance(event, ToolSettled) and event.tool_call_id == self.tool_call_id:
+            self.settled = event.message
+            self.changed.set()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the watcher was made."""
+        return self._clock() - self.started
+
+    @property
+    def text(self) -> str:
+        """The retained window's text so far."""
+        state = self.state
+        if not isinstance(state, dict) or not state.get("content"):
+            return ""
+        block = state["content"][0]
+        return str(block.get("text", "")) if isinstance(block, dict) else ""
+
+    def status(self) -> str:
+        """``lines/bytes so far · what is shown · spill file · elapsed · updates/s``."""
+        state = self.state if isinstance(self.state, dict) else {}
+        t = state.get("truncation") or {}
+        total_lines = int(t.get("total_lines", 0))
+        total_bytes = int(t.get("total_bytes", 0))
+        shown_lines = int(t.get("output_lines", total_lines))
+        shown_bytes = int(t.get("output_bytes", total_bytes))
+        if t.get("truncated"):
+            shown = f"showing {shown_lines:,} lines / {human_bytes(shown_bytes)}"
+        else:
+            shown = "showing all"
+        spill = state.get("spill_path")
+        elapsed = self.elapsed
+        rate = self.updates / elapsed if elapsed > 0 else 0.0
+        parts = [
+            f"{total_lines:,} lines / {human_bytes(total_bytes)} so far",
+            shown,
+            f"spill: {spill}" if spill else "no spill file",
+            f"{elapsed:.1f} s",
+            f"{rate:.1f} updates/s",
+        ]
+        return " · ".join(parts)
+
+
+class LiveView:
+    """A bounded live window plus a status line on a terminal (rich), redrawn from the
+    event loop (no refresh thread touches the folded state while the loop mutates it)."""
+
+    def __init__(self, watcher: CallWatcher, title: str, console: Console | None = None) -> None:
+        self.watcher = watcher
+        self.title = title
+        self.console = console if console is not None else Console(stderr=True)
+        self._live: Live | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def render(self) -> Group:
+        """The current frame: title, the last lines of the window, the status line."""
+        height = max(3, self.console.size.height - 4)
+        width = max(20, self.console.size.width)
+        lines = last_lines(self.watcher.text, height).split("\n")
+        body = Text("\n".join(line[:width] for line in lines), no_wrap=True, overflow="crop")
+        status = Text(self.watcher.status(), style="bold", no_wrap=True, overflow="ellipsis")
+        return Group(Text(self.title, style="dim", no_wrap=True, overflow="ellipsis"), body, status)
+
+    async def _frames(self) -> None:
+        while True:
+            if self._live is not None:
+                self._live.update(self.render(), refresh=True)
+            await asyncio.sleep(FRAME_INTERVAL)
+
+    def start(self) -> None:
+        """Begin drawing (needs a running loop)."""
+        self._live = Live(
+            self.render(),
+            console=self.console,
+            auto_refresh=False,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self._live.start()
+        self._task = asyncio.get_running_loop().create_task(self._frames())
+
+    async def stop(self) -> None:
+        """Stop drawing and clear the window (the final result is printed after)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._live is not None:
+            self._live.stop()
+
+
+class PlainView:
+    """Non-TTY progress: a status line on ``stream`` at most every
+    :data:`PLAIN_STATUS_INTERVAL` seconds while something changed; no escape codes."""
+
+    def __init__(self, watcher: CallWatcher, title: str, stream: TextIO | None = None) -> None:
+        self.watcher = watcher
+        self.title = title
+        self.stream = stream if stream is not None else sys.stderr
+        self._task: asyncio.Task[None] | None = None
+
+    async def _lines(self) -> None:
+        seen = -1
+        while True:
+            await asyncio.sleep(PLAIN_STATUS_INTERVAL)
+            if self.watcher.updates != seen:
+                seen = self.watcher.updates
+                print(f"toolfold: {self.watcher.status()}", file=self.stream, flush=True)
+
+    def start(self) -> None:
+        """Print the title and begin the periodic status lines."""
+        print(f"toolfold: {self.title}", file=self.stream, flush=True)
+        self._task = asyncio.get_running_loop().create_task(self._lines())
+
+    async def stop(self) -> None:
+        """Stop the status lines."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
