@@ -14,7 +14,7 @@ from rich.text import Text
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolContext, ToolResult
 from toolfold.harness._durable import Durability, DurableHooks, RecoveryError, resume
-from toolfold.storage import StorageError
+from toolfold.storage import CorruptStoreError, StorageError
 
 from ._calls import CallView, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
@@ -36,11 +36,17 @@ async def sessions_command(spec: StoreSpec) -> int:
             print(f"no sessions in store {spec.describe()}")
             return 0
         table = Table("session", "calls", "unsettled", "last call", box=None, pad_edge=False)
+        damaged: list[StorageError] = []
         for name in names:
             try:
                 session = await repo.open_session(name)
             except StorageError as exc:
-                table.add_row(name, "?", "?", Text(f"cannot open: {exc}", style="red"))
+                if isinstance(exc, CorruptStoreError):
+                    damaged.append(exc)
+                    why = "corrupt (see below)"
+                else:
+                    why = "cannot open: " + " ".join(str(exc).split())
+                table.add_row(name, "?", "?", Text(why[:120], style="red"))
                 continue
             try:
                 calls = await list_calls(session)
@@ -50,6 +56,9 @@ async def sessions_command(spec: StoreSpec) -> int:
             last = calls[-1].summary if calls else ""
             table.add_row(name, str(len(calls)), str(unsettled), Text(last[:60]))
         _console().print(table)
+        if damaged:
+            # The healthy sessions are listed; a damaged one still fails the command.
+            raise StoreOpenError(storage_message(damaged[0], spec))
     return 0
 
 

@@ -86,10 +86,8 @@ def storage_message(exc: StorageError, spec: StoreSpec) -> str:
     text = " ".join(str(exc).split())
     if isinstance(exc, CorruptStoreError):
         where = f"file {exc.path}" + (f", record {exc.record}" if exc.record is not None else "")
-        return (
-            f"store {spec.describe()} is corrupt ({where}): {text}; "
-            "repair or move the file aside, or use another --store"
-        )
+        # The backend's text already says what to do (restore, cut the line, move aside).
+        return f"store {spec.describe()} is corrupt ({where}): {text}"
     return f"store {spec.describe()} cannot be used: {text}"
 
 

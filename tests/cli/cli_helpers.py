@@ -1,0 +1,115 @@
+"""Helpers for the CLI tests: run ``toolfold`` as a real subprocess, poll a store."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
+
+T = TypeVar("T")
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without a ``TOOLFOLD_STORE`` the developer may have set."""
+    env = {k: v for k, v in os.environ.items() if k != "TOOLFOLD_STORE"}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["COLUMNS"] = "200"
+    return env
+
+
+def toolfold(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``toolfold ARGS`` to completion (stdout and stderr captured, text)."""
+    return subprocess.run(
+        [*TOOLFOLD, *args],
+        cwd=cwd,
+        env=env if env is not None else clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def start(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+    """Start ``toolfold ARGS`` in its own process group (so a test can kill all of it)."""
+    return subprocess.Popen(
+        [*TOOLFOLD, *args],
+        cwd=cwd,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_for(
+    probe: Callable[[], T | None], what: str, *, timeout: float = 60, proc: Any = None
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail after ``timeout`` seconds
+    (or as soon as ``proc`` exits). Polling a condition with a deadline, not a sleep
+    standing in for synchronisation."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if proc is not None and proc.poll() is not None:
+            _out, err = proc.communicate()
+            raise AssertionError(f"process exited {proc.returncode} before {what}: {err!r:.2000}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def spill_text(spill_root: Path) -> str:
+    """Everything spilled under ``spill_root`` so far (empty if no spill file yet)."""
+    if not spill_root.is_dir():
+        return ""
+    return "".join(
+        p.read_text(errors="replace") for p in sorted(spill_root.rglob("*.log")) if p.is_file()
+    )
+
+
+def pending_text(url: str, session_name: str) -> str | None:
+    """The recovered pending output of the session's first unsettled call, read through
+    the library (another process may be writing the store), or ``None``."""
+    from toolfold.cli._calls import list_calls, pending_output
+    from toolfold.storage import StorageError, open_repository
+
+    async def read() -> str | None:
+        repo = open_repository(url)
+        try:
+            session = await repo.open_session(session_name)
+            calls = [c for c in await list_calls(session) if not c.settled]
+            if not calls:
+                return None
+            state = await pending_output(session, calls[0])
+            if not isinstance(state, dict):
+                return None
+            return str(state["content"][0]["text"])
+        except StorageError:
+            return None
+        finally:
+            await repo.close()
+
+    return asyncio.run(read())
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    """The single ``toolfold: error: ...`` line of a failed run (and nothing else)."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("toolfold: error: "), lines[0]
+    return lines[0]
