@@ -224,6 +224,11 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", 130)
     except KeyboardInterrupt:
         _fail("interrupted", 130)
+    except OSError as exc:
+        # Last resort for file-system failures outside the store (a cwd that vanished,
+        # an unwritable spill directory): still one line, naming the file.
+        where = f" ({exc.filename})" if exc.filename else ""
+        _fail(f"{exc.strerror or exc}{where}", 2)
     raise SystemExit(0)
 
 

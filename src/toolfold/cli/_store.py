@@ -94,6 +94,16 @@ def storage_message(exc: StorageError, spec: StoreSpec) -> str:
 def prepare(spec: StoreSpec, *, create: bool) -> None:
     """Make the store's directory exist when we are going to write (``create``); refuse
     to read a file store that is not there (a typo must not create an empty store)."""
+    try:
+        _prepare(spec, create=create)
+    except OSError as exc:
+        raise StoreOpenError(
+            f"cannot create the store directory for {spec.describe()}: "
+            f"{exc.strerror or exc} ({exc.filename}); pick a writable place with --store"
+        ) from exc
+
+
+def _prepare(spec: StoreSpec, *, create: bool) -> None:
     if spec.kind == "sqlite":
         file = Path(spec.url[len("sqlite:") :])
         if create:

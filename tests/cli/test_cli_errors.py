@@ -1,0 +1,150 @@
+"""Every user error ends as one ``toolfold: error: ...`` line, exit status 2, no traceback,
+and leaves what the store already held intact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_helpers import clean_env, one_error_line, toolfold
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A store with one settled call in session ``good``."""
+    home = tmp_path_factory.mktemp("errors")
+    url = f"sqlite:{home / 'toolfold.db'}"
+    proc = toolfold("run", "--store", url, "--session", "good", "--", "echo kept", cwd=home)
+    assert proc.returncode == 0, proc.stderr
+    return home, url
+
+
+def _intact(home: Path, url: str) -> None:
+    shown = toolfold("show", "good", "1", "--store", url, cwd=home)
+    assert shown.returncode == 0 and shown.stdout == "kept\n"
+    listed = toolfold("sessions", "--store", url, cwd=home)
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["good"]
+
+
+def test_unknown_session(store: tuple[Path, str]) -> None:
+    home, url = store
+    for command in (["show", "nope"], ["show", "nope", "1"], ["resume", "nope"]):
+        line = one_error_line(toolfold(*command, "--store", url, cwd=home))
+        assert "no session 'nope' in store sqlite:" in line
+        assert "(sessions: good)" in line and "toolfold sessions" in line
+    _intact(home, url)
+
+
+def test_unknown_call(store: tuple[Path, str]) -> None:
+    home, url = store
+    line = one_error_line(toolfold("show", "good", "call-zzz", "--store", url, cwd=home))
+    assert line == (
+        "toolfold: error: no call 'call-zzz' in session 'good' (1 calls); "
+        "see `toolfold show good` for numbers and ids"
+    )
+    line = one_error_line(toolfold("show", "good", "2", "--store", url, cwd=home))
+    assert "no call '2' in session 'good'" in line
+
+
+def test_no_store_here(tmp_path: Path) -> None:
+    line = one_error_line(toolfold("sessions", cwd=tmp_path))
+    assert f"no store at {tmp_path / '.toolfold' / 'toolfold.db'}" in line
+    assert not (tmp_path / ".toolfold").exists()  # reading never creates a store
+    line = one_error_line(toolfold("show", "x", "--store", f"jsonl:{tmp_path / 'j'}", cwd=tmp_path))
+    assert f"no store directory {tmp_path / 'j'}" in line
+
+
+def test_corrupt_sqlite_file_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.db"
+    garbage = b"this is not a database, " * 40
+    bad.write_bytes(garbage)
+    for command in (["sessions"], ["show", "s"], ["resume", "s"], ["run", "--", "echo x"]):
+        args = [command[0], "--store", f"sqlite:{bad}", *command[1:]]
+        line = one_error_line(toolfold(*args, cwd=tmp_path))
+        assert f"store sqlite:{bad} is corrupt (file {bad})" in line, line
+        assert "not a usable toolfold SQLite store" in line
+    assert bad.read_bytes() == garbage  # nothing was "repaired" away
+
+
+def test_corrupt_jsonl_record_is_named(tmp_path: Path) -> None:
+    url = f"jsonl:{tmp_path / 'j'}"
+    for name in ("s1", "s2"):
+        proc = toolfold(
+            "run", "--store", url, "--session", name, "--", f"echo {name}", cwd=tmp_path
+        )
+        assert proc.returncode == 0, proc.stderr
+    file = tmp_path / "j" / "s1.jsonl"
+    lines = file.read_text().splitlines(keepends=True)
+    damaged = "".join([lines[0], "{not json\n", *lines[1:]])
+    file.write_text(damaged)
+    line = one_error_line(toolfold("show", "s1", "--store", url, cwd=tmp_path))
+    assert f"(file {file}, record 2)" in line and "line 2 is not valid JSON" in line
+    # `sessions` still lists the healthy session, then fails naming the damaged one.
+    listed = toolfold("sessions", "--store", url, cwd=tmp_path)
+    line = one_error_line(listed)
+    assert f"(file {file}, record 2)" in line
+    assert "s2" in listed.stdout and "corrupt" in listed.stdout
+    assert file.read_text() == damaged
+    shown = toolfold("show", "s2", "1", "--store", url, cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout == "s2\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--max-bytes", "0"],
+            "--max-bytes must be between 1 and 16,777,216, got 0; the default is 51,200",
+        ),
+        (
+            ["--max-lines", "2000000"],
+            "--max-lines must be between 1 and 1,000,000, got 2000000; the default is 2,000",
+        ),
+        (["--max-lines", "-3"], "--max-lines must be between 1 and 1,000,000, got -3"),
+        (["--max-bytes", "lots"], "Invalid value for '--max-bytes': 'lots' is not a valid integer"),
+        (
+            ["--retain", "middle"],
+            "Invalid value for '--retain': 'middle' is not one of 'head', 'tail'",
+        ),
+        (["--session", "a b"], "invalid session name 'a b': use 1-128 characters"),
+    ],
+)
+def test_invalid_run_options(store: tuple[Path, str], args: list[str], message: str) -> None:
+    home, url = store
+    before = (home / "toolfold.db").read_bytes()
+    line = one_error_line(toolfold("run", "--store", url, *args, "--", "echo never", cwd=home))
+    assert message in line
+    # Refused before the store is opened: not one byte of it changed.
+    assert (home / "toolfold.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("url", ["foo:bar", "sqlit:x.db", "ftp://host/x", "x.sqlite"])
+def test_unknown_store_scheme(tmp_path: Path, url: str) -> None:
+    line = one_error_line(toolfold("sessions", "--store", url, cwd=tmp_path))
+    assert f"unknown store URL {url!r}" in line
+    assert "use one of sqlite:PATH, jsonl:DIR, postgresql://..., memory:" in line
+    env = clean_env()
+    env["TOOLFOLD_STORE"] = url
+    line = one_error_line(toolfold("run", "--", "echo x", cwd=tmp_path, env=env))
+    assert f"unknown store URL {url!r}" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    line = one_error_line(toolfold("bogus", cwd=tmp_path))
+    assert line == "toolfold: error: No such command 'bogus'. (see `toolfold --help`)"
+    line = one_error_line(toolfold("run", cwd=tmp_path))
+    assert "Missing argument '-- COMMAND...'" in line and "toolfold run --help" in line
+    line = one_error_line(toolfold("serve", "--port", "0", cwd=tmp_path))
+    assert "--port must be between 1 and 65535, got 0" in line
+
+
+def test_unwritable_store_directory(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a directory should be")
+    line = one_error_line(
+        toolfold(
+            "run", "--store", f"sqlite:{blocker / 'sub' / 'x.db'}", "--", "echo x", cwd=tmp_path
+        )
+    )
+    assert f"cannot create the store directory for sqlite:{blocker / 'sub' / 'x.db'}" in line
