@@ -58,7 +58,7 @@ async def main() -> None:
                 )
             bad = [o for o in outcomes if o.violations]
             symptoms[broken] = collections.Counter(
-                v.split(" after")[0] for o in bad for v in o.violations if "output" in v
+                v.split(" after")[0] for o in bad for v in o.violations if "c-steps: output" in v
             )
             rows.append(
                 (
