@@ -180,15 +180,18 @@ def test_settled_calls_past_the_bound_leave_tools_but_running_ones_stay() -> Non
     assert set(view["tools"]) == {"running", "t3", "t4"}
 
 
-def test_run_start_drops_settled_calls_of_earlier_runs() -> None:
+def test_run_start_keeps_settled_calls_of_earlier_runs_within_the_bound() -> None:
     view = new_lane_view("main")
     reduce_lane_snapshot(view, RunStart("run1", lane="main"))
     reduce_lane_snapshot(view, _start("done1"))
     reduce_lane_snapshot(view, _start("still"))
     reduce_lane_snapshot(view, ToolEnd("run1", "turn1", "done1", is_error=False))
     reduce_lane_snapshot(view, RunStart("run2", lane="main"))
-    assert view["order"] == ["still"]
+    assert view["order"] == ["done1", "still"]
     assert view["operation"] == {"run_id": "run2", "status": "running"}
+    reduce_lane_snapshot(view, _start("new", run="run2"))
+    reduce_lane_snapshot(view, ToolEnd("run2", "turn1", "new", is_error=False), settled_tools=1)
+    assert view["order"] == ["still", "new"]
 
 
 def test_an_unknown_event_is_ignored() -> None:

@@ -348,6 +348,19 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         assert tool["output"]["truncation"]["total_lines"] > LINES
         assert page.evaluate("() => window.toolfoldViewer.subscriptions") == 1
         page.screenshot(path=str(tmp_path / "viewer-settled.png"))
+
+        # A failing command: its card is marked as an error, its output kept.
+        page.fill("#command-input", "echo partial output; exit 3")
+        page.click("button[type=submit]")
+        page.wait_for_function("(id) => window.toolfoldViewer.lastToolCallId !== id", arg=call_id)
+        failed_id = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
+        card = page.wait_for_selector(f"article.status-error[data-tool-call-id='{failed_id}']")
+        text = card.inner_text()
+        assert "partial output" in text and "error" in text
+        assert "3" in text  # the exit code is named in the error text or the details
+        page.screenshot(path=str(tmp_path / "viewer-error.png"))
+        # The earlier, settled call is still listed (settled calls stay, bounded).
+        assert page.query_selector(f"article.status-done[data-tool-call-id='{call_id}']")
     finally:
         page.close()
 

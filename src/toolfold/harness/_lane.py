@@ -53,7 +53,7 @@ log = logging.getLogger("toolfold.harness.lane")
 DEFAULT_TRANSCRIPT_TAIL = 50
 """How many settled ``ToolResultMessage``s a lane view keeps (oldest dropped first)."""
 
-DEFAULT_SETTLED_TOOLS = 50
+DEFAULT_SETTLED_TOOLS = 20
 """How many settled tool calls stay in ``tools``/``order`` (running calls always stay)."""
 
 DEFAULT_BUFFER_BATCHES = 256
@@ -135,16 +135,17 @@ def reduce_lane_snapshot(
 ) -> None:
     """Fold one harness event into ``view`` by plain mutation.
 
-    - ``RunStart``: the operation becomes ``{run_id, "running"}``; settled calls of
-      other runs leave ``tools`` (they live on in the transcript tail).
+    - ``RunStart``: the operation becomes ``{run_id, "running"}``.
     - ``ToolStart``: a running entry with ``output: None`` is added to ``tools``
       and ``order`` (a repeated start for a known id resets that entry).
     - ``ToolUpdate``: the ops are applied to the call's output. An update for a
       call the view has never seen is ignored (the host sends a base batch); an
       update whose ops cannot apply leaves the view unchanged.
-    - ``ToolEnd``: status ``"done"`` or ``"error"``; nothing else (the fold is the result).
+    - ``ToolEnd``: status ``"done"`` or ``"error"``; nothing else (the fold is the
+      result). Settled calls past the newest ``settled_tools`` leave ``tools``
+      (running calls always stay).
     - ``ToolSettled``: the message joins the transcript, which keeps the last
-      ``transcript_tail`` entries; settled calls past ``settled_tools`` leave ``tools``.
+      ``transcript_tail`` entries.
     - ``RunEnd``: the operation (if it is this run) becomes ``"done"``.
 
     Anything else is ignored. ``view`` may be a plain dict or a tracked proxy: the
@@ -171,6 +172,7 @@ def reduce_lane_snapshot(
         tool = view["tools"].get(event.tool_call_id)
         if tool is not None:
             tool["status"] = "error" if event.is_error else "done"
+            _trim_settled(view, settled_tools)
     elif isinstance(event, ToolSettled):
         transcript = view["transcript"]
         transcript.append(_plain(event.message))
@@ -183,13 +185,6 @@ def reduce_lane_snapshot(
         _trim_settled(view, settled_tools)
     elif isinstance(event, RunStart):
         view["operation"] = {"run_id": event.run_id, "status": "running"}
-        tools = view["tools"]
-        stale = [
-            tid
-            for tid in view["order"]
-            if tools[tid]["run_id"] != event.run_id and tools[tid]["status"] != "running"
-        ]
-        _drop_tools(view, stale)
     elif isinstance(event, RunEnd):
         operation = view["operation"]
         if operation is not None and operation["run_id"] == event.run_id:
