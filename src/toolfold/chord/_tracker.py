@@ -112,15 +112,17 @@ def _import(value: Any, depth: int) -> Any:
     raise _NotJSON(f"{t.__name__} {describe(value)} is not a JSON value{hint}")
 
 
-def _imported(value: Any, where: Callable[[], list[Any]], depth: int = 0) -> Any:
-    """A validated private copy of ``value``; ``where()`` gives its path for the message."""
+def _imported(value: Any, node: _Node | None, key: Any = None) -> Any:
+    """A validated private copy of ``value``, about to be written at ``node[key]`` (``node``
+    None: the root). The path is computed only for the error message."""
     t = type(value)
     if t is str or t is int or t is bool or value is None:
         return value
     try:
-        return _import(value, depth)
+        return _import(value, 0 if node is None else _depth_of(node) + 1)
     except _NotJSON as exc:
-        path = [*where(), *reversed(exc.loc)]
+        base = [] if node is None else [*_path_of(node), key]
+        path = [*base, *reversed(exc.loc)]
         raise JSONValueError(
             f"cannot write to the tracked value at path {describe(path)}: {exc.reason}; only "
             f"None, bool, int, finite float, str, list and dict with str keys can be replicated",
@@ -671,7 +673,7 @@ class TrackedDict(_Node, MutableMapping[str, Any]):
         if tv is not str and tv is not int and tv is not bool and value is not None:
             if isinstance(value, _Node) and value._o is self._o.get(key) and value._p is self:
                 return  # `d[k] += ...` on a nested container hands the same container back
-            value = _imported(value, lambda: [*_path_of(self), key], _depth_of(self) + 1)
+            value = _imported(value, self, key)
         t = self._t
         _set(t, self, key, value)
         if t._n > PENDING_LIMIT:
@@ -712,12 +714,10 @@ class TrackedDict(_Node, MutableMapping[str, Any]):
         else:
             pairs = [(k, v) for k, v in other]
         pairs.extend(kwargs.items())
-        base = _path_of(self)
-        depth = _depth_of(self) + 1
         staged = []
         for k, v in pairs:
             _key_ok(self, k)
-            staged.append((k, _imported(v, lambda k=k: [*base, k], depth)))  # type: ignore[misc]
+            staged.append((k, _imported(v, self, k)))
         t = self._t
         for k, v in staged:
             _set(t, self, k, v)
@@ -814,12 +814,7 @@ class TrackedList(_Node, MutableSequence[Any]):
     def _items(self, values: Iterable[Any], at: int) -> list[Any]:
         if isinstance(values, _Node):
             values = values._o
-        base = _path_of(self)
-        depth = _depth_of(self) + 1
-        return [
-            _imported(v, lambda n=n: [*base, at + n], depth)  # type: ignore[misc]
-            for n, v in enumerate(list(values))
-        ]
+        return [_imported(v, self, at + n) for n, v in enumerate(list(values))]
 
     def _index_error(self, index: Any, verb: str) -> NoReturn:
         path = _path_of(self)
@@ -868,7 +863,7 @@ class TrackedList(_Node, MutableSequence[Any]):
             self._index_error(index, "assignment")
         if isinstance(value, _Node) and value._o is obj[i] and value._p is self:
             return  # `l[i] += ...` on a nested container hands the same container back
-        _set(t, self, i, _imported(value, lambda: [*_path_of(self), i], _depth_of(self) + 1))
+        _set(t, self, i, _imported(value, self, i))
         _settle(t)
 
     def __delitem__(self, index: Any) -> None:
@@ -904,7 +899,7 @@ class TrackedList(_Node, MutableSequence[Any]):
 
     def append(self, value: Any) -> None:
         size = len(self._o)
-        v = _imported(value, lambda: [*_path_of(self), size], _depth_of(self) + 1)
+        v = _imported(value, self, size)
         _splice(self._t, self, size, 0, [v])
         _settle(self._t)
 
@@ -1002,7 +997,7 @@ class Tracker:
         self._flushed = False
         self._target: Any = None
         self._root: _Node | None = None
-        self._replace(_imported(value, list))
+        self._replace(_imported(value, None))
 
     def _replace(self, value: Any) -> None:
         if self._root is not None:
@@ -1038,7 +1033,7 @@ class Tracker:
         root = self._root
         if root is not None and value is root:
             return  # `t.state += [...]` / `t.state |= {...}`: mutated in place already
-        new = _imported(value, list)
+        new = _imported(value, None)
         self._replace(new)
         self._whole = True
         self._cleanup()
