@@ -533,3 +533,24 @@ async def test_a_run_cancel_event_cancels_every_call() -> None:
     results = await task
     assert [r.outcome for r in results] == ["cancelled", "cancelled"]
     assert results[1].text == "b waiting\n" + CANCELLED_MARKER
+
+
+async def test_oversized_details_at_the_very_end_fail_the_call_and_roll_back() -> None:
+    @tool(params=Empty, name="bloats", output=OutputPolicy(max_details_bytes=100))
+    async def bloats(
+        tool_call_id: str,
+        params: Empty,
+        cancel: asyncio.Event,
+        out: ToolOutput,
+        context: ToolContext,
+    ) -> None:
+        out.write("work done\n")
+        out.details["ok"] = True
+        out.snapshot()  # a flush: details are checked (and fit) here
+        out.details["blob"] = "x" * 500  # the last thing the tool does
+
+    result, events = await run(bloats, {})
+    assert result.is_error and result.outcome == "error"
+    assert result.details == {"ok": True}  # rolled back to the last flush that fitted
+    assert result.text.startswith("work done\nOutputLimitError: tool details serialise to")
+    assert fold_updates(events, "c1") == result.state

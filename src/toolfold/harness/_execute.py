@@ -154,8 +154,9 @@ def _tool_body(tool: Tool[Any], tool_call_id: str, args: Any, grace: float) -> B
             return "error", _error_text(failure)
         if cancel.is_set():
             return "cancelled", CANCELLED_MARKER
-        if sink.failure is not None:
-            return "error", _error_text(sink.failure)
+        failure = sink.check_bounds()
+        if failure is not None:
+            return "error", _error_text(failure)
         return "ok", None
 
     return body

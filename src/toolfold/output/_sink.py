@@ -206,6 +206,14 @@ class ToolOutput:
         """The limit error that failed this output, if a bound was exceeded."""
         return self._failure
 
+    def check_bounds(self) -> OutputLimitError | None:
+        """Check the details bound now (it is otherwise checked at every flush) and
+        return the limit error that failed this output, if any. The harness calls
+        this when a tool returns, so a last oversized mutation still fails the call."""
+        if self._lifecycle is SinkState.OPEN and self._failure is None:
+            self._check_details()
+        return self._failure
+
     def _check_open(self, what: str) -> None:
         if self._lifecycle is SinkState.SETTLED:
             raise OutputClosedError(
