@@ -230,3 +230,31 @@ def test_sessions_come_from_a_store_url(serve: Callable[[Any], Any], tmp_path: A
     server = serve(create_app(repository=f"jsonl:{tmp_path}"))
     with httpx.Client(base_url=server.url) as client:
         assert client.get("/v1/sessions").json() == {"sessions": ["alpha", "beta"]}
+
+
+def test_shutdown_cancels_running_commands_and_leaves_no_tasks(
+    serve: Callable[[Any], Any],
+) -> None:
+    from toolfold.server import HarnessCommands
+
+    lanes = Lanes()
+    commands = HarnessCommands(lanes)
+    server = serve(create_app(lanes=lanes, run_command=commands))
+    with httpx.Client(base_url=server.url) as client:
+        replica = SSEReplica(client, "/v1/lanes/main/state")
+        replica.step()
+        # A command that would run for a long time on its own.
+        r = client.post("/v1/lanes/main/commands", json={"command": "echo started; sleep 600"})
+        assert r.status_code == 202
+        call_id = r.json()["tool_call_id"]
+        while True:  # fold until the call is visibly running with its first line
+            replica.step()
+            tool = (replica.value or {}).get("tools", {}).get(call_id)
+            if tool and tool["output"] and "started" in tool["output"]["content"][0]["text"]:
+                break
+        assert server.call(lambda: commands.running) == 1
+        server.stop()
+        replica.close()
+    assert not server.thread.is_alive()
+    assert commands.running == 0
+    server.stop = lambda: None  # already stopped; the fixture's teardown is a no-op
