@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import os
@@ -124,8 +125,11 @@ async def run_pytest(
         raise ToolError("pytest started without a stdout pipe")
 
     async def pump_output() -> None:
+        # Incremental: a read boundary must not split a character into two U+FFFD.
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
         while chunk := await stdout.read(65536):
-            out.write(chunk.decode("utf-8", "replace"))
+            out.write(decoder.decode(chunk))
+        out.write(decoder.decode(b"", final=True))
 
     async def pump_events() -> None:
         while line := await events.readline():
