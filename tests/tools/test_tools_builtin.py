@@ -249,3 +249,42 @@ async def test_pytest_tool_no_tests_is_an_error(tmp_path: Path, args: dict[str, 
     (tmp_path / "nothing_here.py").write_text("x = 1\n")
     result, _ = await call(PYTEST, args, tmp_path)
     assert result.is_error and "pytest collected no tests in 'nothing_here.py'" in result.text
+
+
+async def test_pytest_tool_cancel_kills_the_run_and_keeps_progress(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text(
+        "import time\n\ndef test_fast():\n    pass\n\ndef test_slow():\n    time.sleep(60)\n"
+    )
+    bus = EventBus()
+    events: list[HarnessEvent] = []
+    slow_started = asyncio.Event()
+
+    def listen(e: HarnessEvent) -> None:
+        events.append(e)
+        if (
+            isinstance(e, ToolUpdate)
+            and ["s", ["details", "current"], "test_slow.py::test_slow"] in e.ops
+        ):
+            slow_started.set()
+
+    bus.add_listener(listen)
+    cancel = asyncio.Event()
+    context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+    task = asyncio.create_task(
+        execute_tool_call(
+            PYTEST,
+            "c1",
+            {"path": "test_slow.py"},
+            run_id="r",
+            turn_id="t",
+            bus=bus,
+            context=context,
+            cancel=cancel,
+        )
+    )
+    await slow_started.wait()
+    cancel.set()
+    result = await task
+    assert result.outcome == "cancelled" and result.text.endswith(CANCELLED_MARKER)
+    assert result.details["passed"] == 1 and "current" not in result.details
+    assert fold(events) == result.state
