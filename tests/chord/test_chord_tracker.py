@@ -524,3 +524,29 @@ def test_state_must_be_assigned_through_the_property() -> None:
     t = track({})
     with pytest.raises(AttributeError):
         t.other = 1  # type: ignore[attr-defined]
+
+
+def test_reads_and_flushes_touch_only_what_changed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolfold.chord import _tracker
+
+    t = track({"rows": [{"n": i, "tags": [i]} for i in range(10_000)], "other": {"x": 1}})
+    t.flush()
+    rows = t.state["rows"]
+    row = rows[5_000]
+    assert row["n"] == 5_000
+    assert len(rows._kids) == 1  # walking in created one proxy, copied nothing
+    visited: list[Any] = []
+    emit = _tracker._emit
+
+    def counting(tr: Any, node: Any, path: list[Any], ops: list[Any]) -> None:
+        visited.append(path)
+        emit(tr, node, path, ops)
+
+    monkeypatch.setattr(_tracker, "_emit", counting)
+    row["tags"].append("x")
+    rows.append({"n": -1})
+    assert t.flush() == [
+        ["p", ["rows"], 10_000, 0, [{"n": -1}]],
+        ["p", ["rows", 5_000, "tags"], 1, 0, ["x"]],
+    ]
+    assert visited == [[], ["rows"], ["rows", 5_000], ["rows", 5_000, "tags"]]

@@ -318,6 +318,7 @@ class Harness:
         self.wire: list[Any] = []
         self.emitted: list[tuple[list[Any], str]] = []
         self.held: list[Any] = []
+        self.discarded_at = 0
 
     def flush(self) -> None:
         batch = self.t.flush()
@@ -372,7 +373,13 @@ def test_random_programs_replicate(root: Any, data: st.DataObject, scan: int) ->
             h.model = copy.deepcopy(new)
             continue
         if choice == 2:
-            h.t.rebase()
+            if data.draw(st.booleans()):
+                h.t.rebase()
+            elif h.replica is not None:
+                # The consumer got the pending changes some other way.
+                h.t.discard()
+                h.replica = copy.deepcopy(h.t.target)
+                h.discarded_at = len(h.wire)
             continue
         paths = containers(h.model)
         if not paths:
@@ -417,7 +424,7 @@ def test_random_programs_replicate(root: Any, data: st.DataObject, scan: int) ->
     # A fresh decoder from any base batch reaches the same value.
     final = normal(h.t.target)
     for i, wire in enumerate(h.wire):
-        if is_base(wire):
+        if is_base(wire) and i >= h.discarded_at:
             dec = Decoder()
             replica: Any = None
             for w in h.wire[i:]:
