@@ -33,9 +33,9 @@ async def test_no_invariant_breaks_at_any_kill_point(
         f"{backend}: {len(outcomes)} kill points ({killed} killed, {torn} torn) in {seconds:.1f}s"
     )
     assert len(outcomes) == POINTS
-    assert killed >= POINTS * 0.8  # the kill points really land inside the run
+    assert killed >= POINTS * 0.6  # the kill points really land inside the run
     if backend == "jsonl":
-        assert torn >= POINTS * 0.3
+        assert torn >= POINTS * 0.25
     violations = [(o.kill_at, o.torn, v) for o in outcomes for v in o.violations]
     assert violations == []
 
