@@ -92,8 +92,11 @@ class CallWatcher:
         block = state["content"][0]
         return str(block.get("text", "")) if isinstance(block, dict) else ""
 
-    def status(self) -> str:
-        """``lines/bytes so far · what is shown · spill file · elapsed · updates/s``."""
+    def status(self, *, with_spill: bool = True) -> str:
+        """``lines/bytes so far · what is shown · elapsed · updates/s · spill file``.
+
+        The spill path comes last: it is long, and a narrow terminal crops from the right.
+        """
         state = self.state if isinstance(self.state, dict) else {}
         t = state.get("truncation") or {}
         total_lines = int(t.get("total_lines", 0))
@@ -104,17 +107,23 @@ class CallWatcher:
             shown = f"showing {shown_lines:,} lines / {human_bytes(shown_bytes)}"
         else:
             shown = "showing all"
-        spill = state.get("spill_path")
         elapsed = self.elapsed
         rate = self.updates / elapsed if elapsed > 0 else 0.0
         parts = [
             f"{total_lines:,} lines / {human_bytes(total_bytes)} so far",
             shown,
-            f"spill: {spill}" if spill else "no spill file",
             f"{elapsed:.1f} s",
             f"{rate:.1f} updates/s",
         ]
+        if with_spill:
+            parts.append(self.spill_note())
         return " · ".join(parts)
+
+    def spill_note(self) -> str:
+        """``spill: PATH`` or ``no spill file``."""
+        state = self.state if isinstance(self.state, dict) else {}
+        spill = state.get("spill_path")
+        return f"spill: {spill}" if spill else "no spill file"
 
 
 class LiveView:
@@ -130,12 +139,16 @@ class LiveView:
 
     def render(self) -> Group:
         """The current frame: title, the last lines of the window, the status line."""
-        height = max(3, self.console.size.height - 4)
+        height = max(3, self.console.size.height - 5)
         width = max(20, self.console.size.width)
         lines = last_lines(self.watcher.text, height).split("\n")
         body = Text("\n".join(line[:width] for line in lines), no_wrap=True, overflow="crop")
-        status = Text(self.watcher.status(), style="bold", no_wrap=True, overflow="ellipsis")
-        return Group(Text(self.title, style="dim", no_wrap=True, overflow="ellipsis"), body, status)
+        status = Text(
+            self.watcher.status(with_spill=False), style="bold", no_wrap=True, overflow="ellipsis"
+        )
+        spill = Text(self.watcher.spill_note(), style="dim", no_wrap=True, overflow="ellipsis")
+        title = Text(self.title, style="dim", no_wrap=True, overflow="ellipsis")
+        return Group(title, body, status, spill)
 
     async def _frames(self) -> None:
         while True:
