@@ -11,7 +11,7 @@ settlement) and ``await harness.resume()`` finishes what a crash left unsettled.
 from __future__ import annotations
 
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
-from ._context import MISSING, MemoBackend, ToolContext
+from ._context import MISSING, ExecEnv, MemoBackend, ToolContext
 from ._durable import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_REBASE_EVERY,
@@ -73,6 +73,7 @@ __all__ = [
     "DurableHooks",
     "DurableStream",
     "EventBus",
+    "ExecEnv",
     "ExecuteFn",
     "ExecutionHooks",
     "Harness",

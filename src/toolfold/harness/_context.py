@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
+
+from toolfold.execenv import CaptureOptions, ShellExecResult, UpdateConsumer
 
 from ._errors import MemoUnavailableError
 
@@ -37,6 +41,25 @@ class MemoBackend(Protocol):
         ...
 
 
+class ExecEnv(Protocol):
+    """Where commands run: ``toolfold.execenv.LocalExecEnv``, or a remote env with the
+    same ``exec`` (bounded at the source, spill file on the exec host)."""
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        cancel: asyncio.Event | None = None,
+        capture: CaptureOptions | None = None,
+        on_update: UpdateConsumer | None = None,
+    ) -> ShellExecResult:
+        """Run ``command``; see ``LocalExecEnv.exec``."""
+        ...
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Everything a tool may use besides its params, ``cancel`` and ``out``.
@@ -49,7 +72,7 @@ class ToolContext:
     ``extra`` carries host-specific values (keep it small).
     """
 
-    env: Any = None
+    env: ExecEnv | None = None
     cwd: Path = field(default_factory=Path.cwd)
     run_id: str = ""
     turn_id: str = ""
