@@ -554,3 +554,18 @@ async def test_oversized_details_at_the_very_end_fail_the_call_and_roll_back() -
     assert result.details == {"ok": True}  # rolled back to the last flush that fitted
     assert result.text.startswith("work done\nOutputLimitError: tool details serialise to")
     assert fold_updates(events, "c1") == result.state
+
+
+async def test_a_failing_hook_propagates_after_the_call_is_ended() -> None:
+    class BrokenStore(ExecutionHooks):
+        async def before_settle(self, call: Any, sink: ToolOutput, result: ToolResult) -> None:
+            raise OSError("disk full")
+
+    bus = EventBus()
+    events = recorder(bus)
+    with pytest.raises(OSError, match="disk full"):
+        await execute_tool_call(
+            echo, "c1", {"text": "x"}, run_id="r", turn_id="t", bus=bus, hooks=BrokenStore()
+        )
+    assert isinstance(events[-1], ToolEnd) and events[-1].is_error
+    assert not any(isinstance(e, ToolSettled) for e in events)  # nothing claims it settled
