@@ -275,7 +275,7 @@ def main() -> None:
         f"{s['snapshot_bytes']:,} | {s['snapshot_bytes'] / s['op_bytes']:.1f}x smaller |"
     )
     print("\nSink overhead (median µs per operation; side by side in one run):\n")
-    print("| sink | µs | alternative | µs | ratio |")
+    print("| sink | µs | alternative | µs | alternative ÷ sink |")
     print("| --- | ---: | --- | ---: | ---: |")
     for name, ours, alt_name, alt in overheads():
         print(f"| {name} | {ours:.2f} | {alt_name} | {alt:.2f} | {alt / ours:.1f}x |")
