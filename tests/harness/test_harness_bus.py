@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolfold.harness import (
     BusClosedError,
@@ -90,3 +94,58 @@ async def test_an_event_published_from_a_listener_keeps_one_order_for_everyone()
     bus.close()
     assert seen == [RunStart("r"), RunEnd("r")]
     assert [e async for e in sub] == [RunStart("r"), RunEnd("r")]
+
+
+@settings(max_examples=300)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["publish", "drain"]), st.integers(0, 2)), max_size=60
+    ),
+    max_queue=st.integers(1, 6),
+)
+def test_subscribers_get_the_published_order_or_an_explicit_drop(
+    steps: list[tuple[str, int]], max_queue: int
+) -> None:
+    async def main() -> None:
+        bus = EventBus(max_queue=max_queue)
+        subs = [bus.subscribe() for _ in range(3)]
+        published: list[HarnessEvent] = []
+        received: list[list[HarnessEvent]] = [[], [], []]
+        backlog = [0, 0, 0]
+        dropped = [False, False, False]
+
+        async def drain(i: int) -> None:
+            # Take what is queued without waiting for more (close-free drain).
+            while subs[i]._queue:
+                received[i].append(await subs[i].__anext__())
+            backlog[i] = 0
+
+        for kind, i in steps:
+            if kind == "publish":
+                event = RunStart(f"r{len(published)}")
+                bus.publish(event)
+                published.append(event)
+                for j in range(3):
+                    if not dropped[j]:
+                        if backlog[j] >= max_queue:
+                            dropped[j] = True
+                        else:
+                            backlog[j] += 1
+            else:
+                await drain(i)
+        bus.close()
+        for i, sub in enumerate(subs):
+            try:
+                async for e in sub:
+                    received[i].append(e)
+                overflowed = False
+            except SubscriberOverflowError:
+                overflowed = True
+            assert overflowed == dropped[i] == sub.dropped
+            # Never reordered, never a gap: a prefix of what was published (all of it
+            # unless the subscriber was dropped, loudly).
+            assert received[i] == published[: len(received[i])]
+            if not overflowed:
+                assert received[i] == published
+
+    asyncio.run(main())
