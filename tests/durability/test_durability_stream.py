@@ -282,3 +282,26 @@ def test_recovery_equals_some_durable_batch_property(
             assert got.batches <= rebase_every
 
     asyncio.run(scenario())
+
+
+async def test_changes_during_an_inflight_checkpoint_are_written_by_the_same_timer(
+    store: Store,
+) -> None:
+    inner = await store.session()
+    tap = Tap(inner)
+    tap.hold_at = 1
+    tap.hold_inside = True
+    out = sink()
+    ds = durable(tap, out, interval=0.0)
+    out.write("first\n")
+    ds.notify()
+    await tap.held.wait()  # the timer's checkpoint holds the session line
+    out.write("second\n")
+    ds.notify()  # the timer is still running: this notify does nothing by itself
+    tap.release.set()
+    assert ds._timer is not None
+    await ds._timer
+    got = await recover(inner, ds.address)
+    assert got is not None
+    assert got.value["content"][0]["text"] == "first\nsecond\n"
+    assert ds.stats.batches == 2

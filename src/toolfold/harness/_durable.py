@@ -335,6 +335,8 @@ class DurableStream:
         self._timer = asyncio.get_running_loop().create_task(self._trailing())
 
     async def _trailing(self) -> None:
+        # Loops until the source is clean: changes made while a checkpoint was in flight
+        # found this task still running (notify() did nothing), so it must pick them up.
         while not self._fenced and self.source.dirty:
             wait = 0.0
             if self._last_write is not None:
@@ -342,8 +344,9 @@ class DurableStream:
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue
-            await self.checkpoint()
-            return
+            failed = self.stats.failed
+            if not await self.checkpoint() and self.stats.failed == failed:
+                return  # dirty, yet nothing to write: the next change notifies again
 
     def fence(self) -> None:
         """Refuse every later write, including ones already queued on the session line.
