@@ -323,6 +323,11 @@ class ToolOutput:
         environment counted the whole stream), not from re-counting.
         """
         self._check_open("capture()")
+        self._capture(metadata)
+        self._text_dirty = True
+        self._changed()
+
+    def _capture(self, metadata: ShellOutputMetadata) -> None:
         t = metadata.truncation
         truncation: Truncation = {
             "truncated": t.truncated,
@@ -338,13 +343,11 @@ class ToolOutput:
             "last_line_bytes": metadata.last_line_bytes or 0,
         }
         self._window.capture(truncation)
-        self._text_dirty = True
         if (
             metadata.spill_path is not None
             and self._tracker.target.get("spill_path") != metadata.spill_path
         ):
             self._tracker.state["spill_path"] = metadata.spill_path
-        self._changed()
 
     def feed(self, update: ShellOutputUpdate) -> None:
         """Pipe one execution-environment update into the sink.
@@ -352,26 +355,30 @@ class ToolOutput:
         ``Replace`` → ``replace``, ``Append`` → ``write`` (the source already bounded
         it), ``Slide`` → ``replace`` of the slid text (the tracker turns it into
         ``t`` + ``a``), ``Metadata`` → ``capture``. The metadata is captured first,
-        so source text is never counted twice.
+        so source text is never counted twice, and observers are notified once per
+        update (never a state with new totals but old text).
         """
         from toolfold.execenv import Append, Metadata, Replace, Slide
 
+        self._check_open("feed()")
         if isinstance(update, Replace):
-            self.capture(update.output.metadata)
-            self.replace(update.output.text)
+            self._capture(update.output.metadata)
+            self._window.replace(clean_text(update.output.text))
         elif isinstance(update, Append):
-            self.capture(update.metadata)
-            self.write(update.text)
+            self._capture(update.metadata)
+            self._window.write(clean_text(update.text))
         elif isinstance(update, Slide):
-            self.capture(update.metadata)
-            self.replace(self._window.text[update.drop :] + update.text)
+            self._capture(update.metadata)
+            self._window.replace(self._window.text[update.drop :] + clean_text(update.text))
         elif isinstance(update, Metadata):
-            self.capture(update.metadata)
+            self._capture(update.metadata)
         else:
             raise OutputValueError(
                 f"feed() takes an execenv ShellOutputUpdate (Replace, Append, Slide, Metadata), "
                 f"got {type(update).__name__}"
             )
+        self._text_dirty = True
+        self._changed()
 
     def _check_image(self, image: Any, index: int) -> int:
         where = f"image {index} of the tool output"
