@@ -328,3 +328,20 @@ def test_seed_under_tighter_caps_cuts_the_view_and_keeps_the_totals() -> None:
     assert narrow.text == "line 48\nline 49\n"
     t = narrow.snapshot()["truncation"]
     assert t["total_lines"] == 50 and t["truncated"] and t["output_bytes"] == 16
+
+
+def test_non_json_details_are_refused_naming_the_path_and_nothing_changes() -> None:
+    import datetime
+
+    out = ToolOutput()
+    stream = out.open_stream()
+    out.details["ok"] = 1
+    replica = fold(None, stream.take())
+    with pytest.raises(ValueError, match=r"path \['details', 'when'\]: datetime"):
+        out.details["when"] = datetime.datetime(2020, 1, 1)
+    with pytest.raises(
+        OutputValueError, match=r"details = \.\.\. refused: .*set \{1, 2\} is not a JSON value"
+    ):
+        out.details = {"a": {1, 2}}
+    replica = fold(replica, stream.take())
+    assert replica["details"] == {"ok": 1} == out.snapshot()["details"]

@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfold.chord import Op, track
+from toolfold.chord import ChordError, Op, track
 
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._json import dumps, loads
@@ -451,7 +451,10 @@ class ToolOutput:
             raise OutputValueError(
                 f"details must be a dict (a JSON object), got {type(value).__name__}"
             )
-        self._tracker.state["details"] = value
+        try:
+            self._tracker.state["details"] = value
+        except ChordError as exc:
+            raise OutputValueError(f"details = ... refused: {exc}") from exc
         self._changed()
 
     def usage(self, usage: Usage) -> None:
