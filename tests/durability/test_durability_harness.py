@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from conftest import Store, Tap
@@ -467,3 +469,75 @@ def test_public_names_come_from_the_durable_module() -> None:
         assert name in harness.__all__
         assert getattr(harness, name).__module__ == "toolfold.harness._durable"
     assert issubclass(harness.DurabilityError, harness.HarnessError)
+
+
+async def test_bad_memo_value_fails_clearly_and_loses_nothing(store: Store) -> None:
+    @tool(params=NoParams, replay_safe=True)
+    async def bad_memo(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Memoises something that is not JSON."""
+        out.write("kept 1\n")
+        await ctx.set_memo("good", [1, 2])
+        out.write("kept 2\n")
+        await ctx.set_memo("bad", {1, 2})  # a set is not JSON
+
+    session = await store.session()
+    [r] = await harness_for(session, [bad_memo]).run([ToolCall("c1", "bad_memo")], run_id="op1")
+    assert r.is_error
+    assert r.text.startswith("kept 1\nkept 2\n")
+    assert "InvalidValueError" in r.text and "set" in r.text
+    [entry] = [e.value for e in await session.read_entries()]
+    assert entry["content"][0]["text"] == r.text
+    assert await session.live_scopes() == []
+
+
+class MultiParams(BaseModel):
+    steps: int
+    parts: int
+
+
+@tool(params=MultiParams, replay_safe=True)
+async def multi(
+    call_id: str, params: MultiParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+) -> None:
+    """Several steps of several parts, each step memoised once its parts are written."""
+    for i in range(params.steps):
+        if await ctx.get_memo(f"s{i}") is not MISSING:
+            continue
+        for j in range(params.parts):
+            out.write(f"{i}.{j} ")
+            await asyncio.sleep(0)  # a yield, so paced checkpoints interleave
+        out.details.setdefault("done", []).append(i)
+        await ctx.set_memo(f"s{i}", i)
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.integers(1, 4), parts=st.integers(1, 3), crash=st.integers(1, 45))
+def test_crash_at_any_commit_then_resume_is_exact(steps: int, parts: int, crash: int) -> None:
+    from toolfold.storage import MemoryRepository
+
+    async def scenario() -> None:
+        repo = MemoryRepository()
+        session = await repo.open_session("s", create=True)
+        tap = Tap(session)
+        tap.crash_at = crash
+        call = ToolCall("c1", "multi", {"steps": steps, "parts": parts})
+        with contextlib.suppress(BaseException):
+            await harness_for(tap, [multi]).run([call], run_id="op1")
+        started = tap.commits > 1 or crash > 1
+        await session.close()
+        session = await repo.open_session("s")
+        results = await Harness([multi], session=session).resume()
+        entries = [e.value for e in await session.read_entries()]
+        if not started:
+            assert entries == [] and results == []
+            return
+        want = "".join(f"{i}.{j} " for i in range(steps) for j in range(parts))
+        [entry] = entries
+        assert entry["content"][0]["text"] == want
+        assert entry["details"] == {"done": list(range(steps))}
+        assert entry["is_error"] is False
+        assert await session.live_scopes() == []
+
+    asyncio.run(scenario())
