@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass
 from typing import Any
 
-from toolfold.harness._durable import Durability, pending_tool_output, recover
+from toolfold.harness import Durability, pending_tool_output, recover
 from toolfold.storage import SESSION, Session, ValueAddress, set_value, value
 
 from ._errors import UnknownCallError

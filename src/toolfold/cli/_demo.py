@@ -14,7 +14,6 @@ from typing import Any
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolSettled, ToolUpdate
-from toolfold.harness._durable import Durability, DurableHooks
 from toolfold.output import OutputPolicy
 from toolfold.tools import PYTEST
 
@@ -134,7 +133,7 @@ async def _pytest_step(spec: StoreSpec, home: Path) -> None:
         harness = Harness(
             [PYTEST],
             context=ToolContext(env=LocalExecEnv(spec.spill_dir("demo")), cwd=home),
-            hooks=DurableHooks(Durability(session)),
+            session=session,
         )
         watcher = CallWatcher()
         last: list[str] = [""]

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from toolfold.harness import Harness, ToolCall, ToolContext
-from toolfold.harness._durable import Durability, DurableHooks
 from toolfold.storage import open_repository
 
 from ._tools import DEMO_STEPS
@@ -29,7 +28,7 @@ async def _main(url: str, session_name: str, steps: int, step_seconds: float) ->
         harness = Harness(
             [DEMO_STEPS],
             context=ToolContext(cwd=Path.cwd(), extra={"after_memo": after_memo}),
-            hooks=DurableHooks(Durability(session)),
+            session=session,
         )
         args = {"steps": steps, "step_seconds": step_seconds}
         await harness.run([ToolCall("call-steps", DEMO_STEPS.name, args)], run_id="run-steps")

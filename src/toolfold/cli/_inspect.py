@@ -12,8 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolfold.execenv import LocalExecEnv
-from toolfold.harness import Harness, ToolContext, ToolResult
-from toolfold.harness._durable import Durability, DurableHooks, RecoveryError, resume
+from toolfold.harness import Harness, RecoveryError, ToolContext, ToolResult
 from toolfold.storage import CorruptStoreError, StorageError
 
 from ._calls import CallView, find_call, list_calls, pending_output, process_alive
@@ -186,10 +185,10 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         harness = Harness(
             cli_tools(),
             context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
-            hooks=DurableHooks(Durability(session)),
+            session=session,
         )
         try:
-            results = await resume(harness)
+            results = await harness.resume()
         except RecoveryError as exc:
             raise StoreOpenError(
                 f"cannot resume session {session_name!r} ({spec.describe()}): {exc}"

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import click
 
+from toolfold.harness import DurabilityError
 from toolfold.storage import StorageError
 
 from ._errors import CliError, StoreOpenError
@@ -30,6 +31,13 @@ def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
         if spec is None:
             raise CliError(" ".join(str(exc).split())) from exc
         raise StoreOpenError(storage_message(exc, spec)) from exc
+    except DurabilityError as exc:
+        # A durable record the harness cannot read back (a malformed call record, a
+        # checkpoint list without a base batch): the store is damaged, say where.
+        where = f"store {spec.describe()}" if spec is not None else "the store"
+        raise StoreOpenError(
+            f"{where} holds durable records that cannot be read: {' '.join(str(exc).split())}"
+        ) from exc
 
 
 def _exit(code: int) -> NoReturn:

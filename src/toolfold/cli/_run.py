@@ -15,7 +15,6 @@ from typing import Any
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
-from toolfold.harness._durable import Durability, DurableHooks
 from toolfold.output import OutputPolicy
 from toolfold.storage import Repository, Session, StorageError
 
@@ -126,7 +125,7 @@ async def run_call(settings: RunSettings) -> int:
         harness = Harness(
             cli_tools(settings.policy),
             context=ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()),
-            hooks=DurableHooks(Durability(session)),
+            session=session,
         )
         watcher = CallWatcher()
         harness.bus.add_listener(watcher.handle)
