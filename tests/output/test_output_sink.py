@@ -345,3 +345,30 @@ def test_non_json_details_are_refused_naming_the_path_and_nothing_changes() -> N
         out.details = {"a": {1, 2}}
     replica = fold(replica, stream.take())
     assert replica["details"] == {"ok": 1} == out.snapshot()["details"]
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda o: o.write(b"raw"), "write() takes a str, got bytes"),
+        (lambda o: o.replace(None), "replace() takes a str, got NoneType"),
+        (
+            lambda o: o.usage({"input_tokens": -1}),
+            "usage['input_tokens'] must be a non-negative number, got -1",
+        ),
+        (lambda o: o.usage({"output_tokens": 1.5}), "counts tokens: use an int, got 1.5"),
+        (lambda o: o.add_tools(["ok", ""]), "add_tools() names must be non-empty str, got ''"),
+        (lambda o: o.terminate("yes"), "terminate() takes a bool, got 'yes'"),
+        (lambda o: o.footer("x" * 5000), "footer of 5000 characters is over MAX_FOOTER_CHARS=4096"),
+        (lambda o: o.feed("not an update"), "feed() takes an execenv ShellOutputUpdate"),
+    ],
+)
+def test_bad_arguments_name_the_value_and_lose_nothing(call: Any, needle: str) -> None:
+    out = ToolOutput()
+    out.write("kept\n")
+    out.usage({"input_tokens": 2})
+    before = out.snapshot()
+    with pytest.raises(OutputValueError) as info:
+        call(out)
+    assert needle in str(info.value)
+    assert out.snapshot() == before
