@@ -557,7 +557,8 @@ class ToolOutput:
                 f"({len(self._details_good)} bytes). Keep details small (counts, a bounded "
                 "list) and put bulk in the text, or raise OutputPolicy.max_details_bytes"
             )
-            self._changed()
+        # No change notification here: this runs inside a flush (or right before
+        # settlement), which carries the rollback itself; notifying would re-enter it.
 
     def _pump(self) -> None:
         """Move pending changes into the tracker, flush it, fan the batch out."""
