@@ -789,8 +789,10 @@ class DurableHooks(ExecutionHooks):
         """The storage session output is made durable in."""
         return self.durability.session
 
-    async def on_run_start(self, run_id: str, calls: Sequence[ToolCall]) -> None:
-        records = [CallRecord(run_id, c.id, c.name, c.id, c.args, run_id, "") for c in calls]
+    async def on_run_start(
+        self, run_id: str, calls: Sequence[ToolCall], *, turn_id: str = ""
+    ) -> None:
+        records = [CallRecord(run_id, c.id, c.name, c.id, c.args, run_id, turn_id) for c in calls]
         self._ops[run_id] = await self.durability.start_operation(run_id, run_id, records)
 
     async def seed_for(self, call: CallInfo) -> ToolOutputState | None:
@@ -807,8 +809,9 @@ class DurableHooks(ExecutionHooks):
             return context
         record = op.records.get(call.tool_call_id)
         if record is not None and record.turn_id != call.turn_id:
-            # Runs learn their turn id per call; keep it so a resumed call's events
-            # carry the same identity as the original's.
+            # A record written without the turn id (a caller of on_run_start that did
+            # not pass it): keep it, so a resumed call's events carry the same identity
+            # as the original's.
             record.turn_id = call.turn_id
             await self.session.commit(
                 [set_value(operation_call(op.operation_id, record.invocation_id), record.to_json())]

@@ -61,8 +61,10 @@ class ExecutionHooks:
     → ``ToolSettled``.
     """
 
-    async def on_run_start(self, run_id: str, calls: Sequence[ToolCall]) -> None:
-        """A run is about to start these calls."""
+    async def on_run_start(
+        self, run_id: str, calls: Sequence[ToolCall], *, turn_id: str = ""
+    ) -> None:
+        """A run (of turn ``turn_id``) is about to start these calls."""
 
     async def on_run_end(self, run_id: str) -> None:
         """Every call of the run has settled."""
@@ -393,7 +395,7 @@ class Harness:
         self.bus.publish(RunStart(run_id, self.lane))
         try:
             if self.hooks is not None:
-                await self.hooks.on_run_start(run_id, calls)
+                await self.hooks.on_run_start(run_id, calls, turn_id=turn_id)
             async with asyncio.TaskGroup() as group:
                 tasks = [
                     group.create_task(self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel))
