@@ -372,3 +372,18 @@ def test_bad_arguments_name_the_value_and_lose_nothing(call: Any, needle: str) -
         call(out)
     assert needle in str(info.value)
     assert out.snapshot() == before
+
+
+def test_a_full_head_window_keeps_sending_counter_only_updates() -> None:
+    out = ToolOutput(OutputPolicy(retain="head", max_bytes=16))
+    stream = out.open_stream()
+    out.write("0123456789abcdef")
+    replica = fold(None, stream.take())
+    out.write("suppressed\n")
+    ops = stream.take()
+    assert ops and all(op[1][0] == "truncation" for op in ops)  # no text op at all
+    assert ["s", ["truncation", "total_bytes"], 27] in ops
+    assert ["s", ["truncation", "truncated"], True] in ops
+    replica = fold(replica, ops)
+    assert replica["content"][0]["text"] == "0123456789abcdef"
+    assert replica == out.snapshot()
