@@ -1,7 +1,7 @@
 """Crash-kill at scale: many more kill points than CI runs, per backend, with the count
 and the invariant violations found (target: 0).
 
-Run: ``.venv/bin/python benchmarks/bench_crashkill.py [--points N]`` (default 1000 per
+Run: ``.venv/bin/python benchmarks/bench_crashkill.py [--points N]`` (default 500 per
 backend). Uses the suite's child and checker (tests/durability/crashkill_*.py): a
 fork-server child runs bash (spilling), a memoising multi-step tool and a details-heavy
 tool on JSONL or SQLite and SIGKILLs itself at storage call #k — on JSONL every other
@@ -27,7 +27,7 @@ from crashkill_check import ForkServer, run_points  # noqa: E402
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--points", type=int, default=1000, help="kill points per backend")
+    parser.add_argument("--points", type=int, default=500, help="kill points per backend")
     args = parser.parse_args()
     server = ForkServer()
     rows = []
