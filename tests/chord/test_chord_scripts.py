@@ -92,17 +92,28 @@ def plain(v: Any) -> Any:
 
 
 def resolve(t: Tracker, path: list[Any]) -> Any:
+    """The container at ``path``; what JavaScript would fail on is a TypeError here."""
     node = t.state
     for seg in path:
         if isinstance(node, str) or node is None or isinstance(node, int | float | bool):
             raise TypeError(f"cannot read {seg!r} of a scalar")
-        if hasattr(node, "append"):
-            if not isinstance(seg, int):
-                raise TypeError(f"list key {seg!r}")
-            node = node[seg]
-        else:
-            node = node[seg if isinstance(seg, str) else str(seg)]
+        try:
+            if hasattr(node, "append"):
+                if not isinstance(seg, int):
+                    raise TypeError(f"list key {seg!r}")
+                node = node[seg]
+            else:
+                node = node[seg if isinstance(seg, str) else str(seg)]
+        except (KeyError, IndexError):
+            # JavaScript reads `undefined`, and the next step into it is a TypeError.
+            raise TypeError(f"cannot read {seg!r}: it does not exist") from None
     return node
+
+
+def _has(parent: Any, key: Any) -> bool:
+    if hasattr(parent, "append"):
+        return isinstance(key, int) and 0 <= key < len(parent)
+    return key in parent
 
 
 def run_step(t: Tracker, step: dict[str, Any]) -> list[Any] | None:
@@ -141,10 +152,18 @@ def run_step(t: Tracker, step: dict[str, Any]) -> list[Any] | None:
             elif key in ("__proto__", "constructor", "prototype"):
                 del parent[key]  # let the tracker refuse the segment
         elif do == "str_append":
-            old = parent[key]
-            if not isinstance(old, str):
-                raise TypeError(f"str_append on a {type(old).__name__}")
-            parent[key] = old + step["text"]
+            # JavaScript `+=` concatenates the string form of whatever is there
+            # (`undefined` for a missing key or index).
+            if not _has(parent, key):
+                old = "undefined"
+            else:
+                old = parent[key]
+                if not isinstance(old, str):
+                    old = js_string(plain(old))
+            if is_list and key == len(parent):
+                parent.append(old + step["text"])
+            else:
+                parent[key] = old + step["text"]
         else:
             old = parent[key]
             if not isinstance(old, str):
@@ -168,7 +187,7 @@ def run_step(t: Tracker, step: dict[str, Any]) -> list[Any] | None:
         size = len(arr)
         index = int(step["index"])
         index = max(size + index, 0) if index < 0 else min(index, size)
-        remove = max(0, min(int(step["remove"]), size - index))
+        remove = max(0, min(int(step.get("remove", 0)), size - index))
         arr[index : index + remove] = step.get("items", [])
     elif do == "set_length":
         n = int(step["length"])
