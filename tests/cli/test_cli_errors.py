@@ -148,3 +148,34 @@ def test_unwritable_store_directory(tmp_path: Path) -> None:
         )
     )
     assert f"cannot create the store directory for sqlite:{blocker / 'sub' / 'x.db'}" in line
+
+
+def test_unreadable_durable_record_is_a_store_error(tmp_path: Path) -> None:
+    import asyncio
+
+    from toolfold.storage import ephemeral_scope, open_repository, set_value, value
+
+    url = f"sqlite:{tmp_path / 'toolfold.db'}"
+
+    async def damage() -> None:
+        repo = open_repository(url)
+        try:
+            session = await repo.create_session("odd")
+            scope = ephemeral_scope("op-1")
+            # An operation whose call record lacks every field resume needs.
+            await session.commit(
+                [
+                    set_value(value("op.meta", "op-1", scope), {"run_id": "op-1"}),
+                    set_value(value("op.calls", "op-1:c1", scope), {"bogus": True}),
+                ]
+            )
+        finally:
+            await repo.close()
+
+    asyncio.run(damage())
+    before = (tmp_path / "toolfold.db").read_bytes()
+    for command in (["show", "odd"], ["resume", "odd"]):
+        line = one_error_line(toolfold(command[0], "--store", url, *command[1:], cwd=tmp_path))
+        assert f"store {url} holds durable records that cannot be read" in line
+        assert "malformed call record at op.calls/op-1:c1" in line
+    assert (tmp_path / "toolfold.db").read_bytes() == before

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 from collections.abc import Coroutine
 from typing import Any, NoReturn
 
 import click
-
-from toolfold.harness import DurabilityError
-from toolfold.storage import StorageError
 
 from ._errors import CliError, StoreOpenError
 from ._store import DEFAULT_STORE, STORE_ENV, StoreSpec, resolve_store, storage_message
@@ -25,6 +21,11 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
+    import asyncio
+
+    from toolfold.harness import DurabilityError
+    from toolfold.storage import StorageError
+
     try:
         return asyncio.run(coro)
     except StorageError as exc:

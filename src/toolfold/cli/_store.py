@@ -7,18 +7,15 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from toolfold.storage import (
-    BackendError,
-    CorruptStoreError,
-    Repository,
-    Session,
-    SessionNotFoundError,
-    StorageError,
-    open_repository,
-)
+from typing import TYPE_CHECKING
 
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
+
+if TYPE_CHECKING:
+    from toolfold.storage import Repository, Session, StorageError
+
+# toolfold.storage (and asyncio with it) is imported where a store is opened, not at
+# module import: `toolfold --help` and argument errors answer without loading it.
 
 DEFAULT_STORE = "sqlite:.toolfold/toolfold.db"
 """The embedded default: one SQLite file under ``.toolfold/`` in the current directory."""
@@ -83,6 +80,8 @@ def resolve_store(url: str | None) -> StoreSpec:
 
 def storage_message(exc: StorageError, spec: StoreSpec) -> str:
     """One line for a storage failure, naming the file and record when the store knows them."""
+    from toolfold.storage import CorruptStoreError
+
     text = " ".join(str(exc).split())
     if isinstance(exc, CorruptStoreError):
         where = f"file {exc.path}" + (f", record {exc.record}" if exc.record is not None else "")
@@ -129,6 +128,8 @@ def _prepare(spec: StoreSpec, *, create: bool) -> None:
 @contextlib.asynccontextmanager
 async def open_store(spec: StoreSpec, *, create: bool) -> AsyncIterator[Repository]:
     """Open the repository named by ``spec``; storage failures become ``StoreOpenError``."""
+    from toolfold.storage import StorageError, open_repository
+
     prepare(spec, create=create)
     try:
         repo = open_repository(spec.url)
@@ -146,6 +147,8 @@ async def open_store(spec: StoreSpec, *, create: bool) -> AsyncIterator[Reposito
 async def open_existing_session(repo: Repository, spec: StoreSpec, name: str) -> Session:
     """Open session ``name``; an unknown name is an ``UnknownSessionError`` listing a few
     that exist."""
+    from toolfold.storage import BackendError, SessionNotFoundError, StorageError
+
     try:
         return await repo.open_session(name)
     except SessionNotFoundError as exc:
