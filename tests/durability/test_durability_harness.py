@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from conftest import Store, Tap
+from conftest import SimulatedCrash, Store, Tap
 from toolfold.harness import (
     INTERRUPTION_MARKER,
     MISSING,
@@ -541,3 +541,43 @@ def test_crash_at_any_commit_then_resume_is_exact(steps: int, parts: int, crash:
         assert await session.live_scopes() == []
 
     asyncio.run(scenario())
+
+
+async def test_crash_while_settling_an_interrupted_call_adds_one_marker(store: Store) -> None:
+    gates = Gates()
+
+    @tool(params=NoParams)
+    async def once(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Not replay-safe; dies after a checkpoint."""
+        out.write("half done\n")
+        await ctx.set_memo("cp", True)
+        gates.reached.set()
+        await gates.forever.wait()
+
+    inner = await store.session()
+    tap = Tap(inner)
+    await crash_during(
+        tap, harness_for(tap, [once]).run([ToolCall("c1", "once")], run_id="op1"), gates.reached
+    )
+    # Resume, but die again before the settlement commits.
+    session = await store.restart(tap)
+    tap2 = Tap(session)
+    real = tap2.commit
+
+    async def no_settlement(writes: Any) -> Any:
+        if callable(writes):
+            ws = writes()
+            if any(type(w).__name__ == "AppendEntry" for w in ws):
+                raise SimulatedCrash("before the settlement")
+            return await real(ws)
+        return await real(writes)
+
+    tap2.commit = no_settlement  # type: ignore[method-assign]
+    with contextlib.suppress(BaseException):
+        await resume(harness_for(tap2, [once]))
+    session = await store.restart(tap2)
+    [r] = await resume(harness_for(session, [once]))
+    assert r.text == "half done\n" + INTERRUPTION_MARKER
+    assert r.text.count(INTERRUPTION_MARKER) == 1

@@ -783,6 +783,10 @@ class DurableHooks(ExecutionHooks):
         self._ops: dict[str, DurableOperation] = {}
         self._calls: dict[tuple[str, str], DurableInvocation] = {}
         self._seeds: dict[tuple[str, str], JSON] = {}
+        # Calls being settled from their checkpoint after a crash: nothing runs, so
+        # nothing new is made durable (a crash during that settlement must find the
+        # same checkpoint again, not one that already carries the marker).
+        self._settle_only: set[tuple[str, str]] = set()
 
     @property
     def session(self) -> Session:
@@ -803,7 +807,7 @@ class DurableHooks(ExecutionHooks):
         self, call: CallInfo, sink: ToolOutput, context: ToolContext
     ) -> ToolContext:
         op = self._ops.get(call.run_id)
-        if op is None:
+        if op is None or (call.run_id, call.tool_call_id) in self._settle_only:
             # A call outside Harness.run (no operation recorded): nothing to make
             # durable, and memos stay unavailable rather than silently volatile.
             return context
@@ -826,6 +830,7 @@ class DurableHooks(ExecutionHooks):
         op = self._ops.get(call.run_id)
         if op is None:
             return
+        self._settle_only.discard((call.run_id, call.tool_call_id))
         inv = self._calls.pop((call.run_id, call.tool_call_id), None)
         if inv is not None:
             await inv.finish()
@@ -891,6 +896,7 @@ class DurableHooks(ExecutionHooks):
             self.session, pending_tool_output(op.operation_id, record.invocation_id)
         )
         self._seeds[key] = None if recovered is None else recovered.value
+        self._settle_only.add(key)
 
         async def interrupted(
             sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
