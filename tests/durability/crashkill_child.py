@@ -231,7 +231,7 @@ class KillSession:
 
         def planned_then_tear() -> Any:
             ws = planned()
-            if tear:
+            if tear and ws:  # an empty commit writes nothing there is to tear
                 # Installed inside the line, so it is this commit's write that tears.
                 self._tear_inside_the_line(n)
             return ws
