@@ -1,0 +1,162 @@
+"""In-process tests of the CLI's pure pieces: store URLs, limits, exit statuses, the
+live view's window and status line, call lookup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolfold.cli._calls import CallView, find_call
+from toolfold.cli._errors import InvalidLimitError, StoreURLError, UnknownCallError
+from toolfold.cli._run import exit_status, output_policy
+from toolfold.cli._store import DEFAULT_STORE, resolve_store
+from toolfold.cli._view import CallWatcher, human_bytes, last_lines
+from toolfold.harness import Outcome, ToolResult, ToolSettled, ToolStart, ToolUpdate
+
+
+def test_resolve_store_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TOOLFOLD_STORE", raising=False)
+    default = resolve_store(None)
+    assert DEFAULT_STORE == "sqlite:.toolfold/toolfold.db"
+    assert default.url == f"sqlite:{tmp_path / '.toolfold' / 'toolfold.db'}"
+    assert default.spill_dir("s") == tmp_path / ".toolfold" / "spill" / "s"
+    monkeypatch.setenv("TOOLFOLD_STORE", "jsonl:j")
+    from_env = resolve_store(None)
+    assert (from_env.kind, from_env.home) == ("jsonl", tmp_path / "j")
+    assert resolve_store("x/y.db").url == f"sqlite:{tmp_path / 'x' / 'y.db'}"
+    assert resolve_store("sqlite:///abs/t.db").url == "sqlite:/abs/t.db"
+    assert resolve_store("memory:").kind == "memory"
+    assert resolve_store("postgresql://u@h/db").url == "postgresql://u@h/db"
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite:", "store URL 'sqlite:' names no file; use sqlite:PATH/TO/file.db"),
+        ("jsonl:", "store URL 'jsonl:' names no directory; use jsonl:DIR"),
+        ("mysql://x", "unknown store URL 'mysql://x' (scheme 'mysql:')"),
+        ("plainname", "unknown store URL 'plainname' (no scheme)"),
+    ],
+)
+def test_resolve_store_refuses(url: str, message: str) -> None:
+    with pytest.raises(StoreURLError) as info:
+        resolve_store(url)
+    assert message in str(info.value)
+
+
+def test_output_policy_bounds() -> None:
+    policy = output_policy("head", 10, 3)
+    assert (policy.retain, policy.max_bytes, policy.max_lines) == ("head", 10, 3)
+    assert output_policy("tail", None, None).max_lines == 2000
+    assert output_policy("tail", 16 * 1024 * 1024, 1_000_000).max_bytes == 16 * 1024 * 1024
+    with pytest.raises(
+        InvalidLimitError, match=r"--max-bytes must be between 1 and 16,777,216, got 16777217"
+    ):
+        output_policy("tail", 16 * 1024 * 1024 + 1, None)
+    with pytest.raises(InvalidLimitError, match=r"--retain must be 'head' or 'tail', got 'both'"):
+        output_policy("both", None, None)
+
+
+def _result(outcome: str, exit_code: object) -> ToolResult:
+    details = {} if exit_code is None else {"exit_code": exit_code}
+    return ToolResult(
+        "c",
+        "bash",
+        [{"type": "text", "text": ""}],
+        details,
+        is_error=outcome != "ok",
+        outcome=cast("Outcome", outcome),
+    )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "code", "signalled", "status"),
+    [
+        ("ok", 0, None, 0),
+        ("error", 7, None, 7),
+        ("error", 300, None, 300 & 0xFF),
+        ("error", None, None, 1),
+        ("cancelled", None, None, 130),
+        ("cancelled", 0, 2, 130),
+        ("cancelled", None, 15, 143),
+        ("interrupted", None, 2, 130),
+    ],
+)
+def test_exit_status(outcome: str, code: object, signalled: int | None, status: int) -> None:
+    assert exit_status(_result(outcome, code), signalled) == status
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab\n", max_size=6), max_size=12).map("".join), st.integers(1, 8))
+def test_last_lines_matches_split(text: str, count: int) -> None:
+    # One trailing newline ends the last line; it does not start an empty one.
+    body = text[:-1] if text.endswith("\n") else text
+    assert last_lines(text, count) == "\n".join(body.split("\n")[-count:])
+    assert last_lines(text, 0) == ""
+
+
+def test_human_bytes() -> None:
+    assert [human_bytes(n) for n in (0, 1023, 1536, 10 * 1024 * 1024)] == [
+        "0 B",
+        "1023 B",
+        "1.5 KB",
+        "10.0 MB",
+    ]
+
+
+def test_watcher_folds_only_its_call_and_reports_status() -> None:
+    now = [100.0]
+    watcher = CallWatcher(clock=lambda: now[0])
+    base = {
+        "content": [{"type": "text", "text": "a\n"}],
+        "details": {},
+        "terminate": False,
+        "truncation": {
+            "truncated": True,
+            "truncated_by": "lines",
+            "total_lines": 5000,
+            "total_bytes": 2_000_000,
+            "output_lines": 2,
+            "output_bytes": 4,
+            "last_line_partial": False,
+            "first_line_exceeds_limit": False,
+            "max_lines": 2,
+            "max_bytes": 100,
+            "last_line_bytes": 0,
+        },
+        "spill_path": "/tmp/x.log",
+    }
+    watcher.handle(ToolStart("r", "t", "c1", "bash"))
+    watcher.handle(ToolUpdate("r", "t", "other", [["r", {"content": []}]]))
+    assert watcher.state is None
+    watcher.handle(ToolUpdate("r", "t", "c1", [["r", base]]))
+    watcher.handle(ToolUpdate("r", "t", "c1", [["a", ["content", 0, "text"], "b\n"]]))
+    now[0] = 102.0
+    assert watcher.text == "a\nb\n"
+    assert watcher.status() == (
+        "5,000 lines / 1.9 MB so far · showing 2 lines / 4 B · 2.0 s · 1.0 updates/s · spill: /tmp/x.log"
+    )
+    watcher.handle(ToolSettled("r", "t", "c1", {"outcome": "ok"}))
+    assert watcher.settled == {"outcome": "ok"}
+
+
+def test_find_call_by_number_id_and_prefix() -> None:
+    calls = [
+        CallView(i + 1, cid, "bash", True, {})
+        for i, cid in enumerate(["call-abc1", "call-abd2", "x"])
+    ]
+    assert find_call(calls, "2", "s").tool_call_id == "call-abd2"
+    assert find_call(calls, "call-abc1", "s").number == 1
+    assert find_call(calls, "call-abd", "s").number == 2
+    with pytest.raises(
+        UnknownCallError,
+        match=r"call 'call-ab' is ambiguous in session 's' \(matches call-abc1, call-abd2\)",
+    ):
+        find_call(calls, "call-ab", "s")
+    with pytest.raises(UnknownCallError, match=r"no call '4' in session 's' \(3 calls\)"):
+        find_call(calls, "4", "s")
