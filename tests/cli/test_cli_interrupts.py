@@ -113,3 +113,39 @@ def test_kill_9_then_resume_recovers_the_partial_output(tmp_path: Path) -> None:
     # A second resume has nothing to do.
     again = toolfold("resume", "crash", "--store", store, cwd=tmp_path)
     assert again.returncode == 0 and "nothing to resume" in again.stdout
+
+
+def test_second_sigint_stops_waiting_and_settles_interrupted(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'toolfold.db'}"
+    # The command ignores SIGTERM, so a cooperative cancel would wait out the kill grace.
+    stubborn = 'trap "" TERM; ' + SLOW
+    proc = start(
+        "run",
+        "--store",
+        store,
+        "--session",
+        "twice",
+        "--max-lines",
+        "5",
+        "--",
+        stubborn,
+        cwd=tmp_path,
+    )
+    try:
+        wait_for(
+            lambda: "tick 10\n" in spill_text(tmp_path / "spill" / "twice"), "tick 10", proc=proc
+        )
+        os.kill(proc.pid, signal.SIGINT)
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "tick " in out.decode()
+    assert out.decode().rstrip().endswith(INTERRUPTION_MARKER)
+    message = json.loads(
+        toolfold("show", "twice", "1", "--store", store, "--json", cwd=tmp_path).stdout
+    )
+    assert message["outcome"] == "interrupted"

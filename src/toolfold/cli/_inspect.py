@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, RecoveryError, ToolContext, ToolResult
@@ -22,11 +19,6 @@ from ._store import StoreSpec, open_existing_session, open_store, storage_messag
 from ._tools import cli_tools
 
 
-def _console() -> Console:
-    # Tables go to stdout; rich drops styling by itself when stdout is not a terminal.
-    return Console(highlight=False, soft_wrap=False)
-
-
 async def sessions_command(spec: StoreSpec) -> int:
     """List the sessions of the store with their call counts."""
     async with open_store(spec, create=False) as repo:
@@ -34,7 +26,7 @@ async def sessions_command(spec: StoreSpec) -> int:
         if not names:
             print(f"no sessions in store {spec.describe()}")
             return 0
-        table = Table("session", "calls", "unsettled", "last call", box=None, pad_edge=False)
+        rows: list[list[str]] = []
         damaged: list[StorageError] = []
         for name in names:
             try:
@@ -45,36 +37,50 @@ async def sessions_command(spec: StoreSpec) -> int:
                     why = "corrupt (see below)"
                 else:
                     why = "cannot open: " + " ".join(str(exc).split())
-                table.add_row(name, "?", "?", Text(why[:120], style="red"))
+                rows.append([name, "?", "?", why])
                 continue
             try:
                 calls = await list_calls(session)
             finally:
                 await session.close()
             unsettled = sum(1 for c in calls if not c.settled)
-            last = calls[-1].summary if calls else ""
-            table.add_row(name, str(len(calls)), str(unsettled), Text(last[:60]))
-        _console().print(table)
+            rows.append([name, str(len(calls)), str(unsettled), calls[-1].summary if calls else ""])
+        print_table(["session", "calls", "unsettled", "last call"], rows)
         if damaged:
             # The healthy sessions are listed; a damaged one still fails the command.
             raise StoreOpenError(storage_message(damaged[0], spec))
     return 0
 
 
-def _call_table(calls: list[CallView]) -> Table:
-    table = Table("#", "call", "tool", "status", "exit", "what", box=None, pad_edge=False)
+def print_table(header: list[str], rows: list[list[str]]) -> None:
+    """Columns padded to their widest cell; the last one is cut to the terminal width
+    with an ellipsis, so each row stays one line (ids are never shortened)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    room = max(20, shutil.get_terminal_size((120, 24)).columns - sum(w + 2 for w in widths))
+    for row in [header, *rows]:
+        last = " ".join(row[-1].split())
+        if len(last) > room:
+            last = last[: room - 1] + "…"
+        cells = [cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)]
+        print("  ".join([*cells, last]).rstrip())
+
+
+def _call_rows(calls: list[CallView]) -> list[list[str]]:
+    rows = []
     for call in calls:
         details = call.message.get("details", {}) if call.message else {}
         code = details.get("exit_code") if isinstance(details, dict) else None
-        table.add_row(
-            str(call.number),
-            call.tool_call_id,
-            call.tool_name,
-            call.status,
-            "" if code is None else str(code),
-            Text(call.summary[:60]),
+        rows.append(
+            [
+                str(call.number),
+                call.tool_call_id,
+                call.tool_name,
+                call.status,
+                "" if code is None else str(code),
+                call.summary,
+            ]
         )
-    return table
+    return rows
 
 
 async def show_command(
@@ -91,7 +97,7 @@ async def show_command(
             elif not calls:
                 print(f"session {session_name} has no calls")
             else:
-                _console().print(_call_table(calls))
+                print_table(["#", "call", "tool", "status", "exit", "what"], _call_rows(calls))
             return 0
         call = find_call(calls, wanted, session_name)
         if call.message is not None:

@@ -16,7 +16,6 @@ from typing import Any
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
 from toolfold.output import OutputPolicy
-from toolfold.storage import Repository, Session, StorageError
 
 from ._calls import run_record
 from ._errors import InvalidLimitError
@@ -108,15 +107,11 @@ def print_result(message: dict[str, Any], *, as_json: bool) -> None:
     sys.stdout.flush()
 
 
-async def _open_session(repo: Repository, name: str) -> Session:
-    return await repo.open_session(name, create=True)
-
-
 async def run_call(settings: RunSettings) -> int:
     """Run the command as one durable ``bash`` call; return the exit status."""
     spec = settings.spec
     async with open_store(spec, create=True) as repo:
-        session = await _open_session(repo, settings.session)
+        session = await repo.open_session(settings.session, create=True)
         spill_dir = spec.spill_dir(settings.session)
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
@@ -215,7 +210,6 @@ def _summary(
 __all__ = [
     "EXIT_CANCELLED",
     "RunSettings",
-    "StorageError",
     "exit_status",
     "new_session_name",
     "output_policy",
