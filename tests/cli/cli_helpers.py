@@ -6,10 +6,11 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 
@@ -69,6 +70,34 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+class LineReader:
+    """Reads a child's pipe on a thread so a test can wait for a line without blocking."""
+
+    def __init__(self, pipe: IO[bytes] | None) -> None:
+        self._lines: list[str] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._pump, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, pipe: IO[bytes] | None) -> None:
+        if pipe is None:
+            return
+        for raw in pipe:
+            with self._lock:
+                self._lines.append(raw.decode(errors="replace"))
+
+    def has(self, fragment: str) -> bool:
+        """Whether a line read so far contains ``fragment``."""
+        with self._lock:
+            return any(fragment in line for line in self._lines)
+
+    def text(self) -> str:
+        """Everything read so far (after the child exited: everything)."""
+        self._thread.join(timeout=10)
+        with self._lock:
+            return "".join(self._lines)
 
 
 def spill_text(spill_root: Path) -> str:

@@ -7,7 +7,7 @@ import os
 import signal
 from pathlib import Path
 
-from cli_helpers import pending_text, spill_text, start, toolfold, wait_for
+from cli_helpers import LineReader, pending_text, spill_text, start, toolfold, wait_for
 
 from toolfold.harness import CANCELLED_MARKER, INTERRUPTION_MARKER
 
@@ -135,9 +135,17 @@ def test_second_sigint_stops_waiting_and_settles_interrupted(tmp_path: Path) -> 
         wait_for(
             lambda: "tick 10\n" in spill_text(tmp_path / "spill" / "twice"), "tick 10", proc=proc
         )
+        # Two signals sent back to back can merge into one in the kernel: send the
+        # second only once the first was handled (the run says so on stderr).
+        errors = LineReader(proc.stderr)
         os.kill(proc.pid, signal.SIGINT)
+        wait_for(
+            lambda: errors.has("cancelling the command"), "the first SIGINT handled", proc=proc
+        )
         os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        out = proc.stdout.read() if proc.stdout is not None else b""
+        proc.wait(timeout=60)
+        err = errors.text()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -149,9 +149,11 @@ async def run_call(settings: RunSettings) -> int:
                     # First signal: cancel the call cooperatively (bash kills its
                     # process group; the partial output settles as cancelled).
                     cancel.set()
-                else:
+                    view.note("cancelling the command (signal again to stop waiting for it)")
+                elif len(signalled) == 2:
                     # Second signal: stop waiting for a cooperative end.
                     task.cancel()
+                    view.note("interrupting: the call settles as interrupted")
 
             return handler
 

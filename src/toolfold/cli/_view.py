@@ -150,6 +150,10 @@ class LiveView:
         title = Text(self.title, style="dim", no_wrap=True, overflow="ellipsis")
         return Group(title, body, status, spill)
 
+    def note(self, message: str) -> None:
+        """Print one line above the live window."""
+        self.console.print(Text(f"toolfold: {message}"))
+
     async def _frames(self) -> None:
         while True:
             if self._live is not None:
@@ -196,6 +200,10 @@ class PlainView:
             if self.watcher.updates != seen:
                 seen = self.watcher.updates
                 print(f"toolfold: {self.watcher.status()}", file=self.stream, flush=True)
+
+    def note(self, message: str) -> None:
+        """Print one line on the status stream."""
+        print(f"toolfold: {message}", file=self.stream, flush=True)
 
     def start(self) -> None:
         """Print the title and begin the periodic status lines."""
