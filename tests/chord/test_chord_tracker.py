@@ -550,3 +550,22 @@ def test_reads_and_flushes_touch_only_what_changed(monkeypatch: pytest.MonkeyPat
         ["p", ["rows", 5_000, "tags"], 1, 0, ["x"]],
     ]
     assert visited == [[], ["rows"], ["rows", 5_000], ["rows", 5_000, "tags"]]
+
+
+def test_extended_slices_and_negative_indices() -> None:
+    t, r = tracked({"l": [0, 1, 2, 3, 4, 5]})
+    log = t.state["l"]
+    log[::2] = ["a", "b", "c"]
+    assert r.sync() == [["s", ["l", 0], "a"], ["s", ["l", 2], "b"], ["s", ["l", 4], "c"]]
+    del log[::-2]
+    assert t.target["l"] == ["a", "b", "c"]
+    r.sync()
+    log[-1] = "z"
+    log.insert(-1, "y")
+    assert r.sync() == [["p", ["l"], 2, 0, ["y"]], ["s", ["l", 3], "z"]]
+    with pytest.raises(ValueError, match="extended slice of size 2"):
+        log[::2] = [1]
+    with pytest.raises(IndexError):
+        log[-9] = 1
+    assert t.target["l"] == ["a", "b", "y", "z"]
+    assert r.sync() == []
