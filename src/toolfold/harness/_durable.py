@@ -370,7 +370,9 @@ class DurableStream:
         timer = self._timer
         self.fence()
         if timer is not None:
-            with contextlib.suppress(asyncio.CancelledError):
+            # The timer only ever ran best-effort checkpoints; whatever ended it, the
+            # caller's own forced write (or settlement) is what counts now.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await timer
 
 
