@@ -17,6 +17,7 @@ How it works (the rules are in ``docs/tracker.md``):
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSequence
 from typing import Any, NoReturn, SupportsIndex, overload
 
@@ -776,7 +777,7 @@ class TrackedList(_Node, MutableSequence[Any]):
         v = obj[index]
         t = type(v)
         if t is dict or t is list:
-            i = index.__index__()
+            i = operator.index(index)
             return _kid(self, i + len(obj) if i < 0 else i, v)
         return v
 
@@ -853,8 +854,8 @@ class TrackedList(_Node, MutableSequence[Any]):
             return
         if type(index) is not int:
             try:
-                index = index.__index__()
-            except AttributeError:
+                index = operator.index(index)
+            except TypeError:
                 raise TypeError(
                     f"list indices must be integers or slices, not {type(index).__name__}"
                 ) from None
@@ -879,7 +880,7 @@ class TrackedList(_Node, MutableSequence[Any]):
                     _splice(t, self, j, 1, [])
             _settle(t)
             return
-        i = index.__index__()
+        i = operator.index(index)
         if i < 0:
             i += len(obj)
         if not 0 <= i < len(obj):
@@ -889,7 +890,7 @@ class TrackedList(_Node, MutableSequence[Any]):
 
     def insert(self, index: SupportsIndex, value: Any) -> None:
         size = len(self._o)
-        i = index.__index__()
+        i = operator.index(index)
         if i < 0:
             i = max(0, size + i)
         i = min(i, size)
@@ -913,7 +914,7 @@ class TrackedList(_Node, MutableSequence[Any]):
         obj = self._o
         if not obj:
             raise IndexError("pop from empty list")
-        i = index.__index__()
+        i = operator.index(index)
         if i < 0:
             i += len(obj)
         if not 0 <= i < len(obj):
@@ -953,7 +954,7 @@ class TrackedList(_Node, MutableSequence[Any]):
         return self
 
     def __imul__(self, n: SupportsIndex) -> TrackedList:
-        count = n.__index__()
+        count = operator.index(n)
         if count <= 0:
             self.clear()
         elif count > 1 and self._o:
@@ -968,7 +969,7 @@ class TrackedList(_Node, MutableSequence[Any]):
         return [*_unwrap(other), *self]
 
     def __mul__(self, n: SupportsIndex) -> list[Any]:
-        return list(self) * n.__index__()
+        return list(self) * operator.index(n)
 
     __rmul__ = __mul__
 
