@@ -581,3 +581,24 @@ async def test_crash_while_settling_an_interrupted_call_adds_one_marker(store: S
     [r] = await resume(harness_for(session, [once]))
     assert r.text == "half done\n" + INTERRUPTION_MARKER
     assert r.text.count(INTERRUPTION_MARKER) == 1
+
+
+async def test_a_call_outside_a_run_is_not_durable_and_says_so(store: Store) -> None:
+    from toolfold.harness import EventBus, execute_tool_call
+
+    @tool(params=NoParams)
+    async def memo_user(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Uses memos."""
+        out.write("before\n")
+        await ctx.set_memo("x", 1)
+
+    session = await store.session()
+    hooks = DurableHooks(Durability(session, interval=0.0))
+    r = await execute_tool_call(
+        memo_user, "c1", {}, run_id="r", turn_id="t", bus=EventBus(), hooks=hooks
+    )
+    assert r.is_error and r.text.startswith("before\nMemoUnavailableError: ")
+    assert await session.live_scopes() == []
+    assert await session.read_entries() == []
