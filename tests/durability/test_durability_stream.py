@@ -305,3 +305,25 @@ async def test_changes_during_an_inflight_checkpoint_are_written_by_the_same_tim
     assert got is not None
     assert got.value["content"][0]["text"] == "first\nsecond\n"
     assert ds.stats.batches == 2
+
+
+async def test_the_stream_is_generic_an_assistant_message_recovers_too(store: Store) -> None:
+    from toolfold.chord import track
+    from toolfold.harness import TrackerSource
+
+    session = await store.session()
+    msg = track({"role": "assistant", "content": [{"type": "text", "text": ""}]})
+    ds = DurableStream(
+        session,
+        pending_assistant_output("op1", "entry1"),
+        TrackerSource(msg),
+        interval=0.0,
+        rebase_every=4,
+    )
+    for i in range(10):
+        msg.state["content"][0]["text"] += f"token{i} "
+        assert await ds.checkpoint()
+    session = await store.restart(session)
+    got = await recover(session, pending_assistant_output("op1", "entry1"))
+    assert got is not None and got.value == msg.target
+    assert got.batches <= 4
