@@ -22,6 +22,7 @@ from toolfold.chord import (
     ChordError,
     Decoder,
     Encoder,
+    JSONValueError,
     PathError,
     TrackedDict,
     TrackedList,
@@ -164,6 +165,8 @@ def dict_action(data: st.DataObject, d: dict[str, Any]) -> tuple[str, Action]:
             c |= copy.deepcopy(new)
 
         return kind, ior
+    if kind == "bad":
+        return kind, bad_write(data, existing)
     reserved = data.draw(st.sampled_from(["__proto__", "constructor", "prototype"]))
     return kind, lambda c: c.__setitem__(reserved, 1)
 
@@ -246,6 +249,8 @@ def list_action(data: st.DataObject, xs: list[Any]) -> tuple[str, Action]:
             c += copy.deepcopy(vs)
 
         return kind, iadd
+    if kind == "bad":
+        return kind, bad_write(data, st.integers(0, max(n - 1, 0)))
     times = data.draw(st.integers(0, 2))
 
     def imul(c: Any) -> None:
@@ -257,6 +262,36 @@ def list_action(data: st.DataObject, xs: list[Any]) -> tuple[str, Action]:
             c *= times
 
     return kind, imul
+
+
+BAD = st.sampled_from([set(), (1, 2), float("nan"), float("inf"), b"x", object(), {1: 2}])
+
+
+def bad_write(data: st.DataObject, keys: st.SearchStrategy[Any]) -> Action:
+    """Write a value with a non-JSON part, through one of the writing methods."""
+    key = data.draw(keys)
+    bad = data.draw(BAD)
+    value = data.draw(st.sampled_from([bad, [1, bad], {"ok": 1, "x": {"y": bad}}]))
+    how = data.draw(st.integers(0, 3))
+
+    def write(c: Any) -> None:
+        if isinstance(c, TrackedDict):
+            if how == 0:
+                c[key] = value
+            elif how == 1:
+                c.update({"fine": 1, "bad": value})
+            else:
+                c.setdefault("new-key", value)
+        elif how == 0 and len(c):
+            c[key % len(c)] = value
+        elif how == 1:
+            c.extend([1, value])
+        elif how == 2:
+            c.insert(0, value)
+        else:
+            c.append(value)
+
+    return write
 
 
 def string_edit(data: st.DataObject, key: Any) -> Action:
@@ -332,6 +367,16 @@ class Harness:
         """Run ``action`` on the container at ``path`` of both sides (or on a held proxy)."""
         target = via if via is not None else at(self.t.state, path)
         snapshot = copy.deepcopy(self.t.target)
+        if kind == "bad":
+            # A non-JSON value anywhere in what is written: refused, nothing changes.
+            try:
+                action(target)
+            except JSONValueError as exc:
+                assert "cannot write to the tracked value at path" in str(exc)
+            else:
+                raise AssertionError("a non-JSON value was accepted")
+            assert self.t.target == snapshot
+            return
         model_c = at(self.model, path)
         model_exc: BaseException | None = None
         try:
