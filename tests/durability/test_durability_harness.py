@@ -602,3 +602,23 @@ async def test_a_call_outside_a_run_is_not_durable_and_says_so(store: Store) -> 
     assert r.is_error and r.text.startswith("before\nMemoUnavailableError: ")
     assert await session.live_scopes() == []
     assert await session.read_entries() == []
+
+
+async def test_operation_misuse_is_refused_with_what_to_do(store: Store) -> None:
+    from toolfold.harness._durable import CallRecord
+
+    session = await store.session()
+    d = Durability(session)
+    rec = CallRecord("opA", "c1", "t", "c1", {}, "opA", "turn")
+    with pytest.raises(DurabilityError, match="call 'c1' names operation 'opA', not 'opB'"):
+        await d.start_operation("opB", "opB", [rec])
+    assert await session.live_scopes() == []  # nothing half-recorded
+    op = await d.start_operation("opA", "opA", [rec])
+    out = ToolOutput()
+    with pytest.raises(DurabilityError, match="invocation 'zz' is not part of operation 'opA'"):
+        op.invocation("zz", out.open_stream())
+    await op.settle("c1", {"tool_call_id": "c1", "operation_id": "opA"})
+    with pytest.raises(DurabilityError, match="'c1' of operation 'opA' is already settled"):
+        await op.settle("c1", {"tool_call_id": "c1", "operation_id": "opA"})
+    assert len(await session.read_entries()) == 1
+    assert await session.live_scopes() == []
