@@ -176,6 +176,8 @@ async def _crash_step(spec: StoreSpec) -> bool:
         "demo-crash",
         str(CRASH_STEPS),
         "0.15",
+        str(KILL_AFTER_MEMO),
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
     )
     stdout = child.stdout
@@ -189,6 +191,8 @@ async def _crash_step(spec: StoreSpec) -> bool:
             killed = True
             break
     code = await child.wait()
+    if child.stdin is not None:
+        child.stdin.close()
     if not killed:
         raise CliError(
             f"demo step 4: the child ended (status {code}) before memo {KILL_AFTER_MEMO}"

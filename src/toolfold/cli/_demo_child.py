@@ -1,7 +1,9 @@
 """The demo's crash victim: runs the memoising ``demo_steps`` tool durably and reports
 each committed memo on stdout, so the parent can SIGKILL it at a known point.
 
-Usage: ``python -m toolfold.cli._demo_child STORE_URL SESSION STEPS STEP_SECONDS``.
+Usage: ``python -m toolfold.cli._demo_child STORE_URL SESSION STEPS STEP_SECONDS HOLD_AT``:
+after the memo of step ``HOLD_AT`` it waits for a line on stdin (the parent never sends
+one: it kills the child there), so the kill lands at the same point on a loaded machine.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from toolfold.storage import open_repository
 from ._tools import DEMO_STEPS
 
 
-async def _main(url: str, session_name: str, steps: int, step_seconds: float) -> None:
+async def _main(url: str, session_name: str, steps: int, step_seconds: float, hold_at: int) -> None:
     repo = open_repository(url)
     try:
         session = await repo.open_session(session_name, create=True)
@@ -24,6 +26,9 @@ async def _main(url: str, session_name: str, steps: int, step_seconds: float) ->
         def after_memo(step: int) -> None:
             # Printed only after the memo's transaction returned: the parent kills on it.
             print(f"memo {step}", flush=True)
+            if step == hold_at:
+                # Blocks the whole process on purpose: nothing moves until the kill.
+                sys.stdin.readline()
 
         harness = Harness(
             [DEMO_STEPS],
@@ -37,4 +42,6 @@ async def _main(url: str, session_name: str, steps: int, step_seconds: float) ->
 
 
 if __name__ == "__main__":
-    asyncio.run(_main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
+    asyncio.run(
+        _main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+    )
