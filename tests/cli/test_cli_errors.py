@@ -179,3 +179,15 @@ def test_unreadable_durable_record_is_a_store_error(tmp_path: Path) -> None:
         assert f"store {url} holds durable records that cannot be read" in line
         assert "malformed call record at op.calls/op-1:c1" in line
     assert (tmp_path / "toolfold.db").read_bytes() == before
+
+
+def test_serve_on_a_port_in_use(tmp_path: Path) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        line = one_error_line(
+            toolfold("serve", "--port", str(port), "--store", "memory:", cwd=tmp_path)
+        )
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in line
+    assert "pick another --port" in line

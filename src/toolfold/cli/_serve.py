@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import sys
 
 from ._errors import CliError
@@ -40,17 +41,25 @@ async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop)
+        # Bind here rather than in uvicorn: a port in use is then our one-line error
+        # (uvicorn would log and exit 3), and "serving" is printed only once it is true.
+        try:
+            sock = socket.create_server((host, port), reuse_port=False)
+        except OSError as exc:
+            raise CliError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
+                "pick another --port (or --host)"
+            ) from exc
         print(
             f"toolfold: serving http://{host}:{port}/ (store {spec.describe()}); Ctrl-C stops",
             file=sys.stderr,
             flush=True,
         )
         try:
-            await server.serve()
+            await server.serve(sockets=[sock])
         finally:
+            sock.close()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(signum)
-        if not server.started:
-            raise CliError(f"could not listen on {host}:{port} (is the port in use?)")
     return 0
