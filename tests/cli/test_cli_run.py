@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from cli_helpers import toolfold
@@ -28,6 +29,7 @@ def test_ten_megabytes_bounded_result_complete_spill_and_nonzero_status(tmp_path
     assert "line 00000001\n" not in out
     assert f"of {LINES}" in out and "Full output: " in out
     assert out.rstrip().endswith("Command exited with code 7")
+    assert "`toolfold show big call-" in proc.stderr and f" --store {store}`" in proc.stderr
     spills = list((tmp_path / "store" / "spill" / "big").glob("*.log"))
     assert len(spills) == 1
     assert f"Full output: {spills[0]}]" in out
@@ -51,6 +53,11 @@ def test_small_run_exit_zero_prints_exactly_the_model_text(tmp_path: Path) -> No
     # The default store is .toolfold/toolfold.db in the current directory.
     assert (tmp_path / ".toolfold" / "toolfold.db").is_file()
     assert "ok, exit status 0" in proc.stderr
+    # The hint to look at the call again works as typed: the default store needs no flag.
+    hint = re.search(r"`toolfold show (\S+) (call-\w+)`", proc.stderr)
+    assert hint is not None, proc.stderr
+    again = toolfold("show", hint.group(1), hint.group(2), cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout == "a\nb\nc\n"
 
 
 def test_head_retention_and_limits_shape_the_window(tmp_path: Path) -> None:

@@ -34,6 +34,13 @@ def test_resolve_store_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     assert resolve_store("postgresql://u@h/db").url == "postgresql://u@h/db"
 
 
+def test_describe_masks_database_passwords() -> None:
+    assert resolve_store("postgresql://bob:s3cret@db/x").describe() == "postgresql://bob:***@db/x"
+    masked = resolve_store("postgres://db/x?user=bob&password=s3cret&sslmode=off").describe()
+    assert masked == "postgres://db/x?user=bob&password=***&sslmode=off"
+    assert resolve_store("postgresql://bob@db/x").describe() == "postgresql://bob@db/x"
+
+
 @pytest.mark.parametrize(
     ("url", "message"),
     [

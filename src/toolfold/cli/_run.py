@@ -18,8 +18,8 @@ from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
 from toolfold.output import OutputPolicy
 
 from ._calls import run_record
-from ._errors import InvalidLimitError
-from ._store import StoreSpec, open_store
+from ._errors import InvalidLimitError, StoreURLError
+from ._store import StoreSpec, open_store, resolve_store
 from ._tools import cli_tools
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
 
@@ -202,11 +202,19 @@ def _summary(
     if spill:
         parts.append(f"full output: {spill}")
     parts.append(f"{watcher.elapsed:.1f} s")
-    print(
-        f"toolfold: {' · '.join(parts)} · `toolfold show {settings.session} {call_id}`",
-        file=sys.stderr,
-        flush=True,
-    )
+    spec = settings.spec
+    if spec.kind == "memory":
+        parts.append("memory: store, nothing kept")
+    else:
+        # The hint must work as typed: name the store unless it is the one a bare
+        # command would find (the default, or $TOOLFOLD_STORE).
+        try:
+            bare = resolve_store(None).url
+        except StoreURLError:
+            bare = None
+        store = "" if spec.url == bare else f" --store {spec.describe()}"
+        parts.append(f"`toolfold show {settings.session} {call_id}{store}`")
+    print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
 
 
 __all__ = [

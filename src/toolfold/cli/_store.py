@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,9 @@ DEFAULT_STORE = "sqlite:.toolfold/toolfold.db"
 STORE_ENV = "TOOLFOLD_STORE"
 """Environment variable naming the store when ``--store`` is not given."""
 
+_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@?]*:)[^@/?]*(@)")
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*")
+
 SCHEMES = ("sqlite:PATH", "jsonl:DIR", "postgresql://...", "memory:")
 
 
@@ -40,8 +44,9 @@ class StoreSpec:
         return self.home / "spill" / session
 
     def describe(self) -> str:
-        """The URL as users typed it, for messages."""
-        return self.url
+        """The URL for messages, with a database password masked (messages end up in
+        logs and CI output)."""
+        return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***\2", self.url))
 
 
 def resolve_store(url: str | None) -> StoreSpec:
