@@ -1000,6 +1000,9 @@ class Tracker:
         self._root: _Node | None = None
         self._replace(_imported(value, None))
 
+    def __repr__(self) -> str:
+        return f"<Tracker dirty={self.dirty} target={describe(self._target)}>"
+
     def _replace(self, value: Any) -> None:
         if self._root is not None:
             self._root._dead = True
