@@ -288,3 +288,20 @@ async def test_pytest_tool_cancel_kills_the_run_and_keeps_progress(tmp_path: Pat
     assert result.outcome == "cancelled" and result.text.endswith(CANCELLED_MARKER)
     assert result.details["passed"] == 1 and "current" not in result.details
     assert fold(events) == result.state
+
+
+@pytest.mark.parametrize("retain", ["tail", "head"])
+async def test_bash_footer_never_costs_a_window_line_nor_gets_cut(tmp_path: Path, retain: str) -> None:
+    from dataclasses import replace
+
+    from toolfold.output import OutputPolicy
+
+    tool = replace(BASH, output=OutputPolicy(retain=retain, max_lines=3))  # type: ignore[arg-type]
+    result, events = await call(tool, {"command": "seq 1 10"}, tmp_path)
+    text = result.content[0]["text"]
+    body, footer = text.rsplit("\n[", 1)
+    expected = "8\n9\n10" if retain == "tail" else "1\n2\n3"
+    assert body == expected, text
+    shown = "Showing lines 8-10 of 10" if retain == "tail" else "Showing lines 1-3 of 10"
+    assert shown in footer and "Full output: " in footer, footer
+    assert fold(events) == result.state

@@ -27,13 +27,18 @@ def _size(n: int) -> str:
     return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
 
 
-def footer(result: ShellExecResult) -> str:
+def footer(result: ShellExecResult, retain: str = "tail") -> str:
     """The model-visible note on a truncated result: what is shown and where the rest is."""
     t = result.truncation
     if not t.truncated:
         return ""
     where = f"Full output: {result.spill_path}" if result.spill_path else "Full output was not kept"
-    if t.last_line_partial:
+    if retain == "head":
+        if t.first_line_exceeds_limit:
+            shown = f"Showing the first {_size(t.output_bytes)} of line 1"
+        else:
+            shown = f"Showing lines 1-{t.output_lines} of {t.total_lines}"
+    elif t.last_line_partial:
         shown = f"Showing the last {_size(t.output_bytes)} of line {t.total_lines}"
     else:
         first = t.total_lines - t.output_lines + 1
@@ -75,10 +80,13 @@ async def run_bash(
         on_update=out.feed,
     )
     out.feed(Replace(result.view))
-    note = footer(result)
+    note = footer(result, policy.retain)
     if note:
+        # A footer sits outside the window: it neither evicts a retained line (tail)
+        # nor gets cut off at the cap (head), so the model always learns what it is
+        # looking at and where the rest is. It still reaches replicas as one `a`.
         text = out.text
-        out.write(("\n" if text and not text.endswith("\n") else "") + note)
+        out.footer(("\n" if text and not text.endswith("\n") else "") + note)
     out.details["exit_code"] = result.exit_code
     if result.cancelled:
         return  # the harness marks the call cancelled and keeps the partial output
