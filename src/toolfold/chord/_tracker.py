@@ -159,6 +159,12 @@ def _json_eq(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
+def _same_scalar(a: Any, b: Any) -> bool:
+    """``a == b`` already holds for two values of one type; floats also need the same
+    sign (``-0.0`` and ``0.0`` serialise differently)."""
+    return type(a) is not float or math.copysign(1.0, a) == math.copysign(1.0, b)
+
+
 def _unwrap(value: Any) -> Any:
     return value._o if isinstance(value, _Node) else value
 
@@ -407,16 +413,27 @@ def _set(t: Tracker, node: _Node, key: Any, new: Any) -> None:
         _diff(t, _kid(node, key, old), new)
         return
     if not fresh:
+        f = node._f
+        if (
+            to is type(new)
+            and old == new
+            and (f is None or key not in f)
+            and _same_scalar(old, new)
+        ):
+            return  # rewriting a value with itself: nothing to say
         log = node._log
         if log and type(obj) is list and _inserted(node, key):
             last = log[-1]
             if type(last) is list and last[0] <= key < last[0] + len(last[2]):
                 # Still inside the newest splice's items: fold into its payload.
                 last[2][key - last[0]] = new
-            else:
-                _rec_field(t, node, key, _MISSING, new)
-        else:
-            _rec_field(t, node, key, old, new)
+                obj[key] = new
+                if to is dict or to is list:
+                    _drop_kid(node, key)
+                return
+        # An element inserted by an earlier splice with no record yet still holds that
+        # splice's payload, which is what the replica holds too: a valid anchor.
+        _rec_field(t, node, key, old, new)
     obj[key] = new
     if to is dict or to is list:
         _drop_kid(node, key)
