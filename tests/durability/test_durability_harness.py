@@ -622,3 +622,34 @@ async def test_operation_misuse_is_refused_with_what_to_do(store: Store) -> None
         await op.settle("c1", {"tool_call_id": "c1", "operation_id": "opA"})
     assert len(await session.read_entries()) == 1
     assert await session.live_scopes() == []
+
+
+async def test_interrupted_settlement_keeps_the_checkpoint_text_exactly(store: Store) -> None:
+    from toolfold.harness._durable import CallRecord
+    from toolfold.storage import append_list
+
+    @tool(params=NoParams, output=OutputPolicy(retain="tail", max_bytes=1000, max_lines=2))
+    async def shell(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Not replay-safe."""
+
+    session = await store.session()
+    d = Durability(session)
+    await d.start_operation("op1", "op1", [CallRecord("op1", "c1", "shell", "c1", {}, "op1", "t")])
+    # A bash-like state: two retained lines (source-owned totals) plus a footer line the
+    # tool wrote after the window — more lines than the policy would re-window to.
+    state = ToolOutput(shell.output).snapshot()
+    state["content"][0]["text"] = "line 9\nline 10\n[Showing lines 9-10 of 10. Full output: /x]"
+    await session.commit(
+        [append_list(pending_tool_output("op1", "c1"), [["r", state]], tag="base")]
+    )
+    h = Harness([shell], session=session)
+    events: list[Any] = []
+    h.bus.add_listener(events.append)
+    [r] = await h.resume()
+    assert r.text == state["content"][0]["text"] + "\n" + INTERRUPTION_MARKER
+    kinds = [type(e).__name__ for e in events]
+    assert kinds == ["RunStart", "ToolStart", "ToolUpdate", "ToolEnd", "ToolSettled", "RunEnd"]
+    assert events[2].ops[0][0] == "r"
+    assert await session.live_scopes() == []

@@ -10,6 +10,8 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, cast
 
+import orjson
+
 from toolfold.chord import ChordError, Decoder, Encoder, Tracker, apply, is_base
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
 from toolfold.storage import (
@@ -32,9 +34,9 @@ from toolfold.storage import (
 
 from ._context import MISSING, ToolContext
 from ._errors import HarnessError
-from ._execute import CallInfo, ExecutionHooks, Harness, ToolCall, _drive
-from ._result import INTERRUPTION_MARKER, Outcome, ToolResult
-from .events import RunEnd, RunStart
+from ._execute import CallInfo, ExecutionHooks, Harness, ToolCall
+from ._result import INTERRUPTION_MARKER, ToolResult
+from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
@@ -785,10 +787,6 @@ class DurableHooks(ExecutionHooks):
         self._ops: dict[str, DurableOperation] = {}
         self._calls: dict[tuple[str, str], DurableInvocation] = {}
         self._seeds: dict[tuple[str, str], JSON] = {}
-        # Calls being settled from their checkpoint after a crash: nothing runs, so
-        # nothing new is made durable (a crash during that settlement must find the
-        # same checkpoint again, not one that already carries the marker).
-        self._settle_only: set[tuple[str, str]] = set()
 
     @property
     def session(self) -> Session:
@@ -809,7 +807,7 @@ class DurableHooks(ExecutionHooks):
         self, call: CallInfo, sink: ToolOutput, context: ToolContext
     ) -> ToolContext:
         op = self._ops.get(call.run_id)
-        if op is None or (call.run_id, call.tool_call_id) in self._settle_only:
+        if op is None:
             # A call outside Harness.run (no operation recorded): nothing to make
             # durable, and memos stay unavailable rather than silently volatile.
             return context
@@ -832,7 +830,6 @@ class DurableHooks(ExecutionHooks):
         op = self._ops.get(call.run_id)
         if op is None:
             return
-        self._settle_only.discard((call.run_id, call.tool_call_id))
         inv = self._calls.pop((call.run_id, call.tool_call_id), None)
         if inv is not None:
             await inv.finish()
@@ -897,33 +894,45 @@ class DurableHooks(ExecutionHooks):
         recovered = await recover(
             self.session, pending_tool_output(op.operation_id, record.invocation_id)
         )
-        self._seeds[key] = None if recovered is None else recovered.value
-        self._settle_only.add(key)
+        policy = tool.output if tool is not None else OutputPolicy()
+        state = recovered.value if recovered is not None else ToolOutput(policy).snapshot()
+        return await self._settle_interrupted(harness, op, record, turn_id, state)
 
-        async def interrupted(
-            sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
-        ) -> tuple[Outcome, str | None]:
-            return "interrupted", INTERRUPTION_MARKER
-
-        return await _drive(
-            name=record.tool_name,
-            policy=tool.output if tool is not None else OutputPolicy(),
-            body=interrupted,
-            call=CallInfo(
-                op.run_id,
-                turn_id,
-                record.tool_call_id,
-                record.tool_name,
-                record.args,
-                False,
-            ),
-            bus=harness.bus,
-            context=harness.context,
-            cancel=None,
-            hooks=self,
-            clock=harness.clock,
-            pacing=harness.pacing,
+    async def _settle_interrupted(
+        self,
+        harness: Harness,
+        op: DurableOperation,
+        record: CallRecord,
+        turn_id: str,
+        state: JSON,
+    ) -> ToolResult:
+        # The durable state IS the result: no sink is rebuilt around it (re-windowing a
+        # state whose totals came from the source could change its text), nothing runs,
+        # and nothing new is made durable — a crash during this settlement finds the
+        # same checkpoint again, never one that already carries the marker.
+        final = orjson.loads(orjson.dumps(state))
+        text = final["content"][0]["text"]
+        sep = "\n" if text and not text.endswith("\n") else ""
+        final["content"][0]["text"] = text + sep + INTERRUPTION_MARKER
+        ids = (op.run_id, turn_id, record.tool_call_id)
+        bus = harness.bus
+        bus.publish(ToolStart(*ids, record.tool_name, record.args))
+        bus.publish(ToolUpdate(*ids, [["r", final]]))  # a base batch, like any first update
+        result = ToolResult.from_state(
+            cast("ToolOutputState", final),
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            outcome="interrupted",
         )
+        message = result.to_message().to_json()
+        stored = {**message, "operation_id": op.operation_id, "run_id": op.run_id}
+        stored["turn_id"] = turn_id
+        try:
+            await op.settle(record.invocation_id, stored)
+        finally:
+            bus.publish(ToolEnd(*ids, is_error=True))
+        bus.publish(ToolSettled(*ids, message=message))
+        return result
 
 
 async def resume(harness: Harness) -> list[ToolResult]:
