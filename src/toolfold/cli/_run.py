@@ -15,9 +15,10 @@ from typing import Any
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
+from toolfold.history import new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy
+from toolfold.storage import set_value
 
-from ._calls import run_record
 from ._errors import InvalidLimitError, StoreURLError
 from ._store import StoreSpec, open_store, resolve_store
 from ._tools import cli_tools
@@ -116,7 +117,8 @@ async def run_call(settings: RunSettings) -> int:
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        await session.commit([run_record(call_id, settings.command, str(spill_dir), started)])
+        record = new_run_record(settings.command, str(spill_dir), started)
+        await session.commit([set_value(run_record_address(call_id), record)])
         harness = Harness(
             cli_tools(settings.policy),
             context=ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()),
@@ -169,6 +171,10 @@ async def run_call(settings: RunSettings) -> int:
             await view.stop()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
+        if results and results[0].state is not None:
+            # Keep the truncation totals and spill path beside the settled result, so
+            # readers of the store (the web viewer) can say what the window shows.
+            await session.commit([settled_record(call_id, record, results[0].state)])
         message: dict[str, Any] | None = watcher.settled
         if message is None and results:
             message = results[0].to_message().to_json()

@@ -7,13 +7,15 @@ import contextlib
 import signal
 import socket
 import sys
+from pathlib import Path
 
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 
 
 async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
-    """Serve until SIGINT/SIGTERM; commands posted to the API run as bash calls."""
+    """Serve until SIGINT/SIGTERM; commands posted to the API run as durable bash calls
+    (lane ``L`` is session ``L`` of the store, spill files under ``spill/L/``)."""
     try:
         import uvicorn
 
@@ -26,7 +28,11 @@ async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
         ) from exc
     async with open_store(spec, create=True) as repo:
         lanes = Lanes()
-        runner = HarnessCommands(lanes, spill_dir=spec.home / "spill" / "serve")
+        # The same layout as `toolfold run`: StoreSpec.spill_dir(session) is
+        # <home>/spill/<session>, and the runner adds the session (= lane) name.
+        runner = HarnessCommands(
+            lanes, repository=repo, spill_dir=spec.home / "spill", cwd=Path.cwd()
+        )
         app = create_app(lanes=lanes, run_command=runner, repository=repo)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)

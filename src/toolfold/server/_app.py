@@ -16,7 +16,12 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from toolfold.harness import LaneError, Lanes
+from toolfold.harness import LaneError, Lanes, RecoveryError
+from toolfold.history import CallView, check_session_name, list_calls, pending_output, process_alive
+from toolfold.storage import Repository, SessionNotFoundError, StorageError
+
+from ._errors import ServerError
+from ._sessions import SessionPool, session_pool
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
 
@@ -27,6 +32,13 @@ MAX_COMMAND_BYTES = 64 * 1024
 
 MAX_LANES = 256
 """Lanes are created on first use; this bounds how many a client can make the server hold."""
+
+DEFAULT_CALLS_LIMIT = 100
+"""How many of a session's most recent calls ``GET /v1/sessions/{name}/calls`` returns
+unless ``?limit=`` says otherwise (each carries up to one output window)."""
+
+MAX_CALLS_LIMIT = 1000
+"""Largest ``?limit=``."""
 
 _LANE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -45,17 +57,20 @@ class SessionLister(Protocol):
 
 
 class ViewerState:
-    """What the app holds: the lanes, the command runner, the session store."""
+    """What the app holds: the lanes, the command runner, the session store (and, for a
+    ``toolfold.storage`` repository, the pool of its open sessions)."""
 
     def __init__(
         self,
         lanes: Lanes,
         run_command: CommandRunner | None,
         repository: SessionLister | None,
+        sessions: SessionPool | None = None,
     ) -> None:
         self.lanes = lanes
         self.run_command = run_command
         self.repository = repository
+        self.sessions = sessions
 
     def stop_streams(self) -> None:
         """End every SSE subscription (call on the app's event loop before stopping the server)."""
@@ -84,7 +99,7 @@ def create_app(
     *,
     lanes: Lanes | None = None,
     run_command: CommandRunner | None = None,
-    repository: SessionLister | str | None = None,
+    repository: Repository | SessionPool | SessionLister | str | None = None,
     keepalive: float = 15.0,
 ) -> Starlette:
     """Build the viewer app.
@@ -95,24 +110,28 @@ def create_app(
       (``HarnessCommands(lanes)`` runs each as a ``bash`` call through the
       harness); without it the endpoint answers 501. A runner with an ``aclose()``
       coroutine is closed on shutdown.
-    - ``repository`` backs ``GET /v1/sessions``: a ``toolfold.storage``
-      repository (anything with ``list_sessions()``), or a store URL opened with
-      ``toolfold.storage.open_repository`` (and closed on shutdown).
+    - ``repository`` backs ``GET /v1/sessions`` and ``GET /v1/sessions/{name}/calls``:
+      a ``toolfold.storage`` repository (or its ``SessionPool``), a store URL opened
+      with ``toolfold.storage.open_repository`` (and closed on shutdown), or anything
+      with ``list_sessions()`` (then only the list is served). Give the same
+      repository to ``HarnessCommands(lanes, repository=...)`` to make posted
+      commands durable: both then share one ``SessionPool``.
 
     Routes: ``GET /`` (viewer), ``GET /static/*``, ``GET /v1/lanes``,
     ``GET /v1/lanes/{lane}/state`` (SSE), ``POST /v1/lanes/{lane}/commands``,
-    ``GET /v1/sessions``. An idle SSE stream sends a comment every ``keepalive``
-    seconds. On shutdown every subscription ends.
+    ``GET /v1/sessions``, ``GET /v1/sessions/{name}/calls``. An idle SSE stream
+    sends a comment every ``keepalive`` seconds. On shutdown every subscription ends.
     """
     owned_store: Any = None
-    store: SessionLister | None
+    store: Any
     if isinstance(repository, str):
         from toolfold.storage import open_repository
 
         owned_store = store = open_repository(repository)
     else:
         store = repository
-    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store)
+    pool = session_pool(store) if isinstance(store, Repository | SessionPool) else None
+    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store, pool)
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
@@ -199,7 +218,10 @@ def create_app(
             )
         if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
             return _error(413, f"command is longer than {MAX_COMMAND_BYTES} bytes; shorten it")
-        tool_call_id = await state.run_command(lane, command)
+        try:
+            tool_call_id = await state.run_command(lane, command)
+        except ServerError as exc:
+            return _error(exc.status, str(exc))
         return JSONResponse({"lane": lane, "tool_call_id": tool_call_id}, status_code=202)
 
     async def list_sessions(request: Request) -> Response:
@@ -210,6 +232,76 @@ def create_app(
         except Exception as exc:  # a store failure is reported, not a crash of the viewer
             return _error(503, f"the session store failed to list sessions: {exc}")
         return JSONResponse({"sessions": sorted(sessions)})
+
+    async def session_calls(request: Request) -> Response:
+        name = request.path_params["name"]
+        problem = check_session_name(name)
+        if problem is not None:
+            return _error(400, f"{problem}; GET /v1/sessions lists the sessions")
+        raw_limit = request.query_params.get("limit", str(DEFAULT_CALLS_LIMIT))
+        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_CALLS_LIMIT:
+            return _error(
+                400,
+                f"limit must be an integer from 1 to {MAX_CALLS_LIMIT}, got {raw_limit!r} "
+                f"(the default is {DEFAULT_CALLS_LIMIT})",
+            )
+        if state.sessions is None:
+            return _error(
+                501,
+                "this server has no session store to read calls from; start it with "
+                "create_app(repository=...) (or `toolfold serve --store URL`)",
+            )
+        try:
+            async with state.sessions.use(name) as session:
+                calls = await list_calls(session)
+                shown = calls[-int(raw_limit) :]
+                items = [await _call_json(session, name, call) for call in shown]
+        except SessionNotFoundError:
+            try:
+                names = await state.sessions.list_sessions()
+            except StorageError:
+                names = []
+            known = ", ".join(names[:8]) + (" ..." if len(names) > 8 else "") if names else "none"
+            return _error(
+                404, f"no session {name!r} in the store (sessions: {known}); GET /v1/sessions"
+            )
+        except StorageError as exc:
+            return _error(
+                503, f"the session store cannot read session {name!r}: {' '.join(str(exc).split())}"
+            )
+        return JSONResponse({"session": name, "total": len(calls), "calls": items})
+
+    async def _call_json(session: Any, name: str, call: CallView) -> dict[str, Any]:
+        record = call.record if isinstance(call.record, dict) else {}
+        item: dict[str, Any] = {
+            "number": call.number,
+            "tool_call_id": call.tool_call_id,
+            "tool_name": call.tool_name,
+            "status": call.status,
+            "settled": call.settled,
+            "command": call.summary,
+            "message": call.message,
+            "truncation": record.get("truncation"),
+            "spill_path": record.get("spill_path"),
+        }
+        if not call.settled:
+            item["running"] = process_alive(call.record) or _running_here(name, call)
+            try:
+                item["state"] = await pending_output(session, call)
+            except RecoveryError as exc:
+                item["state"] = None
+                item["error"] = (
+                    f"cannot recover the pending output of call {call.tool_call_id}: {exc}"
+                )
+        return item
+
+    def _running_here(lane: str, call: CallView) -> bool:
+        # This server's own commands: its lane view knows whether the call still runs
+        # (process_alive deliberately says no for this process's own pid).
+        if lane not in state.lanes.names():
+            return False
+        tool = state.lanes.host(lane).view["tools"].get(call.tool_call_id)
+        return bool(tool and tool.get("status") == "running")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -232,6 +324,7 @@ def create_app(
             Route("/v1/lanes/{lane}/state", lane_state),
             Route("/v1/lanes/{lane}/commands", post_command, methods=["POST"]),
             Route("/v1/sessions", list_sessions),
+            Route("/v1/sessions/{name}/calls", session_calls),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         lifespan=lifespan,

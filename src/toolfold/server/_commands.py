@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime
 import logging
 import shutil
 import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold.harness import EventBus, Harness, Lanes, Tool, ToolCall, ToolContext
+from toolfold.history import check_session_name, new_run_record, run_record_address, settled_record
+from toolfold.storage import StorageError, set_value
+
+from ._errors import CommandRejectedError
+from ._sessions import SessionPool, session_pool
+
+if TYPE_CHECKING:
+    from toolfold.storage import Repository, Session
 
 __all__ = ["HarnessCommands"]
+
 
 log = logging.getLogger("toolfold.server")
 
@@ -21,12 +32,24 @@ log = logging.getLogger("toolfold.server")
 class HarnessCommands:
     """A command runner: each command is a one-call run of the ``bash`` tool in its lane.
 
-    Without a ``context``, commands run on this host (``LocalExecEnv``) with spill
-    files under ``spill_dir``. The harness's events reach ``lanes`` through a synchronous bus listener, so the
-    lane views (and every subscriber) see the call live. ``await runner(lane,
-    command)`` returns the tool call id as soon as the run is scheduled; ``aclose()``
-    cancels runs still going (their partial output settles with the harness's
-    interruption marker) and waits for them, so nothing outlives the server.
+    Without a ``context``, commands run on this host (``LocalExecEnv``, in ``cwd``)
+    with spill files under ``spill_dir``. The harness's events reach ``lanes``
+    through a synchronous bus listener, so the lane views (and every subscriber) see
+    the call live. ``await runner(lane, command)`` returns the tool call id as soon
+    as the run is scheduled; ``aclose()`` cancels runs still going (their partial
+    output settles with the harness's interruption marker) and waits for them, so
+    nothing outlives the server.
+
+    With a ``repository`` (a ``toolfold.storage`` repository, or the app's
+    ``SessionPool``) every command is **durable**, exactly as ``toolfold run`` runs
+    one: lane ``L`` is session ``L`` of the store (created on its first command), the
+    call runs through ``Harness(..., session=...)`` (checkpoints while it runs, the
+    settled result in the transcript, ``toolfold resume L`` after a crash), a run
+    record (command, this process, spill directory) is committed before it starts and
+    completed with the truncation totals and spill file once it settles, and spill
+    files go under ``spill_dir/L/``. A lane that cannot name a session, or a store
+    that cannot record the command, is refused with ``CommandRejectedError`` before
+    anything runs.
     """
 
     def __init__(
@@ -39,6 +62,8 @@ class HarnessCommands:
         bus: EventBus | None = None,
         tool_name: str = "bash",
         extra_args: dict[str, Any] | None = None,
+        repository: Repository | SessionPool | None = None,
+        cwd: Path | str | None = None,
     ) -> None:
         if tools is None:
             from toolfold.tools import builtin_tools
@@ -51,23 +76,46 @@ class HarnessCommands:
                 f"HarnessCommands needs a tool named {tool_name!r}; the tools given are {names}"
             )
         self.lanes = lanes
+        self.sessions = session_pool(repository) if repository is not None else None
+        self.cwd = Path(cwd) if cwd is not None else None
         self._owned_spill_dir: Path | None = None
+        self._given_context = context is not None
         if context is None:
             # Commands run on this host; full output spills under `spill_dir`
-            # (a fresh temporary directory unless given).
-            from toolfold.execenv import LocalExecEnv
-
+            # (a fresh temporary directory unless given), per session when durable.
             if spill_dir is None:
                 spill_dir = tempfile.mkdtemp(prefix="toolfold-spill-")
                 self._owned_spill_dir = Path(spill_dir)
-            context = ToolContext(env=LocalExecEnv(spill_dir))
+            context = self._local_context(Path(spill_dir))
+        self.spill_dir = Path(spill_dir) if spill_dir is not None else None
         self.context = context
+        self._contexts: dict[str, ToolContext] = {}
         self.bus = bus if bus is not None else EventBus()
         self.bus.add_listener(lanes.handle)
         self.tool_name = tool_name
         self.extra_args = dict(extra_args or {})
         self._harnesses: dict[str, Harness] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._holds: set[contextlib.AsyncExitStack] = set()
+
+    def _local_context(self, spill_dir: Path) -> ToolContext:
+        from toolfold.execenv import LocalExecEnv
+
+        if self.cwd is None:
+            return ToolContext(env=LocalExecEnv(spill_dir))
+        return ToolContext(env=LocalExecEnv(spill_dir), cwd=self.cwd)
+
+    def _session_spill_dir(self, session: str) -> Path | None:
+        return None if self._given_context or self.spill_dir is None else self.spill_dir / session
+
+    def _session_context(self, session: str) -> ToolContext:
+        spill = self._session_spill_dir(session)
+        if spill is None:
+            return self.context
+        context = self._contexts.get(session)
+        if context is None:
+            context = self._contexts[session] = self._local_context(spill)
+        return context
 
     def _harness(self, lane: str) -> Harness:
         harness = self._harnesses.get(lane)
@@ -77,12 +125,71 @@ class HarnessCommands:
         return harness
 
     async def __call__(self, lane: str, command: str) -> str:
+        """Start ``command`` in ``lane``; return its tool call id once it is scheduled."""
         tool_call_id = f"call-{uuid.uuid4().hex[:12]}"
         call = ToolCall(tool_call_id, self.tool_name, {**self.extra_args, "command": command})
-        task = asyncio.create_task(self._harness(lane).run([call]), name=f"command {tool_call_id}")
+        if self.sessions is None:
+            run: Any = self._harness(lane).run([call])
+        else:
+            run = await self._start_durable(self.sessions, lane, call, command)
+        task = asyncio.create_task(run, name=f"command {tool_call_id}")
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return tool_call_id
+
+    async def _start_durable(
+        self, sessions: SessionPool, lane: str, call: ToolCall, command: str
+    ) -> Any:
+        # Everything that can refuse the command happens here, before it is
+        # scheduled, so the client gets the reason and nothing half-starts.
+        problem = check_session_name(lane)
+        if problem is not None:
+            raise CommandRejectedError(
+                f"lane {lane!r} cannot be a session of the store ({problem}); "
+                "pick a lane name that is also a session name"
+            )
+        spill = self._session_spill_dir(lane)
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        record = new_run_record(command, str(spill) if spill else "", started)
+        hold = contextlib.AsyncExitStack()
+        try:
+            session = await hold.enter_async_context(sessions.use(lane, create=True))
+            await session.commit([set_value(run_record_address(call.id), record)])
+        except StorageError as exc:
+            await hold.aclose()
+            raise CommandRejectedError(
+                f"the store cannot record a command in session {lane!r}: "
+                f"{' '.join(str(exc).split())}",
+                status=503,
+            ) from exc
+        self._holds.add(hold)
+        harness = Harness(
+            self.tools,
+            context=self._session_context(lane),
+            bus=self.bus,
+            lane=lane,
+            session=session,
+        )
+        return self._run_durable(hold, harness, session, call, record)
+
+    async def _run_durable(
+        self,
+        hold: contextlib.AsyncExitStack,
+        harness: Harness,
+        session: Session,
+        call: ToolCall,
+        record: dict[str, Any],
+    ) -> None:
+        self._holds.discard(hold)
+        async with hold:
+            [result] = await harness.run([call])
+            if result.state is not None:
+                try:
+                    await session.commit([settled_record(call.id, record, result.state)])
+                except StorageError:
+                    # The result itself settled; only the "showing N of M" indicator
+                    # of stored history is missing.
+                    log.exception("recording the output totals of %s failed", call.id)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -107,6 +214,11 @@ class HarnessCommands:
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        # A run cancelled before its first step never entered its `async with`:
+        # hand its session back here.
+        for hold in list(self._holds):
+            self._holds.discard(hold)
+            await hold.aclose()
         if self._owned_spill_dir is not None:
             shutil.rmtree(self._owned_spill_dir, ignore_errors=True)
             self._owned_spill_dir = None

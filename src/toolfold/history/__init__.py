@@ -1,0 +1,38 @@
+"""toolfold.history — what a session store holds, call by call, for the CLI and the server.
+
+A session's calls are its settled tool results (transcript entries) and the calls its
+live operations left unsettled (with their recovered pending output). Hosts that run
+commands through a durable harness (``toolfold run``, ``toolfold serve``) also keep a
+small per-call record in the session scope — the command, the owner process, the spill
+directory and, once settled, the output's truncation totals and spill file — so readers
+can show the command, refuse to resume a call that is still running, and say "showing N
+of M lines / full output at PATH" for a settled call.
+"""
+
+from __future__ import annotations
+
+from ._calls import (
+    RUN_RECORD_NAMESPACE,
+    CallView,
+    check_session_name,
+    list_calls,
+    new_run_record,
+    pending_output,
+    process_alive,
+    run_record,
+    run_record_address,
+    settled_record,
+)
+
+__all__ = [
+    "RUN_RECORD_NAMESPACE",
+    "CallView",
+    "check_session_name",
+    "list_calls",
+    "new_run_record",
+    "pending_output",
+    "process_alive",
+    "run_record",
+    "run_record_address",
+    "settled_record",
+]
