@@ -412,3 +412,48 @@ def test_viewer_resubscribes_on_a_gap_and_on_a_batch_it_cannot_fold(
         converged()
     finally:
         page.close()
+
+
+def test_viewer_shows_a_stored_sessions_settled_calls(
+    browser_context: Any, serve: Any, tmp_path: Path
+) -> None:
+    import httpx
+
+    from toolfold.harness import Lanes
+    from toolfold.server import HarnessCommands, create_app
+    from toolfold.storage import open_repository
+
+    repo = open_repository(f"sqlite:{tmp_path / 'toolfold.db'}")
+    lanes = Lanes()
+    commands = HarnessCommands(lanes, repository=repo, spill_dir=tmp_path / "spill")
+    server = serve(create_app(lanes=lanes, run_command=commands, repository=repo))
+    page = browser_context.new_page()
+    try:
+        with httpx.Client(base_url=server.url) as client:
+            ids = []
+            for command in ("seq 1 2500", "echo partial output; exit 3"):
+                r = client.post("/v1/lanes/main/commands", json={"command": command})
+                assert r.status_code == 202, r.text
+                ids.append(r.json()["tool_call_id"])
+                server.run(commands.wait())
+        long_id, failed_id = ids
+        page.goto(f"{server.url}/?lane=other&session=main")
+        page.wait_for_function(
+            "() => window.toolfoldViewer.stored && window.toolfoldViewer.stored.calls"
+        )
+        assert page.evaluate("() => window.toolfoldViewer.stored.total") == 2
+        long = page.inner_text(f"#stored article.status-done[data-tool-call-id='{long_id}']")
+        assert "seq 1 2500" in long and "ok" in long
+        assert "showing last 2000 of 2500 lines" in long
+        assert f"full output at {tmp_path / 'spill' / 'main'}" in long
+        assert "exit_code" in long  # the details table
+        failed = page.inner_text(f"#stored article.status-error[data-tool-call-id='{failed_id}']")
+        assert "partial output" in failed and "exit_code" in failed and "3" in failed
+        assert "2 calls" in page.inner_text("#stored-title")
+        # The session picker lists the store's sessions with this one selected.
+        assert page.eval_on_selector("#session-select", "s => s.value") == "main"
+    finally:
+        page.close()
+        # Playwright's sync API holds this thread's loop: close the store on the server's.
+        server.run(commands.aclose())
+        server.run(repo.close())

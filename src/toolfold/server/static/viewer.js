@@ -12,6 +12,9 @@
   const params = new URLSearchParams(window.location.search);
   const viewer = {
     lane: params.get("lane") || "default",
+    session: params.get("session") || "",
+    stored: null,          // {session, total, calls, loads} or {session, error}
+    storedLoads: 0,
     replica: null,
     expectedId: 0,
     connected: false,
@@ -166,7 +169,9 @@
 
   const cards = new Map();  // tool_call_id -> {root, fingerprint parts}
 
-  function renderTool(id, tool) {
+  const storedCards = new Map();  // the same, for the stored session's calls
+
+  function renderTool(cards, id, tool) {
     let c = cards.get(id);
     if (!c) {
       const root = el("article", "tool");
@@ -190,7 +195,7 @@
     const a = tool.args;
     c.args.textContent = a && typeof a === "object" && typeof a.command === "string" ? a.command : cellText(a);
     c.badge.className = "badge status-" + status;
-    c.badge.textContent = status;
+    c.badge.textContent = tool.label || status;
     const out = tool.output;
     const content = out && Array.isArray(out.content) ? out.content : [];
     const text = content.length && content[0] && typeof content[0].text === "string" ? content[0].text : "";
@@ -241,7 +246,7 @@
       const tool = tools[id];
       if (!tool) continue;
       seen.add(id);
-      nodes.push(renderTool(id, tool));
+      nodes.push(renderTool(cards, id, tool));
     }
     for (const id of Array.from(cards.keys())) if (!seen.has(id)) cards.delete(id);
     if (nodes.length === 0) {
@@ -286,6 +291,93 @@
     }
   }
 
+  // A stored call as a lane tool entry, so renderTool draws it like a live one.
+  function storedTool(call) {
+    const m = call.message;
+    if (m) {
+      const output = { content: Array.isArray(m.content) ? m.content : [], details: m.details || {} };
+      if (call.truncation) output.truncation = call.truncation;
+      if (typeof call.spill_path === "string") output.spill_path = call.spill_path;
+      return { tool_name: call.tool_name, args: { command: call.command },
+               status: m.is_error ? "error" : "done", label: call.status, output };
+    }
+    const running = call.running === true;
+    return { tool_name: call.tool_name, args: { command: call.command },
+             status: running ? "running" : "unsettled",
+             label: (running ? "running" : "unsettled") + " (pending output" +
+               (call.error ? ": " + call.error : " as of its last checkpoint") + ")",
+             output: call.state || null };
+  }
+
+  function setSessionParam(name) {
+    const u = new URL(window.location.href);
+    if (name) u.searchParams.set("session", name); else u.searchParams.delete("session");
+    history.replaceState(null, "", u.toString());
+  }
+
+  async function loadSessions() {
+    const sel = $("session-select");
+    let names = [];
+    try {
+      const r = await fetch("/v1/sessions");
+      names = (await r.json()).sessions || [];
+    } catch (_e) { names = []; }
+    if (viewer.session && !names.includes(viewer.session)) names.unshift(viewer.session);
+    sel.textContent = "";
+    const none = el("option", null, "(none)");
+    none.value = "";
+    sel.appendChild(none);
+    for (const n of names) {
+      const o = el("option", null, n);
+      o.value = n;
+      if (n === viewer.session) o.selected = true;
+      sel.appendChild(o);
+    }
+  }
+
+  async function showStored(name) {
+    viewer.session = name;
+    setSessionParam(name);
+    const section = $("stored");
+    const box = $("stored-calls");
+    const title = $("stored-title");
+    storedCards.clear();
+    box.textContent = "";
+    if (!name) { section.hidden = true; viewer.stored = null; return; }
+    section.hidden = false;
+    title.textContent = "session " + name + ": loading…";
+    let r = null;
+    let body;
+    try {
+      r = await fetch("/v1/sessions/" + encodeURIComponent(name) + "/calls");
+      body = await r.json();
+    } catch (e) { body = { error: String(e) }; }
+    if (viewer.session !== name) return;  // another session was picked meanwhile
+    viewer.storedLoads += 1;
+    if (!r || !r.ok) {
+      title.textContent = "session " + name + ": " + (body && body.error);
+      viewer.stored = { session: name, error: body && body.error };
+      return;
+    }
+    const calls = Array.isArray(body.calls) ? body.calls : [];
+    title.textContent = "session " + name + " (stored, read-only): " +
+      (calls.length < body.total ? "the last " + calls.length + " of " : "") + body.total + " calls";
+    const nodes = calls.map((call) => {
+      const node = renderTool(storedCards, call.tool_call_id, storedTool(call));
+      node.dataset.stored = "1";
+      return node;
+    });
+    if (nodes.length === 0) box.replaceChildren(el("p", "empty", "Session " + name + " has no calls."));
+    else box.replaceChildren(...nodes);
+    // Bounded windows are mostly tails: show their end, as for live calls.
+    for (const c of storedCards.values()) c.pre.scrollTop = c.pre.scrollHeight;
+    viewer.stored = { session: name, total: body.total, calls, loads: viewer.storedLoads };
+  }
+
+  $("session-select").addEventListener("change", (ev) => { showStored(ev.target.value); });
+  $("stored-reload").addEventListener("click", () => { showStored(viewer.session); });
+  $("stored-close").addEventListener("click", () => { $("session-select").value = ""; showStored(""); });
+
   $("lane-select").addEventListener("change", (ev) => {
     const lane = ev.target.value;
     const u = new URL(window.location.href);
@@ -319,5 +411,7 @@
   });
 
   loadLanes();
+  loadSessions();
+  if (viewer.session) showStored(viewer.session);
   subscribe();
 })();
