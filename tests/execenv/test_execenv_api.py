@@ -120,7 +120,7 @@ async def test_spill_backpressure_pauses_reading_until_the_buffer_drains(
     gate = threading.Event()
     real_write = _spill._write_all
 
-    def gated(fd: int, data: bytes) -> None:
+    def gated(fd: int, data: list[bytes]) -> None:
         gate.wait(30)
         real_write(fd, data)
 

@@ -67,6 +67,28 @@ limits = st.builds(
 )
 
 
+# Large reads past the cap: the tail capture skips decoding whatever cannot reach the
+# view (see OutputCapture._skip_point). Streams of many short lines, read in few large
+# chunks, with control bytes and \r only now and then, so both the skipping and the
+# fallback paths run; everything must still equal the whole-stream reference.
+LINE_PIECES = [b"a\n", b"bb\n", b"\n", b"ccc ddd\n", "é€\n".encode(), b"x" * 40 + b"\n", b"tail"]
+RARE_PIECES = [b"\x1b[31m", b"\r", b"\r\n", b"\xff", b"\xe2\x82", b"\x1b", b"10%\r20%"]
+many_lines = st.tuples(
+    st.lists(st.sampled_from(LINE_PIECES), min_size=1, max_size=12),
+    st.integers(1, 300),
+    st.lists(st.tuples(st.integers(0, 100_000), st.sampled_from(RARE_PIECES)), max_size=3),
+).map(
+    lambda t: _insert_rare(b"".join(t[0]) * t[1], t[2]),
+)
+
+
+def _insert_rare(raw: bytes, rare: list[tuple[int, bytes]]) -> bytes:
+    for at, piece_ in rare:
+        at %= len(raw) + 1
+        raw = raw[:at] + piece_ + raw[at:]
+    return raw
+
+
 def chunked(raw: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(raw) + 1) for c in cuts})
     out, prev = [], 0
@@ -109,7 +131,7 @@ def test_capture_snapshot_matches_reference_for_any_chunking(
 
 @settings(max_examples=400)
 @given(
-    raw=streams,
+    raw=st.one_of(streams, many_lines),
     cuts=st.lists(st.integers(0, 10_000), max_size=30),
     gaps=st.lists(st.sampled_from([0.0, 0.01, 0.05, 0.1, 0.3, 1.0]), min_size=1),
     lim=limits,
@@ -180,3 +202,54 @@ def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -
         bytewise.feed(raw[i : i + 1])
     bytewise.close()
     assert whole.snapshot() == bytewise.snapshot()
+
+
+@settings(max_examples=300)
+@given(
+    raw=many_lines,
+    cuts=st.lists(st.integers(0, 100_000), max_size=4),
+    lim=st.builds(
+        ShellOutputLimits,
+        max_bytes=st.integers(1, 400),
+        max_lines=st.integers(1, 40),
+        retain=st.sampled_from(["head", "tail"]),
+    ),
+)
+def test_large_reads_past_the_cap_match_the_reference(
+    raw: bytes, cuts: list[int], lim: ShellOutputLimits
+) -> None:
+    cap = OutputCapture(lim)
+    for chunk in chunked(raw, cuts):
+        cap.feed(chunk)
+    cap.close()
+    snap = cap.snapshot()
+    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
+    tr = snap.truncation
+    assert snap.text == ref.text
+    assert (tr.truncated, tr.truncated_by) == (ref.truncated, ref.truncated_by)
+    assert tr.last_line_partial == ref.last_line_partial
+    assert tr.first_line_exceeds_limit == ref.first_line_exceeds_limit
+    total_bytes, total_lines, last_line_bytes = raw_totals(raw)
+    assert (tr.total_bytes, tr.total_lines, snap.last_line_bytes) == (
+        total_bytes,
+        total_lines,
+        last_line_bytes,
+    )
+    # The skipping capture agrees with one fed byte-exact small reads (no skipping).
+    small = OutputCapture(lim)
+    for i in range(0, len(raw), 7):
+        small.feed(raw[i : i + 7])
+    small.close()
+    assert small.snapshot() == snap
+
+
+def test_a_large_read_past_the_cap_skips_decoding_what_cannot_be_seen() -> None:
+    lim = ShellOutputLimits(max_bytes=100, max_lines=5)
+    cap = OutputCapture(lim)
+    cap.feed(b"\xff\x1b[31m" + b"line\n" * 1000 + b"last")
+    assert cap._skipped  # the invalid byte and escape at the start were never decoded
+    snap = cap.snapshot()
+    assert snap.text == "line\n" * 4 + "last"
+    assert snap.start == (996, 0)
+    assert (snap.truncation.truncated, snap.truncation.truncated_by) == (True, "lines")
+    assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (1001, 5010)

@@ -303,7 +303,7 @@ async def test_unwritable_spill_dir_fails_clearly_and_kills_the_child(tmp_path: 
 async def test_spill_write_failure_kills_the_child(
     env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def full(fd: int, data: bytes) -> None:
+    def full(fd: int, data: list[bytes]) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(_spill, "_write_all", full)

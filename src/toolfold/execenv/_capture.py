@@ -58,8 +58,11 @@ class CaptureSnapshot:
     """The bounded view at one moment: text, where it starts in the cleaned stream, totals."""
 
     text: str
-    start: int
-    """Absolute character offset of ``text`` in the cleaned stream (for slide detection)."""
+    start: tuple[int, int]
+    """Where ``text`` starts in the cleaned stream: (line index, character offset in that
+    line). Exact and chunk-independent even when the capture skipped decoding output
+    that could no longer reach the view (line indices are raw newline counts, which
+    cleanup never changes). Used to detect slides."""
     truncation: ShellOutputTruncation
     last_line_bytes: int | None
 
@@ -96,6 +99,15 @@ class OutputCapture:
         self._cur_trimmed = False  # tail: lost its beginning; head: lost its end
         self._cur_abs = 0
         self._cur_bytes = 0
+        self._last_line_chars = 0  # characters of the last completed line (without \n)
+        # tail: a prefix of the output was never decoded (it could not reach the view)
+        self._skipped = False
+        # head: view and truncation are final; only the raw totals still move
+        self._settled = False
+        # Smallest raw suffix that can decide a tail view by itself (see _skip_point).
+        self._skip_lines = self.limits.max_lines + 1
+        self._skip_bytes = self._cap + 4
+        self._skip_min = 4 * min(2 * self._skip_lines, self._skip_bytes)
 
     # -- feeding ---------------------------------------------------------------------
 
@@ -116,6 +128,13 @@ class OutputCapture:
             self._raw_last_complete = self._raw_cur + nl if prev == -1 else nl - prev - 1
             self._raw_cur = len(data) - nl - 1
             self._raw_newlines += data.count(b"\n")
+        if self._settled:
+            return
+        if self._tail and len(data) >= self._skip_min and nl != -1:
+            skip = self._skip_point(data)
+            if skip:
+                self._skip_to_line_start()
+                data = data[skip:]
         plain = not self._esc_carry and len(data.translate(None, _CONTROL_BYTES)) == len(data)
         text = self._decoder.decode(data)
         if plain:
@@ -123,10 +142,59 @@ class OutputCapture:
                 self._feed_clean(text)
         else:
             self._feed_decoded(text)
+        if self._frozen and self._done_abs + self._cur_abs > len(self._done):
+            # Head mode: the view is decided and already shorter than the cleaned stream,
+            # so nothing later can change text or flags; stop decoding (totals are raw).
+            self._settled = True
+
+    def _skip_point(self, data: bytes) -> int:
+        """A line start ``p`` in ``data`` such that ``data[p:]`` alone decides the tail view.
+
+        Tail mode only. The view is at most ``max_lines`` whole lines and ``max_bytes``
+        bytes at the end, so a suffix starting at a line start decides it when it holds
+        more than ``max_lines`` newlines, or when its cleaned text is larger than
+        ``max_bytes`` (the view walk then stops inside the suffix without accepting its
+        first line, with the same verdict as on the whole stream). Cleanup never spans a
+        newline (escape sequences cannot contain one, ``\r`` redraws are per line, and the
+        decoder holds nothing after a ``\n``), so the suffix cleans the same on its own.
+        The bytes test is only trusted for a suffix without control bytes or ``\r``
+        (its cleaned size is then at least its raw size minus a held-back partial code
+        point). Returns 0 when no such point is found; the whole read is then processed.
+        """
+        n = len(data)
+        need_lines, need_bytes = self._skip_lines, self._skip_bytes
+        window = min(2 * need_lines, need_bytes)
+        bytes_ok = True
+        while window < n:
+            p = data.rfind(b"\n", 0, n - window) + 1
+            if p == 0:
+                return 0
+            if bytes_ok and n - p >= need_bytes:
+                if data.find(b"\r", p) == -1 and not _has_control(data, p):
+                    return p
+                bytes_ok = False  # a larger suffix contains the same control bytes
+            if data.count(b"\n", p) >= need_lines:
+                return p
+            window *= 4
+        return 0
+
+    def _skip_to_line_start(self) -> None:
+        # Everything fed so far (and the skipped part of this read) ends with a newline
+        # and lies before the view: restart the line machine on a clean line start.
+        self._skipped = True
+        self._decoder.reset()
+        self._esc_carry = ""
+        self._pending_cr = False
+        self._done = ""
+        self._done_trimmed = True
+        self._wipe()
 
     def close(self) -> None:
         """End of output: flush the decoder and any held-back partial escape sequence."""
         if self._closed:
+            return
+        if self._settled:
+            self._closed = True
             return
         text = self._esc_carry + self._decoder.decode(b"", final=True)
         self._esc_carry = ""
@@ -232,6 +300,8 @@ class OutputCapture:
             self._append(text)
             return
         completed = text[: nl + 1]
+        prev = completed.rfind("\n", 0, nl)
+        self._last_line_chars = self._cur_abs + nl if prev == -1 else nl - prev - 1
         self._done_abs += self._cur_abs + len(completed)
         self._done_bytes += self._cur_bytes + utf8_len(completed)
         if not self._tail and not self._frozen:
@@ -265,13 +335,16 @@ class OutputCapture:
     def snapshot(self) -> CaptureSnapshot:
         """The bounded view of everything fed so far, with exact totals."""
         total_clean = self._done_abs + self._cur_abs
+        start: tuple[int, int]
         if self._tail:
-            text, start, by, partial = self._tail_view()
+            text, col, by, partial = self._tail_view()
+            # Cleaned newlines == raw newlines: nothing held back ever contains one.
+            start = (self._raw_newlines - text.count("\n"), col)
             first_exceeds = False
         else:
             text, by, first_exceeds = self._head_view()
-            start, partial = 0, False
-        truncated = len(text) < total_clean
+            start, partial = (0, 0), False
+        truncated = self._skipped or len(text) < total_clean
         if not truncated:
             by = None
         elif by is None:
@@ -300,13 +373,12 @@ class OutputCapture:
         )
 
     def _tail_view(self) -> tuple[str, int, Literal["lines", "bytes"] | None, bool]:
+        # Returns (text, column of its first character in its line, truncated_by, partial).
         if self._cur_trimmed:
             buf, trimmed = self._cur, True
-            buf_start = self._done_abs + self._cur_abs - len(self._cur)
         else:
             buf = self._done + self._cur
             trimmed = self._done_trimmed if self._done else False
-            buf_start = self._done_abs - len(self._done)
         max_lines, cap = self.limits.max_lines, self._cap
         pos, count, used = len(buf), 0, 0
         by: Literal["lines", "bytes"] | None = None
@@ -326,9 +398,11 @@ class OutputCapture:
             if count == 0:
                 # The last line alone exceeds the cap: show its last max_bytes bytes.
                 tail = _utf8_tail(seg, cap)
-                return tail, buf_start + len(buf) - len(tail), by, True
+                if self._cur_abs:
+                    return tail, self._cur_abs - len(tail), by, True
+                return tail, self._last_line_chars + 1 - len(tail), by, True
             break
-        return buf[pos:], buf_start + pos, by, False
+        return buf[pos:], 0, by, False
 
     def _head_view(self) -> tuple[str, Literal["lines", "bytes"] | None, bool]:
         buf = self._done if self._frozen else self._done + self._cur
@@ -347,6 +421,12 @@ class OutputCapture:
             count += 1
             pos = end
         return buf, ("lines" if count == max_lines else None), False
+
+
+def _has_control(data: bytes, start: int) -> bool:
+    """True when ``data[start:]`` holds a byte the escape/control cleanup acts on."""
+    part = data[start:] if start else data
+    return len(part.translate(None, _CONTROL_BYTES)) != len(part)
 
 
 def _utf8_tail(text: str, limit: int) -> str:

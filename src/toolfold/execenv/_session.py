@@ -33,6 +33,19 @@ def _discard(update: ShellOutputUpdate) -> None:
     return None
 
 
+def _offset_in(text: str, text_start: tuple[int, int], point: tuple[int, int]) -> int:
+    """Character offset in ``text`` (which starts at ``text_start``) of ``point``; -1 if
+    ``point`` is before ``text`` or beyond its lines. Points are (line, column)."""
+    lines = point[0] - text_start[0]
+    if lines == 0:
+        return point[1] - text_start[1]
+    if lines < 0 or lines > text.count("\n"):
+        return -1
+    # Offset of the start of line ``point[0]``: just after the lines-th newline of text.
+    line_start = len(text) - len(text.split("\n", lines)[-1])
+    return line_start + point[1]
+
+
 class CaptureSession:
     """Feeds one command's raw output through capture, spill and publisher.
 
@@ -63,7 +76,7 @@ class CaptureSession:
         self._on_failure = on_failure
         self.failure: ExecError | None = None
         self._base: ShellOutputView | None = None
-        self._base_start = 0
+        self._base_start = (0, 0)
         self.publisher: AdaptivePublisher[ShellOutputUpdate] = AdaptivePublisher(
             produce=self._produce,
             consume=on_update if on_update is not None else _discard,
@@ -158,7 +171,7 @@ class CaptureSession:
         else:
             # Only a verified overlap becomes a Slide: the retained old text must be
             # exactly the start of the new view. Anything else is a bounded Replace.
-            drop = snap.start - self._base_start
+            drop = _offset_in(base.text, self._base_start, snap.start)
             if 0 < drop < len(base.text) and text.startswith(base.text[drop:]):
                 update = Slide(drop, text[len(base.text) - drop :], meta)
             else:

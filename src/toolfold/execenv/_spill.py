@@ -11,12 +11,19 @@ from pathlib import Path
 
 from ._errors import SpillError
 
+_MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+
+def _write_all(fd: int, chunks: list[bytes]) -> None:
+    # writev hands the queued reads to the kernel as they are: no join copy in Python.
+    views = [memoryview(c) for c in chunks if c]
+    while views:
+        written = os.writev(fd, views[:_MAX_IOV])
+        while views and written >= len(views[0]):
+            written -= len(views[0])
+            views.pop(0)
+        if written:
+            views[0] = views[0][written:]
 
 
 def spill_file_name() -> str:
@@ -112,8 +119,8 @@ class SpillFile:
         loop = asyncio.get_running_loop()
         try:
             while self._pending and self._error is None:
-                batch = b"".join(self._pending)
-                self._pending.clear()
+                batch, self._pending = self._pending, []
+                size = sum(len(c) for c in batch)
                 fd = self._fd
                 if fd is None:  # pragma: no cover - write() is only reachable after open()
                     return
@@ -130,8 +137,8 @@ class SpillFile:
                         exc,
                     )
                     return
-                self.bytes_written += len(batch)
-                self._buffered -= len(batch)
+                self.bytes_written += size
+                self._buffered -= size
                 if self._paused and self._buffered <= self._high_water // 2:
                     self._paused = False
                     if self._on_resume is not None:
