@@ -168,10 +168,12 @@ def resume(session_name: str, store: str | None) -> None:
 @click.option("--port", default=8765, show_default=True, type=int, help="Port to listen on.")
 @click.option("--store", "store", metavar="URL", help=STORE_HELP)
 def serve(host: str, port: int, store: str | None) -> None:
-    """Serve the live web viewer and its API (SSE lanes, commands, sessions).
+    """Serve the live web viewer and its API (SSE lanes, commands, stored sessions).
 
-    Open http://HOST:PORT/ in a browser; commands posted there run as bash calls
-    with spill files under the store's directory (spill/serve/). Ctrl-C stops.
+    Open http://HOST:PORT/ in a browser; a command posted to lane L runs as a durable
+    bash call in session L of the store (created on first use; spill files under the
+    store's directory, spill/L/), so `toolfold show L` lists it and it survives a
+    restart. The viewer also shows any stored session's calls. Ctrl-C stops.
     """
     from ._serve import serve_command
 
