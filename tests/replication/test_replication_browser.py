@@ -452,6 +452,17 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
         assert "2 calls" in page.inner_text("#stored-title")
         # The session picker lists the store's sessions with this one selected.
         assert page.eval_on_selector("#session-select", "s => s.value") == "main"
+        # Watching lane "main" with its session open: a command run from the command
+        # box appears in the stored view once it settles.
+        page.goto(f"{server.url}/?lane=main&session=main")
+        page.wait_for_function(
+            "() => window.toolfoldViewer.stored && window.toolfoldViewer.connected"
+        )
+        page.fill("#command-input", "echo third")
+        page.click("button[type=submit]")
+        page.wait_for_function("() => window.toolfoldViewer.stored.total === 3", timeout=60_000)
+        third = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
+        assert "third" in page.inner_text(f"#stored article[data-tool-call-id='{third}']")
     finally:
         page.close()
         # Playwright's sync API holds this thread's loop: close the store on the server's.

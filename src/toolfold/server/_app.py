@@ -16,7 +16,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from toolfold.harness import LaneError, Lanes, RecoveryError
+from toolfold.harness import DurabilityError, LaneError, Lanes, RecoveryError
 from toolfold.history import CallView, check_session_name, list_calls, pending_output, process_alive
 from toolfold.storage import Repository, SessionNotFoundError, StorageError
 
@@ -268,6 +268,13 @@ def create_app(
         except StorageError as exc:
             return _error(
                 503, f"the session store cannot read session {name!r}: {' '.join(str(exc).split())}"
+            )
+        except DurabilityError as exc:
+            # A durable record the harness cannot read back: the store is damaged there.
+            return _error(
+                503,
+                f"session {name!r} holds durable records that cannot be read: "
+                f"{' '.join(str(exc).split())}",
             )
         return JSONResponse({"session": name, "total": len(calls), "calls": items})
 

@@ -13,8 +13,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolfold.harness import EventBus, Harness, Lanes, Tool, ToolCall, ToolContext
+from toolfold.harness import (
+    CallInfo,
+    Durability,
+    DurableHooks,
+    EventBus,
+    Harness,
+    Lanes,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+)
 from toolfold.history import check_session_name, new_run_record, run_record_address, settled_record
+from toolfold.output import ToolOutput
 from toolfold.storage import StorageError, set_value
 
 from ._errors import CommandRejectedError
@@ -27,6 +39,31 @@ __all__ = ["HarnessCommands"]
 
 
 log = logging.getLogger("toolfold.server")
+
+
+class _RecordingHooks(DurableHooks):
+    """Durable hooks that also complete the call's run record when it settles.
+
+    Written right after the settlement commit and before ``ToolSettled`` is
+    published, so whoever reloads the stored session on seeing a call settle gets
+    its truncation totals too (after ``harness.run`` returns would be too late).
+    """
+
+    def __init__(self, session: Session, records: dict[str, dict[str, Any]]) -> None:
+        super().__init__(Durability(session))
+        self.records = records
+
+    async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
+        await super().before_settle(call, sink, result)
+        record = self.records.get(call.tool_call_id)
+        if record is None or result.state is None:
+            return
+        try:
+            await self.session.commit([settled_record(call.tool_call_id, record, result.state)])
+        except StorageError:
+            # The result itself settled; only the "showing N of M" indicator of the
+            # stored history is missing.
+            log.exception("recording the output totals of %s failed", call.tool_call_id)
 
 
 class HarnessCommands:
@@ -43,10 +80,11 @@ class HarnessCommands:
     With a ``repository`` (a ``toolfold.storage`` repository, or the app's
     ``SessionPool``) every command is **durable**, exactly as ``toolfold run`` runs
     one: lane ``L`` is session ``L`` of the store (created on its first command), the
-    call runs through ``Harness(..., session=...)`` (checkpoints while it runs, the
-    settled result in the transcript, ``toolfold resume L`` after a crash), a run
-    record (command, this process, spill directory) is committed before it starts and
-    completed with the truncation totals and spill file once it settles, and spill
+    call runs through a harness with ``Harness(..., session=...)``'s durable hooks
+    (checkpoints while it runs, the settled result in the transcript, ``toolfold
+    resume L`` after a crash), a run record (command, this process, spill directory)
+    is committed before it starts and completed with the truncation totals and spill
+    file as it settles (before ``ToolSettled`` is published), and spill
     files go under ``spill_dir/L/``. A lane that cannot name a session, or a store
     that cannot record the command, is refused with ``CommandRejectedError`` before
     anything runs.
@@ -168,28 +206,16 @@ class HarnessCommands:
             context=self._session_context(lane),
             bus=self.bus,
             lane=lane,
-            session=session,
+            hooks=_RecordingHooks(session, {call.id: record}),
         )
-        return self._run_durable(hold, harness, session, call, record)
+        return self._run_durable(hold, harness, call)
 
     async def _run_durable(
-        self,
-        hold: contextlib.AsyncExitStack,
-        harness: Harness,
-        session: Session,
-        call: ToolCall,
-        record: dict[str, Any],
+        self, hold: contextlib.AsyncExitStack, harness: Harness, call: ToolCall
     ) -> None:
         self._holds.discard(hold)
         async with hold:
-            [result] = await harness.run([call])
-            if result.state is not None:
-                try:
-                    await session.commit([settled_record(call.id, record, result.state)])
-                except StorageError:
-                    # The result itself settled; only the "showing N of M" indicator
-                    # of stored history is missing.
-                    log.exception("recording the output totals of %s failed", call.id)
+            await harness.run([call])
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

@@ -14,6 +14,7 @@
     lane: params.get("lane") || "default",
     session: params.get("session") || "",
     stored: null,          // {session, total, calls, loads} or {session, error}
+    lastSettled: undefined, // the lane's newest settled call id (reloads the stored view)
     storedLoads: 0,
     replica: null,
     expectedId: 0,
@@ -262,6 +263,14 @@
       }
     }
     const tr = Array.isArray(v.transcript) ? v.transcript : [];
+    // A call settled in the lane whose stored session is open: fetch that session
+    // again, so the stored view includes it (the lane's commands are its calls).
+    const lastSettled = tr.length ? tr[tr.length - 1].tool_call_id : null;
+    if (lastSettled !== viewer.lastSettled) {
+      const first = viewer.lastSettled === undefined;
+      viewer.lastSettled = lastSettled;
+      if (!first && viewer.session && viewer.session === viewer.lane) showStored(viewer.session);
+    }
     $("transcript-count").textContent = String(tr.length);
     const ol = $("transcript");
     ol.textContent = "";
@@ -341,11 +350,20 @@
     const section = $("stored");
     const box = $("stored-calls");
     const title = $("stored-title");
-    storedCards.clear();
-    box.textContent = "";
-    if (!name) { section.hidden = true; viewer.stored = null; return; }
+    if (!name) {
+      storedCards.clear();
+      box.textContent = "";
+      section.hidden = true;
+      viewer.stored = null;
+      return;
+    }
     section.hidden = false;
-    title.textContent = "session " + name + ": loading…";
+    // A reload keeps the cards on screen until the new list arrives (no flicker).
+    if (!viewer.stored || viewer.stored.session !== name) {
+      storedCards.clear();
+      box.textContent = "";
+      title.textContent = "session " + name + ": loading…";
+    }
     let r = null;
     let body;
     try {
@@ -354,6 +372,8 @@
     } catch (e) { body = { error: String(e) }; }
     if (viewer.session !== name) return;  // another session was picked meanwhile
     viewer.storedLoads += 1;
+    storedCards.clear();
+    box.textContent = "";
     if (!r || !r.ok) {
       title.textContent = "session " + name + ": " + (body && body.error);
       viewer.stored = { session: name, error: body && body.error };
@@ -384,6 +404,7 @@
     u.searchParams.set("lane", lane);
     history.replaceState(null, "", u.toString());
     viewer.lane = lane;
+    viewer.lastSettled = undefined;
     cards.clear();
     subscribe();   // a lane switch is the same path as a cold start
   });
