@@ -462,7 +462,8 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
         page.click("button[type=submit]")
         page.wait_for_function("() => window.toolfoldViewer.stored.total === 3", timeout=60_000)
         third = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
-        assert "third" in page.inner_text(f"#stored article[data-tool-call-id='{third}']")
+        card = page.wait_for_selector(f"#stored article.status-done[data-tool-call-id='{third}']")
+        assert "third" in card.inner_text()
     finally:
         page.close()
         # Playwright's sync API holds this thread's loop: close the store on the server's.

@@ -85,7 +85,8 @@ class HarnessCommands:
     resume L`` after a crash), a run record (command, this process, spill directory)
     is committed before it starts and completed with the truncation totals and spill
     file as it settles (before ``ToolSettled`` is published), and spill
-    files go under ``spill_dir/L/``. A lane that cannot name a session, or a store
+    files go under ``spill_dir/L/`` (pass one: the temporary default is removed on
+    close, and the stored results would name files that are gone). A lane that cannot name a session, or a store
     that cannot record the command, is refused with ``CommandRejectedError`` before
     anything runs.
     """
