@@ -26,13 +26,16 @@ class ShellExecResult(ShellOutputMetadata):
     ``exit_code`` is ``None`` when the command was killed (timeout, ``cancel``, a
     spill failure, or a signal from elsewhere). ``text`` is the final view text — the
     same as the fold of every published update. ``timed_out`` / ``cancelled`` say
-    why it was killed, when it was killed by us.
+    why it was killed, when it was killed by us. ``background_killed`` is true when the
+    shell exited by itself (``exit_code`` is its status) but processes it left in its
+    group still held stdout/stderr after ``exit_grace``, so the group was killed.
     """
 
     exit_code: int | None
     text: str = ""
     timed_out: bool = False
     cancelled: bool = False
+    background_killed: bool = False
 
     @property
     def view(self) -> ShellOutputView:
@@ -92,6 +95,8 @@ class LocalExecEnv:
     ``spill_dir`` should be a directory the environment owns for one session (the
     harness passes ``<store dir>/spill/<session>/``), never a shared temp dir.
     ``kill_grace`` is how long a killed command gets between SIGTERM and SIGKILL.
+    ``exit_grace`` is how long, after the shell exited by itself, processes it left
+    behind may keep stdout/stderr open before its process group is killed.
     """
 
     def __init__(
@@ -100,14 +105,17 @@ class LocalExecEnv:
         *,
         shell: str | None = None,
         kill_grace: float = 2.0,
+        exit_grace: float = 1.0,
     ) -> None:
-        if not isinstance(kill_grace, int | float) or kill_grace < 0:
-            raise ExecConfigError(
-                f"LocalExecEnv kill_grace must be a number >= 0 (seconds), got {kill_grace!r}"
-            )
+        for name, value in (("kill_grace", kill_grace), ("exit_grace", exit_grace)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ExecConfigError(
+                    f"LocalExecEnv {name} must be a number >= 0 (seconds), got {value!r}"
+                )
         self.spill_dir = Path(spill_dir)
         self.shell = shell if shell is not None else _default_shell()
         self.kill_grace = float(kill_grace)
+        self.exit_grace = float(exit_grace)
 
     async def exec(
         self,
@@ -171,8 +179,8 @@ class LocalExecEnv:
             on_failure=on_failure,
         )
         protocol = _ExecProtocol(session, loop)
-        try:
-            transport, _ = await loop.subprocess_exec(
+        spawn = asyncio.ensure_future(
+            loop.subprocess_exec(
                 lambda: protocol,
                 self.shell,
                 "-c",
@@ -184,6 +192,14 @@ class LocalExecEnv:
                 env=dict(env) if env is not None else None,
                 start_new_session=True,
             )
+        )
+        try:
+            # Shielded: a cancellation delivered inside asyncio's start-up would make it
+            # SIGKILL the shell alone, leaving whatever the shell already forked running.
+            transport, _ = await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.ensure_future(self._stop_when_started(spawn, session)))
+            raise
         except OSError as exc:
             raise ExecStartError(
                 f"cannot start {self.shell!r} -c {command[:80]!r} (cwd={str(cwd) if cwd else None!r}): "
@@ -194,23 +210,21 @@ class LocalExecEnv:
         if session.spill is not None and session.spill.buffered > options.spill_high_water:
             set_reading(False)  # data that arrived during start-up already filled the buffer
 
-        finished = asyncio.ensure_future(
-            asyncio.wait(
-                [protocol.exited, protocol.pipes_closed], return_when=asyncio.ALL_COMPLETED
-            )
-        )
+        finished = asyncio.ensure_future(self._exited_and_drained(protocol))
         cancel_wait = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
         waiters: list[asyncio.Future[object]] = [finished, failed]  # type: ignore[list-item]
         if cancel_wait is not None:
             waiters.append(cancel_wait)  # type: ignore[arg-type]
-        timed_out = cancelled = False
+        timed_out = cancelled = background = False
         kill = True  # until we know the command ended by itself
         try:
             done, _ = await asyncio.wait(
                 waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if finished in done:
-                kill = False
+                # The shell exited by itself; if what it left behind still holds the
+                # pipes after exit_grace, that group is killed (exit_code stays).
+                kill = background = not finished.result()
             elif failed in done:
                 pass
             elif cancel_wait is not None and cancel_wait in done:
@@ -228,7 +242,8 @@ class LocalExecEnv:
         if session.failure is not None:
             raise session.failure
         returncode = transport.get_returncode()
-        exit_code = None if kill or returncode is None or returncode < 0 else returncode
+        killed_command = kill and not background
+        exit_code = None if killed_command or returncode is None or returncode < 0 else returncode
         meta = view.metadata
         return ShellExecResult(
             truncation=meta.truncation,
@@ -238,7 +253,33 @@ class LocalExecEnv:
             text=view.text,
             timed_out=timed_out,
             cancelled=cancelled,
+            background_killed=background,
         )
+
+    async def _exited_and_drained(self, protocol: _ExecProtocol) -> bool:
+        """Wait for the shell to exit, then up to ``exit_grace`` for the pipes to close.
+
+        True when both happened; False when something the shell left in the background
+        still holds stdout/stderr (an agent must not wait on it until the timeout).
+        """
+        await asyncio.shield(protocol.exited)
+        if not protocol.pipes_closed.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(protocol.pipes_closed), self.exit_grace)
+        return protocol.pipes_closed.done()
+
+    async def _stop_when_started(
+        self,
+        spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _ExecProtocol]],
+        session: CaptureSession,
+    ) -> None:
+        # exec was cancelled while the shell was starting: let the start finish (a few
+        # loop iterations: connecting the pipes), then tear the whole group down.
+        try:
+            transport, protocol = await spawn
+        except OSError:
+            return
+        await self._teardown(transport, protocol, session, kill=True)
 
     async def _teardown(
         self,

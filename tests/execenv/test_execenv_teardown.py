@@ -1,0 +1,150 @@
+"""LocalExecEnv teardown edges with real processes: leftovers after exit, cancel at start."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold.execenv import ExecConfigError, LocalExecEnv
+
+BOUND = 60.0  # a hang fails the test instead of stalling the suite
+
+
+def dead(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
+
+
+async def exits(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie counts), waiting on its pidfd.
+
+    A killed process closes its files (our pipes reach EOF) a moment before the kernel
+    marks it exited, so this synchronises on the exit itself; a process that was not
+    killed makes it return False after BOUND seconds.
+    """
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(fd, readable)
+    try:
+        await asyncio.wait_for(done, BOUND)
+        return True
+    except TimeoutError:
+        return False
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> LocalExecEnv:
+    return LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+
+
+@pytest.fixture
+def survivors() -> Iterator[list[int]]:
+    """Pids a test deliberately leaves running; killed at the end whatever happens."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+async def test_background_process_holding_the_pipes_is_killed_after_the_shell_exits(
+    env: LocalExecEnv,
+) -> None:
+    # Without the exit grace this waits for `sleep` (the timeout is far away).
+    result = await asyncio.wait_for(
+        env.exec("sleep 1000 & echo $!; echo hi; exit 3", timeout=BOUND * 10), BOUND
+    )
+    pid = int(result.text.split()[0])
+    assert result.text.endswith("hi\n")
+    assert result.exit_code == 3  # the shell's own status: it was not killed
+    assert result.background_killed and not result.timed_out and not result.cancelled
+    assert await exits(pid)
+
+
+async def test_background_process_ignoring_sigterm_is_killed_too(env: LocalExecEnv) -> None:
+    result = await asyncio.wait_for(
+        env.exec("(trap '' TERM; echo $BASHPID; exec sleep 1000) & true"),
+        BOUND,
+    )
+    lines = result.text.split()
+    # the subshell may print its pid after the shell exited: it still holds the pipes
+    assert lines, result.text
+    assert result.exit_code == 0 and result.background_killed
+    assert await exits(int(lines[0]))
+
+
+async def test_background_processes_that_let_go_of_the_output_keep_running(
+    env: LocalExecEnv, survivors: list[int]
+) -> None:
+    # The two documented ways to leave a daemon behind: redirect its output (it stays in
+    # the group but holds no pipe), or also give it its own session with setsid.
+    result = await asyncio.wait_for(
+        env.exec(
+            "sleep 1000 > /dev/null 2>&1 & echo $!; "
+            "setsid sleep 1000 > /dev/null 2>&1 < /dev/null & echo $!"
+        ),
+        BOUND,
+    )
+    pids = [int(p) for p in result.text.split()]
+    survivors.extend(pids)
+    assert result.exit_code == 0 and not result.background_killed
+    assert len(pids) == 2 and not any(dead(p) for p in pids)
+
+
+async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
+    env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, survivors: list[int]
+) -> None:
+    loop = asyncio.get_running_loop()
+    real_connect = loop.connect_read_pipe
+    gate = asyncio.Event()
+
+    async def gated_connect(*args: Any, **kwargs: Any) -> Any:
+        # Hold exec inside its start-up (connecting the pipes) until the test says so.
+        await gate.wait()
+        return await real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "connect_read_pipe", gated_connect)
+    fifo = tmp_path / "pids"
+    os.mkfifo(fifo)
+    task = asyncio.create_task(env.exec(f"sleep 1000 & echo $$ $! > {fifo}; wait"))
+    # The shell is running and has forked a child, while exec is still starting.
+    shell_pid, child_pid = map(
+        int, (await asyncio.wait_for(asyncio.to_thread(fifo.read_text), BOUND)).split()
+    )
+    survivors.extend([shell_pid, child_pid])
+    assert not task.done()
+    task.cancel()
+    gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, BOUND)
+    assert await exits(shell_pid)
+    assert await exits(child_pid)  # asyncio alone would have SIGKILLed the shell only
+
+
+def test_exit_grace_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(
+        ExecConfigError, match=r"exit_grace must be a number >= 0 \(seconds\), got -1"
+    ):
+        LocalExecEnv(tmp_path, exit_grace=-1)
