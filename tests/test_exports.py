@@ -18,6 +18,7 @@ PUBLIC_PACKAGES = [
     "toolfold.harness",
     "toolfold.tools",
     "toolfold.server",
+    "toolfold.history",
 ]
 
 
