@@ -130,12 +130,14 @@ class OutputCapture:
             self._raw_newlines += data.count(b"\n")
         if self._settled:
             return
+        plain: bool | None = None
         if self._tail and len(data) >= self._skip_min and nl != -1:
-            skip = self._skip_point(data)
+            skip, plain = self._skip_point(data)
             if skip:
                 self._skip_to_line_start()
                 data = data[skip:]
-        plain = not self._esc_carry and len(data.translate(None, _CONTROL_BYTES)) == len(data)
+        if plain is None or self._esc_carry:
+            plain = not self._esc_carry and not _has_control(data, 0)
         text = self._decoder.decode(data)
         if plain:
             if text:
@@ -147,7 +149,7 @@ class OutputCapture:
             # so nothing later can change text or flags; stop decoding (totals are raw).
             self._settled = True
 
-    def _skip_point(self, data: bytes) -> int:
+    def _skip_point(self, data: bytes) -> tuple[int, bool | None]:
         """A line start ``p`` in ``data`` such that ``data[p:]`` alone decides the tail view.
 
         Tail mode only. The view is at most ``max_lines`` whole lines and ``max_bytes``
@@ -155,28 +157,33 @@ class OutputCapture:
         more than ``max_lines`` newlines, or when its cleaned text is larger than
         ``max_bytes`` (the view walk then stops inside the suffix without accepting its
         first line, with the same verdict as on the whole stream). Cleanup never spans a
-        newline (escape sequences cannot contain one, ``\r`` redraws are per line, and the
-        decoder holds nothing after a ``\n``), so the suffix cleans the same on its own.
-        The bytes test is only trusted for a suffix without control bytes or ``\r``
+        newline (escape sequences cannot contain one, ``\\r`` redraws are per line, and the
+        decoder holds nothing after a ``\\n``), so the suffix cleans the same on its own.
+        The bytes test is only trusted for a suffix without control bytes or ``\\r``
         (its cleaned size is then at least its raw size minus a held-back partial code
         point). Returns 0 when no such point is found; the whole read is then processed.
+        Also returns whether the part that will be decoded is free of control bytes, when
+        that was found out on the way (None otherwise).
         """
         n = len(data)
         need_lines, need_bytes = self._skip_lines, self._skip_bytes
         window = min(2 * need_lines, need_bytes)
         bytes_ok = True
+        plain: bool | None = None
         while window < n:
             p = data.rfind(b"\n", 0, n - window) + 1
             if p == 0:
-                return 0
+                return 0, plain
             if bytes_ok and n - p >= need_bytes:
-                if data.find(b"\r", p) == -1 and not _has_control(data, p):
-                    return p
-                bytes_ok = False  # a larger suffix contains the same control bytes
+                if data.find(b"\r", p) == -1:
+                    if not _has_control(data, p):
+                        return p, True
+                    plain = False  # so does every larger suffix, and the whole read
+                bytes_ok = False  # a larger suffix contains the same \r or control bytes
             if data.count(b"\n", p) >= need_lines:
-                return p
+                return p, plain
             window *= 4
-        return 0
+        return 0, plain
 
     def _skip_to_line_start(self) -> None:
         # Everything fed so far (and the skipped part of this read) ends with a newline
@@ -299,25 +306,33 @@ class OutputCapture:
         if nl == -1:
             self._append(text)
             return
-        completed = text[: nl + 1]
-        prev = completed.rfind("\n", 0, nl)
+        end = nl + 1
+        prev = text.rfind("\n", 0, nl)
         self._last_line_chars = self._cur_abs + nl if prev == -1 else nl - prev - 1
-        self._done_abs += self._cur_abs + len(completed)
-        self._done_bytes += self._cur_bytes + utf8_len(completed)
-        if not self._tail and not self._frozen:
-            self._done_lines += completed.count("\n")
+        self._done_abs += self._cur_abs + end
+        self._done_bytes += self._cur_bytes + (end if text.isascii() else utf8_len(text[:end]))
         if self._tail:
-            if self._cur_trimmed:
-                # The finished line alone is larger than the cap, so nothing before it can
-                # ever be in a tail view again: restart the buffer at its retained part.
-                self._done = self._cur + completed
+            # A finished line that was trimmed alone is larger than the cap, so nothing
+            # before it can ever be in a tail view again: the buffer restarts with it.
+            cur_trimmed = self._cur_trimmed
+            size = len(self._cur) + end + (0 if cur_trimmed else len(self._done))
+            keep = 2 * self._cap
+            if size > 4 * self._cap:
+                # Trim (4x -> 2x) without first building the whole 4x string.
+                if end >= keep:
+                    self._done = text[end - keep : end]
+                else:
+                    before = self._cur if cur_trimmed else self._done + self._cur
+                    self._done = before[end - keep :] + text[:end]
+                self._done_trimmed = True
+            elif cur_trimmed:
+                self._done = self._cur + text[:end]
                 self._done_trimmed = True
             else:
-                self._done += self._cur + completed
-            if len(self._done) > 4 * self._cap:
-                self._done = self._done[-2 * self._cap :]
-                self._done_trimmed = True
+                self._done += self._cur + text[:end]
         elif not self._frozen:
+            completed = text[:end]
+            self._done_lines += completed.count("\n")
             self._done += self._cur + completed
             if (
                 self._cur_trimmed
