@@ -121,18 +121,20 @@ class OutputCapture:
             return
         self.total_bytes += len(data)
         nl = data.rfind(b"\n")
+        newlines = 0
         if nl == -1:
             self._raw_cur += len(data)
         else:
             prev = data.rfind(b"\n", 0, nl)
             self._raw_last_complete = self._raw_cur + nl if prev == -1 else nl - prev - 1
             self._raw_cur = len(data) - nl - 1
-            self._raw_newlines += data.count(b"\n")
+            newlines = data.count(b"\n")
+            self._raw_newlines += newlines
         if self._settled:
             return
         plain: bool | None = None
         if self._tail and len(data) >= self._skip_min and nl != -1:
-            skip, plain = self._skip_point(data)
+            skip, plain = self._skip_point(data, newlines)
             if skip:
                 self._skip_to_line_start()
                 data = data[skip:]
@@ -149,7 +151,7 @@ class OutputCapture:
             # so nothing later can change text or flags; stop decoding (totals are raw).
             self._settled = True
 
-    def _skip_point(self, data: bytes) -> tuple[int, bool | None]:
+    def _skip_point(self, data: bytes, newlines: int) -> tuple[int, bool | None]:
         """A line start ``p`` in ``data`` such that ``data[p:]`` alone decides the tail view.
 
         Tail mode only. The view is at most ``max_lines`` whole lines and ``max_bytes``
@@ -167,7 +169,8 @@ class OutputCapture:
         """
         n = len(data)
         need_lines, need_bytes = self._skip_lines, self._skip_bytes
-        window = min(2 * need_lines, need_bytes)
+        lines_ok = newlines >= need_lines  # else no suffix can hold enough newlines
+        window = min(2 * need_lines, need_bytes) if lines_ok else need_bytes
         bytes_ok = True
         plain: bool | None = None
         while window < n:
@@ -180,7 +183,7 @@ class OutputCapture:
                         return p, True
                     plain = False  # so does every larger suffix, and the whole read
                 bytes_ok = False  # a larger suffix contains the same \r or control bytes
-            if data.count(b"\n", p) >= need_lines:
+            if lines_ok and data.count(b"\n", p) >= need_lines:
                 return p, plain
             window *= 4
         return 0, plain
