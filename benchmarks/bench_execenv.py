@@ -1,16 +1,24 @@
 """Benchmarks for toolfold.execenv: peak memory, capture throughput, publication pacing.
 
-Run: .venv/bin/python benchmarks/bench_execenv.py [--quick]
+Run: .venv/bin/python benchmarks/bench_execenv.py [--quick] [--throughput-only] [--rounds N]
 
 Prints markdown tables. Each comparison runs side by side in the same invocation;
 read the ratios. Memory is measured in a child Python process (VmHWM from
 /proc/self/status after the capture, minus VmHWM when idle after imports).
+
+Throughput: every round runs, back to back, the same command redirected to
+/dev/null (raw), the command piped into ``wc -l`` (a C reader that counts lines: what
+one more pipe stage costs), a bare Python reader (a child process that only ``os.read``s the
+pipe in 256 KiB reads: the ceiling of any Python-side capture), and the capture with
+spill on and off. Ratios are per round (capture / raw from the same round); the table
+shows medians over the rounds.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -77,6 +85,25 @@ def raw_seconds(command: str) -> float:
     return time.perf_counter() - t0
 
 
+BARE_READER = r"""
+import os, subprocess, sys, time
+t0 = time.perf_counter()
+p = subprocess.Popen(["bash", "-c", sys.argv[1]], stdout=subprocess.PIPE)
+fd = p.stdout.fileno()
+while os.read(fd, 262144):
+    pass
+p.wait()
+print(time.perf_counter() - t0)
+"""
+
+
+def bare_reader_seconds(command: str) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", BARE_READER, command], check=True, capture_output=True, text=True
+    ).stdout
+    return float(out)
+
+
 async def capture_seconds(env: LocalExecEnv, command: str, spill: bool) -> tuple[float, int]:
     t0 = time.perf_counter()
     r = await env.exec(command, capture=CaptureOptions(spill=spill))
@@ -86,20 +113,36 @@ async def capture_seconds(env: LocalExecEnv, command: str, spill: bool) -> tuple
     return elapsed, r.truncation.total_bytes
 
 
-async def bench_throughput(env: LocalExecEnv, commands: list[str]) -> None:
-    print("\n### Capture throughput vs the same command redirected to /dev/null\n")
+async def bench_throughput(env: LocalExecEnv, commands: list[str], rounds: int) -> None:
     print(
-        "| command | bytes | raw MB/s | capture (spill on) MB/s | ratio | capture (spill off) MB/s | ratio |"
+        f"\n### Capture throughput vs the same command redirected to /dev/null "
+        f"(median of {rounds} rounds)\n"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print(
+        "| command | bytes | raw MB/s | `\\| wc -l` MB/s (ratio) | bare Python reader MB/s (ratio) "
+        "| capture, spill on MB/s | ratio | capture, spill off MB/s | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for cmd in commands:
-        raw = raw_seconds(cmd)
-        on, total = await capture_seconds(env, cmd, spill=True)
-        off, _ = await capture_seconds(env, cmd, spill=False)
+        raws, wcs, bares, ons, offs = [], [], [], [], []
+        total = 0
+        for _ in range(rounds):
+            raws.append(raw_seconds(cmd))
+            wcs.append(raw_seconds(f"{cmd} | wc -l"))
+            bares.append(bare_reader_seconds(cmd))
+            on, total = await capture_seconds(env, cmd, spill=True)
+            ons.append(on)
+            off, _ = await capture_seconds(env, cmd, spill=False)
+            offs.append(off)
         mb = total / 2**20
+        rate = [f"{mb / statistics.median(xs):.0f}" for xs in (raws, wcs, bares, ons, offs)]
+        ratio = [
+            f"{statistics.median(r / x for r, x in zip(raws, xs, strict=True)):.2f}"
+            for xs in (wcs, bares, ons, offs)
+        ]
         print(
-            f"| `{cmd}` | {total:,} | {mb / raw:.0f} | {mb / on:.0f} | {raw / on:.2f} | "
-            f"{mb / off:.0f} | {raw / off:.2f} |"
+            f"| `{cmd}` | {total:,} | {rate[0]} | {rate[1]} ({ratio[0]}) | {rate[2]} ({ratio[1]}) | "
+            f"{rate[3]} | {ratio[2]} | {rate[4]} | {ratio[3]} |"
         )
 
 
@@ -160,12 +203,14 @@ async def bench_publishing(env: LocalExecEnv) -> None:
 async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as d:
         env = LocalExecEnv(Path(d) / "spill")
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
         if "--publish-only" not in sys.argv:
-            sizes = ["10M", "100M"] if quick else ["10M", "1G"]
-            bench_rss(sizes)
+            if "--throughput-only" not in sys.argv:
+                bench_rss(["10M", "100M"] if quick else ["10M", "1G"])
             big = "100M" if quick else "500M"
-            await bench_throughput(env, [f"yes | head -c {big}", fold_cmd(big)])
-        await bench_publishing(env)
+            await bench_throughput(env, [f"yes | head -c {big}", fold_cmd(big)], rounds)
+        if "--throughput-only" not in sys.argv:
+            await bench_publishing(env)
 
 
 if __name__ == "__main__":

@@ -71,6 +71,7 @@ class _ExecProtocol(asyncio.SubprocessProtocol):
 
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
+_PIPE_SIZE = 1 << 20
 
 
 def _widen_pipes(transport: asyncio.SubprocessTransport) -> None:
@@ -82,7 +83,12 @@ def _widen_pipes(transport: asyncio.SubprocessTransport) -> None:
         if handle is None:
             continue
         with contextlib.suppress(OSError, ValueError, AttributeError):
-            fcntl.fcntl(handle.fileno(), _F_SETPIPE_SZ, 1 << 20)
+            fcntl.fcntl(handle.fileno(), _F_SETPIPE_SZ, _PIPE_SIZE)
+            # asyncio's Unix read-pipe transport reads at most ``max_size`` (256 KiB) per
+            # loop iteration; let it take the whole pipe at once (fewer reads and loop
+            # turns per byte). Only set when the attribute exists (CPython's transport).
+            if hasattr(pipe, "max_size"):
+                pipe.max_size = _PIPE_SIZE  # type: ignore[union-attr]
 
 
 def _default_shell() -> str:
