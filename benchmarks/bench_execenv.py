@@ -148,7 +148,7 @@ async def bench_throughput(env: LocalExecEnv, commands: list[str], rounds: int) 
 
 WORKLOADS = [
     ("within cap, trickle", "for i in $(seq 1 40); do echo line $i; sleep 0.05; done"),
-    ("full speed past cap (101-byte lines)", "seq -f %0100.0f 1 5000000"),
+    ("full speed past cap (101-byte lines)", "seq -f %0100.0f 1 15000000"),
     ("trickle past cap", "seq 1 5000; for i in $(seq 1 100); do echo tick $i; sleep 0.02; done"),
     ("burst then silence", "seq 1 100000; sleep 1"),
     ("progress bar (\\r redraws)", "for i in $(seq 1 2000); do printf '\\r%s%%' $i; done; echo"),
