@@ -129,7 +129,7 @@ def test_capture_snapshot_matches_reference_for_any_chunking(
     assert tr.output_lines <= lim.max_lines
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(
     raw=st.one_of(streams, many_lines),
     cuts=st.lists(st.integers(0, 10_000), max_size=30),
@@ -204,7 +204,7 @@ def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -
     assert whole.snapshot() == bytewise.snapshot()
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(
     raw=many_lines,
     cuts=st.lists(st.integers(0, 100_000), max_size=4),
