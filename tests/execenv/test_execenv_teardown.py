@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from toolfold.execenv import ExecConfigError, LocalExecEnv
+from toolfold.execenv import (
+    ExecConfigError,
+    LocalExecEnv,
+    ShellOutputUpdate,
+    ShellOutputView,
+    apply_shell_output_update,
+)
 
 BOUND = 60.0  # a hang fails the test instead of stalling the suite
 
@@ -148,3 +154,32 @@ def test_exit_grace_is_validated(tmp_path: Path) -> None:
         ExecConfigError, match=r"exit_grace must be a number >= 0 \(seconds\), got -1"
     ):
         LocalExecEnv(tmp_path, exit_grace=-1)
+
+
+async def test_output_of_a_background_job_that_ends_within_the_grace_is_kept(
+    tmp_path: Path,
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=BOUND)
+    fifo = tmp_path / "go"
+    os.mkfifo(fifo)
+    seen = asyncio.Event()
+    view: ShellOutputView | None = None
+
+    def record(u: ShellOutputUpdate) -> None:
+        nonlocal view
+        view = apply_shell_output_update(view, u)
+        if view.text.strip():
+            seen.set()
+
+    task = asyncio.create_task(
+        env.exec(f"(read x < {fifo}; echo late) & echo $$", on_update=record)
+    )
+    await asyncio.wait_for(seen.wait(), BOUND)
+    assert view is not None
+    shell_pid = int(view.text.split()[0])
+    assert await exits(shell_pid)  # the shell is gone; its background job holds the pipes
+    assert not task.done()
+    await asyncio.to_thread(fifo.write_text, "go\n")  # let the job finish
+    result = await asyncio.wait_for(task, BOUND)
+    assert result.text == f"{shell_pid}\nlate\n"
+    assert result.exit_code == 0 and not result.background_killed
