@@ -183,3 +183,31 @@ async def test_output_of_a_background_job_that_ends_within_the_grace_is_kept(
     result = await asyncio.wait_for(task, BOUND)
     assert result.text == f"{shell_pid}\nlate\n"
     assert result.exit_code == 0 and not result.background_killed
+
+
+async def test_cancel_during_the_exit_grace_kills_leftovers_and_keeps_the_exit_code(
+    tmp_path: Path,
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=BOUND)
+    cancel = asyncio.Event()
+    seen = asyncio.Event()
+    view: ShellOutputView | None = None
+
+    def record(u: ShellOutputUpdate) -> None:
+        nonlocal view
+        view = apply_shell_output_update(view, u)
+        if view.text.strip():
+            seen.set()
+
+    task = asyncio.create_task(
+        env.exec("sleep 1000 & echo $$ $!; exit 4", cancel=cancel, on_update=record)
+    )
+    await asyncio.wait_for(seen.wait(), BOUND)
+    assert view is not None
+    shell_pid, child_pid = map(int, view.text.split())
+    assert await exits(shell_pid)  # now exec is inside the exit grace
+    cancel.set()
+    result = await asyncio.wait_for(task, BOUND)
+    assert result.cancelled and result.background_killed
+    assert result.exit_code == 4  # the shell finished by itself
+    assert await exits(child_pid)

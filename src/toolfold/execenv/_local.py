@@ -28,7 +28,9 @@ class ShellExecResult(ShellOutputMetadata):
     same as the fold of every published update. ``timed_out`` / ``cancelled`` say
     why it was killed, when it was killed by us. ``background_killed`` is true when the
     shell exited by itself (``exit_code`` is its status) but processes it left in its
-    group still held stdout/stderr after ``exit_grace``, so the group was killed.
+    group still held stdout/stderr, so the group was killed: after ``exit_grace``, or
+    earlier when the timeout or ``cancel`` came during that grace (then ``timed_out`` /
+    ``cancelled`` is set too).
     """
 
     exit_code: int | None
@@ -89,6 +91,20 @@ def _widen_pipes(transport: asyncio.SubprocessTransport) -> None:
             # turns per byte). Only set when the attribute exists (CPython's transport).
             if hasattr(pipe, "max_size"):
                 pipe.max_size = _PIPE_SIZE  # type: ignore[union-attr]
+
+
+def _has_exited(pid: int) -> bool:
+    """True when our child ``pid`` has exited, without reaping it.
+
+    asyncio learns of the exit from its child watcher a moment later; ``WNOWAIT``
+    leaves the status for the watcher to collect. ECHILD means it was reaped already.
+    """
+    if not hasattr(os, "waitid"):  # pragma: no cover - not on Linux
+        return False
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _default_shell() -> str:
@@ -237,6 +253,10 @@ class LocalExecEnv:
                 cancelled = True
             else:
                 timed_out = True
+            if kill and (protocol.exited.done() or _has_exited(transport.get_pid())):
+                # The shell had already exited by itself (we were in exit_grace): what
+                # gets killed is its leftovers, and its own exit status stands.
+                background = True
         finally:
             for fut in (finished, cancel_wait):
                 if fut is not None and not fut.done():
