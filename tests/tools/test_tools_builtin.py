@@ -305,3 +305,11 @@ async def test_bash_footer_never_costs_a_window_line_nor_gets_cut(tmp_path: Path
     shown = "Showing lines 8-10 of 10" if retain == "tail" else "Showing lines 1-3 of 10"
     assert shown in footer and "Full output: " in footer, footer
     assert fold(events) == result.state
+
+
+async def test_bash_says_when_background_processes_were_stopped(tmp_path: Path) -> None:
+    result, _ = await call(BASH, {"command": "sleep 300 & echo started"}, tmp_path)
+    text = result.content[0]["text"]
+    assert text.startswith("started\n")
+    assert "Background processes still holding the output were stopped" in text
+    assert not result.is_error and result.details["exit_code"] == 0

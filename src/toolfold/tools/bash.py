@@ -46,6 +46,12 @@ def footer(result: ShellExecResult, retain: str = "tail") -> str:
     return f"[{shown} ({_size(t.output_bytes)} of {_size(t.total_bytes)}). {where}]"
 
 
+BACKGROUND_NOTE = (
+    "[Background processes still holding the output were stopped after the command "
+    "exited; to keep one running, redirect its output: cmd > file 2>&1 &]"
+)
+
+
 async def run_bash(
     tool_call_id: str,
     params: BashParams,
@@ -81,6 +87,9 @@ async def run_bash(
     )
     out.feed(Replace(result.view))
     note = footer(result, policy.retain)
+    if result.background_killed:
+        # Tell the model why a `cmd &` it started is gone, and how to keep one running.
+        note = "\n".join(filter(None, [note, BACKGROUND_NOTE]))
     if note:
         # A footer sits outside the window: it neither evicts a retained line (tail)
         # nor gets cut off at the cap (head), so the model always learns what it is
