@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
 
 from ._errors import JSONValueError, ShapeError, UnsafePathError
@@ -15,6 +15,7 @@ __all__ = [
     "OP_VERBS",
     "RESERVED_SEGMENTS",
     "Batch",
+    "NotJSON",
     "Op",
     "Path",
     "Segment",
@@ -26,6 +27,7 @@ __all__ = [
     "copy_json",
     "describe",
     "is_base",
+    "json_copier",
     "validate_op",
     "validate_wire_op",
 ]
@@ -123,8 +125,9 @@ def is_base(batch: Sequence[Any]) -> bool:
 # -- JSON values -------------------------------------------------------------------------------
 
 
-class _NotJSON(Exception):
-    """Internal: carries the reason and the location (innermost first) out of the recursion."""
+class NotJSON(Exception):
+    """Internal: carries the reason and the location (innermost first) out of the recursion;
+    each caller turns it into its own :class:`JSONValueError` message."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -132,52 +135,74 @@ class _NotJSON(Exception):
         self.loc: list[Segment] = []
 
 
-def _copy(value: Any, depth: int) -> Any:
-    # Exact type checks on purpose: a str/int/dict subclass (enums, OrderedDict, ...) would
-    # serialise differently or not at all; bool is checked before int because it is one.
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return value
-    if t is float:
-        if math.isfinite(value):
+def json_copier(
+    unwrap: Callable[[Any], Any] | None = None, too_deep: str = ""
+) -> Callable[[Any, int], Any]:
+    """The validating JSON copy walk: ``copy(value, depth)`` returns a fresh copy or raises
+    :class:`NotJSON`. ``depth`` is how deep ``value`` already sits (``MAX_DEPTH`` counts it).
+
+    ``unwrap`` lets a producer accept its own container proxies (the tracker's): it is asked
+    only about a value that is no JSON type, and returns the plain container behind it (which
+    is walked and copied in its place, at the same depth) or ``None`` to refuse the value.
+    Asking only there keeps the plain-JSON paths free of the hook. ``too_deep`` is added to
+    the message for nesting beyond :data:`MAX_DEPTH`.
+    """
+
+    def copy(value: Any, depth: int) -> Any:
+        # Exact type checks on purpose: a str/int/dict subclass (enums, OrderedDict, ...) would
+        # serialise differently or not at all; bool is checked before int because it is one.
+        t = type(value)
+        if t is str or t is int or t is bool or value is None:
             return value
-        raise _NotJSON(f"{value!r} is not a finite number (JSON has no NaN or infinity)")
-    if depth >= MAX_DEPTH:
-        raise _NotJSON(f"containers are nested deeper than {MAX_DEPTH} levels")
-    if t is list:
-        out: list[Any] = []
-        append = out.append
-        for i, item in enumerate(value):
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
-                append(item)
-                continue
-            try:
-                append(_copy(item, depth + 1))
-            except _NotJSON as exc:
-                exc.loc.append(i)
-                raise
-        return out
-    if t is dict:
-        obj: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotJSON(f"object key {describe(key)} is not a str")
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
-                obj[key] = item
-                continue
-            try:
-                obj[key] = _copy(item, depth + 1)
-            except _NotJSON as exc:
-                exc.loc.append(key)
-                raise
-        return obj
-    hint = " (use a list)" if t in (tuple, set, frozenset) else ""
-    raise _NotJSON(f"{t.__name__} {describe(value)} is not a JSON value{hint}")
+        if t is float:
+            if math.isfinite(value):
+                return value
+            raise NotJSON(f"{value!r} is not a finite number (JSON has no NaN or infinity)")
+        if depth >= MAX_DEPTH:
+            raise NotJSON(f"containers are nested deeper than {MAX_DEPTH} levels{too_deep}")
+        if t is list:
+            out: list[Any] = []
+            append = out.append
+            for i, item in enumerate(value):
+                ti = type(item)
+                if ti is str or ti is int or ti is bool or item is None:
+                    append(item)
+                    continue
+                try:
+                    append(copy(item, depth + 1))
+                except NotJSON as exc:
+                    exc.loc.append(i)
+                    raise
+            return out
+        if t is dict:
+            obj: dict[str, Any] = {}
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise NotJSON(f"object key {describe(key)} is not a str")
+                ti = type(item)
+                if ti is str or ti is int or ti is bool or item is None:
+                    obj[key] = item
+                    continue
+                try:
+                    obj[key] = copy(item, depth + 1)
+                except NotJSON as exc:
+                    exc.loc.append(key)
+                    raise
+            return obj
+        if unwrap is not None:
+            plain = unwrap(value)
+            if plain is not None:
+                return copy(plain, depth)
+        hint = " (use a list)" if t in (tuple, set, frozenset) else ""
+        raise NotJSON(f"{t.__name__} {describe(value)} is not a JSON value{hint}")
+
+    return copy
 
 
-def _not_json(exc: _NotJSON, path: Sequence[Any], what: str) -> NoReturn:
+_copy = json_copier()
+
+
+def _not_json(exc: NotJSON, path: Sequence[Any], what: str) -> NoReturn:
     where = [*path, *reversed(exc.loc)]
     raise JSONValueError(
         f"{what} at path {describe(where)}: {exc.reason}; only None, bool, int, finite float, "
@@ -194,7 +219,7 @@ def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value") -> Any:
     """
     try:
         return _copy(value, 0)
-    except _NotJSON as exc:
+    except NotJSON as exc:
         _not_json(exc, path, what)
     except RecursionError:  # only when the caller's own stack is already nearly exhausted
         raise JSONValueError(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableMapping, Mutabl
 from typing import Any, NoReturn, SupportsIndex, overload
 
 from ._errors import ChordError, JSONValueError, PathError, UnsafePathError
-from ._ops import MAX_DEPTH, RESERVED_SEGMENTS, Op, describe
+from ._ops import RESERVED_SEGMENTS, NotJSON, Op, describe, json_copier
 from ._strdiff import string_ops
 
 __all__ = ["PENDING_LIMIT", "TrackedDict", "TrackedList", "Tracker", "track"]
@@ -56,61 +56,14 @@ class _IndexPathError(PathError, IndexError):
 # -- copying values in and out -------------------------------------------------------------------
 
 
-class _NotJSON(Exception):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.loc: list[Any] = []
+def _plain(value: Any) -> Any:
+    return value._o if isinstance(value, _Node) else None
 
 
-def _import(value: Any, depth: int) -> Any:
-    # Exact types only (see _ops.copy_json); proxies of any tracker are unwrapped and copied,
-    # so the tracked value never shares a container with the caller or with another slot.
-    t = type(value)
-    if t is str or t is int or t is bool or value is None:
-        return value
-    if t is float:
-        if math.isfinite(value):
-            return value
-        raise _NotJSON(f"{value!r} is not a finite number (JSON has no NaN or infinity)")
-    if isinstance(value, _Node):
-        value = value._o
-        t = type(value)
-    if depth >= MAX_DEPTH:
-        raise _NotJSON(
-            f"containers are nested deeper than {MAX_DEPTH} levels (or the value contains itself)"
-        )
-    if t is list:
-        out: list[Any] = []
-        append = out.append
-        for i, item in enumerate(value):
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
-                append(item)
-                continue
-            try:
-                append(_import(item, depth + 1))
-            except _NotJSON as exc:
-                exc.loc.append(i)
-                raise
-        return out
-    if t is dict:
-        obj: dict[str, Any] = {}
-        for key, item in value.items():
-            if type(key) is not str:
-                raise _NotJSON(f"object key {describe(key)} is not a str")
-            ti = type(item)
-            if ti is str or ti is int or ti is bool or item is None:
-                obj[key] = item
-                continue
-            try:
-                obj[key] = _import(item, depth + 1)
-            except _NotJSON as exc:
-                exc.loc.append(key)
-                raise
-        return obj
-    hint = " (use a list)" if t in (tuple, set, frozenset) else ""
-    raise _NotJSON(f"{t.__name__} {describe(value)} is not a JSON value{hint}")
+# The validating copy of _ops.copy_json (exact types only), except that proxies of any tracker
+# are unwrapped and copied, so the tracked value never shares a container with the caller or
+# with another slot.
+_import = json_copier(_plain, " (or the value contains itself)")
 
 
 def _imported(value: Any, node: _Node | None, key: Any = None) -> Any:
@@ -121,7 +74,7 @@ def _imported(value: Any, node: _Node | None, key: Any = None) -> Any:
         return value
     try:
         return _import(value, 0 if node is None else _depth_of(node) + 1)
-    except _NotJSON as exc:
+    except NotJSON as exc:
         base = [] if node is None else [*_path_of(node), key]
         path = [*base, *reversed(exc.loc)]
         raise JSONValueError(
