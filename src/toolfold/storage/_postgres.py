@@ -19,7 +19,7 @@ import orjson
 import psycopg
 import psycopg.conninfo
 
-from ._addresses import EphemeralScope, ListAddress, Scope, SessionScope, ValueAddress
+from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import (
     Entry,
     FsyncPolicy,
@@ -28,7 +28,6 @@ from ._base import (
     Repository,
     Session,
     decode_json,
-    encode_json,
 )
 from ._errors import (
     BackendError,
@@ -37,24 +36,14 @@ from ._errors import (
     SessionNotFoundError,
     StorageError,
 )
-from ._writes import (
-    JSON,
-    AppendEntry,
-    AppendList,
-    DeleteList,
-    DeleteValue,
-    RetireScope,
-    SetValue,
-    Write,
-)
+from ._sql import POSTGRES, SCHEMA_VERSION, TABLES, payload, scope_column, write_statements
+from ._writes import JSON, Write
 
 __all__ = ["CHANNEL", "SCHEMA", "PostgresRepository", "PostgresSession"]
 
 #: The LISTEN/NOTIFY channel of a store (one database = one store = one channel);
 #: payload ``{"session": name, "seq": high_water}``.
 CHANNEL = "toolfold_commits"
-
-SCHEMA_VERSION = "toolfold-storage/1"
 
 #: Same tables as the SQLite backend; keys compare in the "C" collation (code point
 #: order, like every other backend), JSON is stored as text exactly as encoded.
@@ -100,12 +89,6 @@ CREATE TABLE IF NOT EXISTS retirements (
     PRIMARY KEY (session, seq)
 )
 """
-
-_TABLES = ("kv_values", "list_elements", "entries", "retirements")
-
-
-def _scope_column(scope: Scope) -> str:
-    return "" if isinstance(scope, SessionScope) else scope.id
 
 
 def redact(dsn: str) -> str:
@@ -245,7 +228,7 @@ class PostgresRepository(Repository):
                 cur = await conn.execute("DELETE FROM sessions WHERE name = %s", (name,))
                 if cur.rowcount == 0:
                     raise SessionNotFoundError(f"no session {name!r} in {self.location} to delete")
-                for table in _TABLES:
+                for table in TABLES:
                     await conn.execute(
                         f"DELETE FROM {table} WHERE session = %s",
                         (name,),
@@ -336,7 +319,7 @@ class PostgresSession(Session):
                 ) from exc
 
     async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
-        payloads = [_payload(w) for w in writes]
+        payloads = [payload(w) for w in writes]
         name = self._name
         floor = self._next_seq
 
@@ -383,7 +366,7 @@ class PostgresSession(Session):
             cur = await conn.execute(
                 "SELECT value FROM kv_values WHERE session = %s AND scope_id = %s "
                 "AND namespace = %s AND key = %s",
-                (self._name, _scope_column(address.scope), address.namespace, address.key),
+                (self._name, scope_column(address.scope), address.namespace, address.key),
             )
             row = await cur.fetchone()
             return None if row is None else str(row[0])
@@ -398,7 +381,7 @@ class PostgresSession(Session):
             cur = await conn.execute(
                 "SELECT key, value FROM kv_values WHERE session = %s AND scope_id = %s "
                 "AND namespace = %s AND starts_with(key, %s) ORDER BY key",
-                (self._name, _scope_column(scope), namespace, key_prefix),
+                (self._name, scope_column(scope), namespace, key_prefix),
             )
             return [(str(k), str(v)) for k, v in await cur.fetchall()]
 
@@ -431,7 +414,7 @@ class PostgresSession(Session):
                     query,
                     (
                         self._name,
-                        _scope_column(address.scope),
+                        scope_column(address.scope),
                         address.namespace,
                         address.key,
                         bound,
@@ -485,62 +468,9 @@ class PostgresSession(Session):
         )
 
 
-def _payload(write: Write) -> str | None:
-    if isinstance(write, SetValue):
-        return encode_json(write.value).decode()
-    if isinstance(write, AppendList):
-        return encode_json(write.element).decode()
-    if isinstance(write, AppendEntry):
-        return encode_json(write.entry).decode()
-    return None
-
-
 async def _apply(
     conn: psycopg.AsyncConnection[Any], session: str, write: Write, seq: int, data: str | None
 ) -> None:
-    if isinstance(write, SetValue):
-        a = write.address
-        await conn.execute(
-            "INSERT INTO kv_values (session, scope_id, namespace, key, value, seq) "
-            "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session, scope_id, namespace, key) "
-            "DO UPDATE SET value = excluded.value, seq = excluded.seq",
-            (session, _scope_column(a.scope), a.namespace, a.key, data, seq),
-        )
-    elif isinstance(write, DeleteValue):
-        a = write.address
-        await conn.execute(
-            "DELETE FROM kv_values WHERE session = %s AND scope_id = %s AND namespace = %s "
-            "AND key = %s",
-            (session, _scope_column(a.scope), a.namespace, a.key),
-        )
-    elif isinstance(write, AppendList):
-        b = write.address
-        await conn.execute(
-            "INSERT INTO list_elements (session, scope_id, namespace, key, seq, value, tag) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            (session, _scope_column(b.scope), b.namespace, b.key, seq, data, write.tag),
-        )
-    elif isinstance(write, DeleteList):
-        b = write.address
-        await conn.execute(
-            "DELETE FROM list_elements WHERE session = %s AND scope_id = %s "
-            "AND namespace = %s AND key = %s",
-            (session, _scope_column(b.scope), b.namespace, b.key),
-        )
-    elif isinstance(write, AppendEntry):
-        await conn.execute(
-            "INSERT INTO entries (session, seq, value) VALUES (%s, %s, %s)", (session, seq, data)
-        )
-    elif isinstance(write, RetireScope):
-        # All of the scope's rows predate this retirement (seqs only grow): delete them.
-        sid = write.scope.id
-        await conn.execute(
-            "DELETE FROM kv_values WHERE session = %s AND scope_id = %s", (session, sid)
-        )
-        await conn.execute(
-            "DELETE FROM list_elements WHERE session = %s AND scope_id = %s", (session, sid)
-        )
-        await conn.execute(
-            "INSERT INTO retirements (session, scope_id, seq) VALUES (%s, %s, %s)",
-            (session, sid, seq),
-        )
+    # Module level so tests can inject a failure in the middle of a transaction.
+    for sql, params in write_statements(POSTGRES, session, write, seq, data):
+        await conn.execute(sql, params)

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ._addresses import EphemeralScope, ListAddress, Scope, SessionScope, ValueAddress
+from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import (
     Entry,
     FsyncPolicy,
@@ -28,7 +28,6 @@ from ._base import (
     Repository,
     Session,
     decode_json,
-    encode_json,
 )
 from ._errors import (
     BackendError,
@@ -37,22 +36,12 @@ from ._errors import (
     SessionExistsError,
     SessionNotFoundError,
 )
-from ._writes import (
-    JSON,
-    AppendEntry,
-    AppendList,
-    DeleteList,
-    DeleteValue,
-    RetireScope,
-    SetValue,
-    Write,
-)
+from ._sql import SCHEMA_VERSION, SQLITE, TABLES, payload, scope_column, write_statements
+from ._writes import JSON, Write
 
 __all__ = ["SCHEMA", "SqliteRepository", "SqliteSession"]
 
 T = TypeVar("T")
-
-SCHEMA_VERSION = "toolfold-storage/1"
 
 #: The tables. ``scope_id`` is ``''`` for the session scope (ephemeral ids are
 #: never empty), the raw scope id otherwise. JSON is stored as text.
@@ -99,13 +88,6 @@ CREATE TABLE IF NOT EXISTS retirements (
 );
 """
 
-_TABLES = ("kv_values", "list_elements", "entries", "retirements")
-
-
-def scope_column(scope: Scope) -> str:
-    """The ``scope_id`` column value of ``scope`` (``''`` for the session scope)."""
-    return "" if isinstance(scope, SessionScope) else scope.id
-
 
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
@@ -116,59 +98,8 @@ def apply_write(
 ) -> None:
     """Execute one write inside the open transaction (module level so tests can inject
     a failure in the middle of a transaction)."""
-    if isinstance(write, SetValue):
-        a = write.address
-        cur.execute(
-            "INSERT INTO kv_values (session, scope_id, namespace, key, value, seq) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session, scope_id, namespace, key) "
-            "DO UPDATE SET value = excluded.value, seq = excluded.seq",
-            (session, scope_column(a.scope), a.namespace, a.key, data, seq),
-        )
-    elif isinstance(write, DeleteValue):
-        a = write.address
-        cur.execute(
-            "DELETE FROM kv_values WHERE session = ? AND scope_id = ? AND namespace = ? "
-            "AND key = ?",
-            (session, scope_column(a.scope), a.namespace, a.key),
-        )
-    elif isinstance(write, AppendList):
-        b = write.address
-        cur.execute(
-            "INSERT INTO list_elements (session, scope_id, namespace, key, seq, value, tag) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (session, scope_column(b.scope), b.namespace, b.key, seq, data, write.tag),
-        )
-    elif isinstance(write, DeleteList):
-        b = write.address
-        cur.execute(
-            "DELETE FROM list_elements WHERE session = ? AND scope_id = ? AND namespace = ? "
-            "AND key = ?",
-            (session, scope_column(b.scope), b.namespace, b.key),
-        )
-    elif isinstance(write, AppendEntry):
-        cur.execute(
-            "INSERT INTO entries (session, seq, value) VALUES (?, ?, ?)", (session, seq, data)
-        )
-    elif isinstance(write, RetireScope):
-        # Everything of the scope has a smaller seq than this retirement (seqs only
-        # grow), so the dead data is simply all of the scope's rows.
-        sid = write.scope.id
-        cur.execute("DELETE FROM kv_values WHERE session = ? AND scope_id = ?", (session, sid))
-        cur.execute("DELETE FROM list_elements WHERE session = ? AND scope_id = ?", (session, sid))
-        cur.execute(
-            "INSERT INTO retirements (session, scope_id, seq) VALUES (?, ?, ?)",
-            (session, sid, seq),
-        )
-
-
-def _payload(write: Write) -> str | None:
-    if isinstance(write, SetValue):
-        return encode_json(write.value).decode()
-    if isinstance(write, AppendList):
-        return encode_json(write.element).decode()
-    if isinstance(write, AppendEntry):
-        return encode_json(write.entry).decode()
-    return None
+    for sql, params in write_statements(SQLITE, session, write, seq, data):
+        cur.execute(sql, params)
 
 
 class SqliteRepository(Repository):
@@ -321,7 +252,7 @@ class SqliteRepository(Repository):
                 cur = conn.execute("DELETE FROM sessions WHERE name = ?", (name,))
                 if cur.rowcount == 0:
                     raise SessionNotFoundError(f"no session {name!r} in {self.location} to delete")
-                for table in _TABLES:
+                for table in TABLES:
                     conn.execute(f"DELETE FROM {table} WHERE session = ?", (name,))
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -351,7 +282,7 @@ class SqliteSession(Session):
         self._repo = repo
 
     async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
-        payloads = [_payload(w) for w in writes]
+        payloads = [payload(w) for w in writes]
         name = self._name
         floor = self._next_seq
 
