@@ -38,10 +38,12 @@ __all__ = [
     "Paged",
     "Repository",
     "Session",
+    "StoredElement",
     "check_session_name",
     "cut_at_tag",
     "decode_json",
     "encode_json",
+    "load_stored",
     "page_sorted",
 ]
 
@@ -130,6 +132,26 @@ def decode_json(data: bytes | str, *, path: str, record: int | str | None = None
             path=path,
             record=record,
         ) from exc
+    return result
+
+
+class StoredElement:
+    """A list element or entry as the in-process backends (memory, JSONL) index it: the
+    encoded JSON its commit wrote, so a read decodes a fresh value and a caller can never
+    mutate the store through what it read."""
+
+    __slots__ = ("data", "seq", "tag")
+
+    def __init__(self, seq: int, data: bytes, tag: str | None) -> None:
+        self.seq = seq
+        self.data = data
+        self.tag = tag
+
+
+def load_stored(data: bytes) -> JSON:
+    """Decode JSON this process encoded itself (a :class:`StoredElement`'s, or an indexed
+    value's), so there is no damage to report."""
+    result: JSON = orjson.loads(data)
     return result
 
 

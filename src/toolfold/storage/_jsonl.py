@@ -35,7 +35,9 @@ from ._base import (
     Order,
     Repository,
     Session,
+    StoredElement,
     check_session_name,
+    load_stored,
     page_sorted,
 )
 from ._errors import (
@@ -104,21 +106,12 @@ def _unlink(file: _File) -> bool:
 # -- in-memory index ---------------------------------------------------------------------
 
 
-class _Element:
-    __slots__ = ("data", "seq", "tag")
-
-    def __init__(self, seq: int, data: bytes, tag: str | None) -> None:
-        self.seq = seq
-        self.data = data
-        self.tag = tag
-
-
 class _ScopeData:
     __slots__ = ("lists", "values")
 
     def __init__(self) -> None:
         self.values: dict[str, dict[str, bytes]] = {}
-        self.lists: dict[tuple[str, str], list[_Element]] = {}
+        self.lists: dict[tuple[str, str], list[StoredElement]] = {}
 
 
 class _Index:
@@ -127,11 +120,11 @@ class _Index:
 
     def __init__(self) -> None:
         self.scopes: dict[Scope, _ScopeData] = {}
-        self.entries: list[_Element] = []
+        self.entries: list[StoredElement] = []
 
     def apply(self, w: Write, seq: int, data: bytes | None) -> None:
         if isinstance(w, AppendEntry):
-            self.entries.append(_Element(seq, _payload(data), None))
+            self.entries.append(StoredElement(seq, _payload(data), None))
         elif isinstance(w, RetireScope):
             self.scopes.pop(w.scope, None)
         else:
@@ -144,7 +137,7 @@ class _Index:
                     sd.values.setdefault(a.namespace, {})[a.key] = _payload(data)
                 else:
                     sd.lists.setdefault((a.namespace, a.key), []).append(
-                        _Element(seq, _payload(data), w.tag)
+                        StoredElement(seq, _payload(data), w.tag)
                     )
             elif sd is not None:
                 if isinstance(w, DeleteValue):
@@ -162,11 +155,6 @@ class _Index:
 def _payload(data: bytes | None) -> bytes:
     # Only deletes and retirements come without a payload, and they never store one.
     return b"null" if data is None else data
-
-
-def _loads(data: bytes) -> JSON:
-    result: JSON = orjson.loads(data)
-    return result
 
 
 # -- files ---------------------------------------------------------------------------------
@@ -565,7 +553,7 @@ class JsonlSession(Session):
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
         sd = self._index.scopes.get(address.scope)
         data = None if sd is None else sd.values.get(address.namespace, {}).get(address.key)
-        return None if data is None else _loads(data)
+        return None if data is None else load_stored(data)
 
     async def _scan_values(
         self, namespace: str, key_prefix: str, scope: Scope
@@ -573,7 +561,7 @@ class JsonlSession(Session):
         sd = self._index.scopes.get(scope)
         ns = {} if sd is None else sd.values.get(namespace, {})
         keys = sorted(k for k in ns if k.startswith(key_prefix))
-        return [(k, _loads(ns[k])) for k in keys]
+        return [(k, load_stored(ns[k])) for k in keys]
 
     async def _read_list(
         self,
@@ -586,13 +574,13 @@ class JsonlSession(Session):
         sd = self._index.scopes.get(address.scope)
         raw = [] if sd is None else sd.lists.get((address.namespace, address.key), [])
         page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
-        return [ListElement(e.seq, _loads(e.data), e.tag) for e in page]
+        return [ListElement(e.seq, load_stored(e.data), e.tag) for e in page]
 
     async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
         page = page_sorted(
             self._index.entries, cursor=cursor, order="asc", limit=limit, stop_at_tag=None
         )
-        return [Entry(e.seq, _loads(e.data)) for e in page]
+        return [Entry(e.seq, load_stored(e.data)) for e in page]
 
     async def _live_scopes(self) -> list[EphemeralScope]:
         return [s for s in self._index.scopes if isinstance(s, EphemeralScope)]

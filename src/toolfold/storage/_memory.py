@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import (
     Entry,
@@ -18,7 +16,9 @@ from ._base import (
     Order,
     Repository,
     Session,
+    StoredElement,
     encode_json,
+    load_stored,
     page_sorted,
 )
 from ._errors import SessionExistsError, SessionNotFoundError
@@ -38,22 +38,13 @@ __all__ = ["MemoryRepository", "MemorySession"]
 _Key = tuple[Scope, str, str]
 
 
-class _Element:
-    __slots__ = ("data", "seq", "tag")
-
-    def __init__(self, seq: int, data: bytes, tag: str | None) -> None:
-        self.seq = seq
-        self.data = data
-        self.tag = tag
-
-
 class _MemoryData:
     """One session's state; survives close/reopen within its repository."""
 
     def __init__(self) -> None:
         self.next_seq = 1
         self.values: dict[_Key, bytes] = {}
-        self.lists: dict[_Key, list[_Element]] = {}
+        self.lists: dict[_Key, list[StoredElement]] = {}
         self.entries: list[tuple[int, bytes]] = []
 
     def apply(self, writes: tuple[Write, ...], seqs: tuple[int, ...]) -> None:
@@ -75,7 +66,7 @@ class _MemoryData:
             elif isinstance(w, DeleteValue):
                 self.values.pop(_key(w.address), None)
             elif isinstance(w, AppendList):
-                self.lists.setdefault(_key(w.address), []).append(_Element(seq, data, w.tag))
+                self.lists.setdefault(_key(w.address), []).append(StoredElement(seq, data, w.tag))
             elif isinstance(w, DeleteList):
                 self.lists.pop(_key(w.address), None)
             elif isinstance(w, AppendEntry):
@@ -111,7 +102,7 @@ class MemorySession(Session):
 
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
         data = self._data.values.get(_key(address))
-        return None if data is None else _loads(data)
+        return None if data is None else load_stored(data)
 
     async def _scan_values(
         self, namespace: str, key_prefix: str, scope: Scope
@@ -122,7 +113,7 @@ class MemorySession(Session):
             if k[0] == scope and k[1] == namespace and k[2].startswith(key_prefix)
         ]
         hits.sort(key=lambda kv: kv[0])
-        return [(key, _loads(data)) for key, data in hits]
+        return [(key, load_stored(data)) for key, data in hits]
 
     async def _read_list(
         self,
@@ -134,7 +125,7 @@ class MemorySession(Session):
     ) -> list[ListElement]:
         raw = self._data.lists.get(_key(address), [])
         page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
-        return [ListElement(e.seq, _loads(e.data), e.tag) for e in page]
+        return [ListElement(e.seq, load_stored(e.data), e.tag) for e in page]
 
     async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
         out: list[Entry] = []
@@ -143,7 +134,7 @@ class MemorySession(Session):
                 continue
             if limit is not None and len(out) >= limit:
                 break
-            out.append(Entry(seq, _loads(data)))
+            out.append(Entry(seq, load_stored(data)))
         return out
 
     async def _live_scopes(self) -> list[EphemeralScope]:
@@ -158,11 +149,6 @@ class MemorySession(Session):
 
     async def _close(self) -> None:
         pass
-
-
-def _loads(data: bytes) -> JSON:
-    result: JSON = orjson.loads(data)
-    return result
 
 
 class MemoryRepository(Repository):
