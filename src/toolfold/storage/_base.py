@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Protocol, TypeVar, overload
+from typing import Any, Literal, Protocol, Self, TypeVar, overload
 
 import orjson
 
@@ -222,7 +222,34 @@ async def _finish_uncancelled(aw: Awaitable[T]) -> T:
     return result
 
 
-class Session(ABC):
+class _Closable(ABC):
+    """What sessions and repositories share about closing: the ``closed`` flag and
+    ``async with`` (which closes on the way out, whatever happened inside)."""
+
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Close (idempotent); afterwards the other methods raise :class:`ClosedError`."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class Session(_Closable):
     """One open session of a store: values, lists and entries in scopes, one global seq.
 
     All commits of a session go through one *session line* (an ``asyncio.Lock``): they
@@ -250,11 +277,6 @@ class Session(ABC):
     def next_seq(self) -> int:
         """The seq the next write would get at the earliest (high-water mark + 1)."""
         return self._next_seq
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
 
     @overload
     async def commit(self, writes: Sequence[SessionWrite]) -> CommitResult: ...
@@ -374,17 +396,6 @@ class Session(ABC):
                 if self._on_close is not None:
                     self._on_close(self)
 
-    async def __aenter__(self) -> Session:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"next_seq={self._next_seq}"
         return f"<{type(self).__name__} {self._name!r} {state}>"
@@ -448,7 +459,7 @@ class Session(ABC):
         """Release the backend's resources (called once, inside the line)."""
 
 
-class Repository(ABC):
+class Repository(_Closable):
     """A store holding many sessions (a directory, a database file, a database).
 
     At most one open :class:`Session` object per session name per repository: the
@@ -522,22 +533,6 @@ class Repository(ABC):
                 await session.close()
         finally:
             await self._close()
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
-
-    async def __aenter__(self) -> Repository:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.location}{' closed' if self._closed else ''}>"
