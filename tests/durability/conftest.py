@@ -4,13 +4,20 @@ delays, and small helpers to build sinks and streams."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from toolfold.storage import MemoryRepository, Repository, Session, open_repository
+# The store helper of the storage tests, imported by basename like they do (appended, so
+# nothing here shadows this directory's own modules).
+sys.path.append(str(Path(__file__).resolve().parents[1] / "storage"))
+
+from storage_backends import Store as BackendStore
+
+from toolfold.storage import Session
 
 #: The backends every durability behaviour is checked on (PostgreSQL: see test_durability_pg).
 BACKENDS = ["memory", "jsonl", "sqlite"]
@@ -69,54 +76,13 @@ class Tap:
         return await self.inner.commit(writes)
 
 
-class Store:
-    """One store location of one backend, able to 'restart' (close and reopen)."""
-
-    def __init__(self, kind: str, tmp_path: Path, url: str | None = None) -> None:
-        self.kind = kind
-        if kind == "memory":
-            self.url = "memory:"
-        elif kind == "sqlite":
-            self.url = f"sqlite:{tmp_path / 'store.db'}"
-        elif kind == "jsonl":
-            (tmp_path / "jsonl").mkdir(exist_ok=True)
-            self.url = f"jsonl:{tmp_path / 'jsonl'}"
-        elif kind == "postgres":
-            assert url is not None
-            self.url = url
-        else:
-            raise ValueError(kind)
-        self.path = tmp_path
-        self._memory: MemoryRepository | None = None
-        self._repos: list[Repository] = []
-
-    def repository(self) -> Repository:
-        if self.kind == "memory":
-            if self._memory is None:
-                self._memory = MemoryRepository()
-                self._repos.append(self._memory)
-            return self._memory
-        repo = open_repository(self.url)
-        self._repos.append(repo)
-        return repo
-
-    async def session(self, name: str = "s1") -> Session:
-        return await self.repository().open_session(name, create=True)
+class Store(BackendStore):
+    """A store of the storage tests' kind (storage_backends.py) that can also 'restart'
+    a session held through a :class:`Tap`."""
 
     async def restart(self, session: Session | Tap) -> Session:
         """Close everything (the process 'died') and open the session from its store."""
-        inner = session.inner if isinstance(session, Tap) else session
-        name = inner.name
-        await inner.close()
-        if self.kind != "memory":
-            for repo in self._repos:
-                await repo.close()
-            self._repos.clear()
-        return await self.repository().open_session(name)
-
-    async def aclose(self) -> None:
-        for repo in self._repos:
-            await repo.close()
+        return await self.reopen(session.inner if isinstance(session, Tap) else session)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -18,14 +18,14 @@ class Store:
     object, so there only the session is closed and opened again.
     """
 
-    def __init__(self, kind: str, tmp_path: Path, pg_url: str | None) -> None:
+    def __init__(self, kind: str, tmp_path: Path, pg_url: str | None = None) -> None:
         self.kind = kind
         if kind == "memory":
             self.url = "memory:"
         elif kind == "sqlite":
             self.url = f"sqlite:{tmp_path / 'store.db'}"
         elif kind == "jsonl":
-            (tmp_path / "jsonl").mkdir()
+            (tmp_path / "jsonl").mkdir(exist_ok=True)
             self.url = f"jsonl:{tmp_path / 'jsonl'}"
         elif kind == "postgres":
             if pg_url is None:
@@ -50,11 +50,14 @@ class Store:
         return await self.repository().open_session(name, create=True)
 
     async def reopen(self, session: Session) -> Session:
+        """Close the session and its repositories (as if the process ended), then open it
+        again from the store."""
         name = session.name
         await session.close()
         if self.kind != "memory":
             for repo in self._repos:
                 await repo.close()
+            self._repos.clear()
         return await self.repository().open_session(name)
 
     async def aclose(self) -> None:
