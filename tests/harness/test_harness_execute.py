@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from harness_helpers import FakeClock
 from pydantic import BaseModel, Field
 
 from toolfold.chord import apply, is_base
@@ -43,35 +43,6 @@ class Empty(BaseModel):
 class Echo(BaseModel):
     text: str
     times: int = Field(default=1, ge=1)
-
-
-class FakeClock:
-    """A manual clock: timers fire only when the test advances time."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.timers: list[tuple[float, Callable[[], None], list[bool]]] = []
-
-    def now(self) -> float:
-        return self.t
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
-        cancelled = [False]
-        self.timers.append((self.t + delay, callback, cancelled))
-
-        class Handle:
-            def cancel(self) -> None:
-                cancelled[0] = True
-
-        return Handle()
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
-        due = [t for t in self.timers if t[0] <= self.t]
-        self.timers = [t for t in self.timers if t[0] > self.t]
-        for _, cb, cancelled in due:
-            if not cancelled[0]:
-                cb()
 
 
 def recorder(bus: EventBus) -> list[HarnessEvent]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
 from typing import Any
 
+from harness_helpers import FakeClock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
@@ -33,35 +33,6 @@ from toolfold.harness import (
 )
 from toolfold.output import OutputPolicy, ToolOutput, image_block
 from toolfold.output._retention import count_lines, utf8_len
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-        self.timers: list[tuple[float, Callable[[], None], list[bool]]] = []
-
-    def now(self) -> float:
-        return self.t
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> Any:
-        flag = [False]
-        self.timers.append((self.t + delay, callback, flag))
-
-        class Handle:
-            def cancel(self) -> None:
-                flag[0] = True
-
-        return Handle()
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
-        due, self.timers = (
-            [x for x in self.timers if x[0] <= self.t],
-            [x for x in self.timers if x[0] > self.t],
-        )
-        for _, cb, flag in due:
-            if not flag[0]:
-                cb()
 
 
 def meta(view: str, total: int) -> ShellOutputMetadata:
