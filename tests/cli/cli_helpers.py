@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +39,14 @@ def toolfold(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (for ``toolfold serve --port``)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 def start(*args: str, cwd: Path) -> subprocess.Popen[bytes]:

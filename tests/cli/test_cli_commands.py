@@ -5,13 +5,12 @@ from __future__ import annotations
 import os
 import pty
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
-from cli_helpers import TOOLFOLD, clean_env, start, toolfold, wait_for
+from cli_helpers import TOOLFOLD, clean_env, free_port, start, toolfold, wait_for
 
 from toolfold.cli._main import cli
 
@@ -62,18 +61,11 @@ def test_demo_exits_zero_and_shows_every_step(tmp_path: Path) -> None:
     assert names == ["demo", "demo-crash"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_serve_answers_and_stops_on_sigint(tmp_path: Path) -> None:
     url = f"sqlite:{tmp_path / 'toolfold.db'}"
     made = toolfold("run", "--store", url, "--session", "seen", "--", "echo hi", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    port = _free_port()
+    port = free_port()
     proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
 

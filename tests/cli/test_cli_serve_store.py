@@ -5,26 +5,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import httpx
-from cli_helpers import start, toolfold, wait_for
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from cli_helpers import free_port, start, toolfold, wait_for
 
 
 def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) -> None:
     url = f"sqlite:{tmp_path / 'toolfold.db'}"
     made = toolfold("run", "--store", url, "--session", "seen", "--", "seq 1 3000", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    port = _free_port()
+    port = free_port()
     proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
 
@@ -75,7 +67,7 @@ def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) ->
 
 
 def _serve(url: str, tmp_path: Path) -> tuple[Any, str]:
-    port = _free_port()
+    port = free_port()
     proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
 
