@@ -13,6 +13,7 @@ binaries are a test failure with install instructions, never a silent skip.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -170,16 +171,23 @@ def with_dbname(dsn: str, dbname: str) -> str:
     return "postgresql://?" + urllib.parse.urlencode({k: str(v) for k, v in params.items()})
 
 
+@contextlib.contextmanager
+def fresh_database(server: str, name: str) -> Iterator[str]:
+    """Create the empty database ``name`` on ``server`` and give its URL; drop it on the
+    way out (``FORCE``: connections a test left open do not keep it alive)."""
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield with_dbname(server, name)
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 @pytest.fixture
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """A DSN of a fresh empty database (dropped after the test)."""
-    import psycopg
-
-    name = f"tf_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_dbname(postgres_server, name)
-    finally:
-        with psycopg.connect(postgres_server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(postgres_server, f"tf_{uuid.uuid4().hex[:16]}") as url:
+        yield url

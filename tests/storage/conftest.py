@@ -22,18 +22,10 @@ from storage_backends import BACKENDS, Store
 def postgres_shared_db(postgres_server: str) -> Iterator[str]:
     """One database for the storage suite; ``store`` empties it before each test
     (TRUNCATE is ~100x cheaper than CREATE DATABASE per test)."""
-    import psycopg
+    from pg_fixture import fresh_database
 
-    from pg_fixture import with_dbname
-
-    name = f"tf_storage_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_dbname(postgres_server, name)
-    finally:
-        with psycopg.connect(postgres_server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with fresh_database(postgres_server, f"tf_storage_{uuid.uuid4().hex[:12]}") as url:
+        yield url
 
 
 def _empty_postgres(url: str) -> str:
