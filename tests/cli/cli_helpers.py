@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, TypeVar
+
+import httpx
 
 TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 
@@ -79,6 +82,29 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
         time.sleep(0.05)
+
+
+def serve(store_url: str, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``toolfold serve`` on a free port over ``store_url`` and wait until it answers;
+    return the process and its base URL. A server that never answers is killed."""
+    port = free_port()
+    proc = start("serve", "--port", str(port), "--store", store_url, cwd=cwd)
+    base = f"http://127.0.0.1:{port}"
+
+    def answering() -> bool:
+        try:
+            return httpx.get(f"{base}/v1/sessions", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    try:
+        wait_for(answering, "the server to answer", proc=proc)
+    except BaseException:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    return proc, base
 
 
 class LineReader:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_helpers import TOOLFOLD, clean_env, free_port, start, toolfold, wait_for
+from cli_helpers import TOOLFOLD, clean_env, serve, toolfold
 
 from toolfold.cli._main import cli
 
@@ -65,20 +65,9 @@ def test_serve_answers_and_stops_on_sigint(tmp_path: Path) -> None:
     url = f"sqlite:{tmp_path / 'toolfold.db'}"
     made = toolfold("run", "--store", url, "--session", "seen", "--", "echo hi", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    port = free_port()
-    proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}"
-
-    def sessions() -> dict[str, object] | None:
-        try:
-            response = httpx.get(f"{base}/v1/sessions", timeout=2)
-        except httpx.TransportError:
-            return None
-        return dict(response.json()) if response.status_code == 200 else None
-
+    proc, base = serve(url, tmp_path)
     try:
-        found = wait_for(sessions, "the server to answer", proc=proc)
-        assert found == {"sessions": ["seen"]}
+        assert httpx.get(f"{base}/v1/sessions", timeout=5).json() == {"sessions": ["seen"]}
         page = httpx.get(f"{base}/", timeout=5)
         assert page.status_code == 200 and "<html" in page.text.lower()
         os.kill(proc.pid, signal.SIGINT)
@@ -88,7 +77,7 @@ def test_serve_answers_and_stops_on_sigint(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 0, err
-    assert f"serving http://127.0.0.1:{port}/" in err.decode()
+    assert f"serving {base}/" in err.decode()
 
 
 def test_live_view_on_a_terminal(tmp_path: Path) -> None:

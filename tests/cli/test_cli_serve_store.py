@@ -9,22 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cli_helpers import free_port, start, toolfold, wait_for
+from cli_helpers import serve, toolfold, wait_for
 
 
 def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) -> None:
     url = f"sqlite:{tmp_path / 'toolfold.db'}"
     made = toolfold("run", "--store", url, "--session", "seen", "--", "seq 1 3000", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    port = free_port()
-    proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        try:
-            return httpx.get(f"{base}/v1/sessions", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
+    proc, base = serve(url, tmp_path)
 
     def settled() -> Any:
         body = httpx.get(f"{base}/v1/sessions/build/calls", timeout=5).json()
@@ -32,7 +24,6 @@ def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) ->
         return calls if calls and calls[0]["settled"] else None
 
     try:
-        wait_for(answering, "the server to answer", proc=proc)
         # A call made by `toolfold run` carries its truncation totals and spill file.
         [seen] = httpx.get(f"{base}/v1/sessions/seen/calls", timeout=5).json()["calls"]
         assert seen["truncation"]["total_lines"] == 3000 and seen["truncation"]["truncated"]
@@ -66,21 +57,6 @@ def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) ->
     assert resumed.returncode == 0 and "nothing to resume" in resumed.stdout
 
 
-def _serve(url: str, tmp_path: Path) -> tuple[Any, str]:
-    port = free_port()
-    proc = start("serve", "--port", str(port), "--store", url, cwd=tmp_path)
-    base = f"http://127.0.0.1:{port}"
-
-    def answering() -> bool:
-        try:
-            return httpx.get(f"{base}/v1/sessions", timeout=2).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    wait_for(answering, "the server to answer", proc=proc)
-    return proc, base
-
-
 def _pending(base: str) -> Any:
     calls = httpx.get(f"{base}/v1/sessions/build/calls", timeout=5).json().get("calls") or []
     state = calls[0].get("state") if calls else None
@@ -96,7 +72,7 @@ def test_a_command_a_killed_server_left_running_is_shown_pending_and_resumes(
     gate = tmp_path / "gate"
     command = f"echo started; while [ ! -e {gate} ]; do sleep 0.05; done"
     try:
-        proc, base = _serve(url, tmp_path)
+        proc, base = serve(url, tmp_path)
         try:
             r = httpx.post(f"{base}/v1/lanes/build/commands", json={"command": command}, timeout=5)
             assert r.status_code == 202, r.text
@@ -106,7 +82,7 @@ def test_a_command_a_killed_server_left_running_is_shown_pending_and_resumes(
             os.killpg(proc.pid, signal.SIGKILL)  # the server: a crash, no cleanup
             proc.wait()
 
-        again, base = _serve(url, tmp_path)
+        again, base = serve(url, tmp_path)
         try:
             gate.write_text("go")
             call = _pending(base)
