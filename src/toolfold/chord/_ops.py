@@ -28,6 +28,7 @@ __all__ = [
     "describe",
     "is_base",
     "json_copier",
+    "raise_not_json",
     "validate_op",
     "validate_wire_op",
 ]
@@ -202,7 +203,9 @@ def json_copier(
 _copy = json_copier()
 
 
-def _not_json(exc: NotJSON, path: Sequence[Any], what: str) -> NoReturn:
+def raise_not_json(exc: NotJSON, path: Sequence[Any], what: str) -> NoReturn:
+    """Raise the :class:`JSONValueError` for ``exc``: ``what`` at the path of the bad part
+    (``path``, where the walked value sits, then where inside it the walk stopped)."""
     where = [*path, *reversed(exc.loc)]
     raise JSONValueError(
         f"{what} at path {describe(where)}: {exc.reason}; only None, bool, int, finite float, "
@@ -220,7 +223,7 @@ def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value") -> Any:
     try:
         return _copy(value, 0)
     except NotJSON as exc:
-        _not_json(exc, path, what)
+        raise_not_json(exc, path, what)
     except RecursionError:  # only when the caller's own stack is already nearly exhausted
         raise JSONValueError(
             f"{what} at path {describe(list(path))} is too deeply nested to copy", path=list(path)

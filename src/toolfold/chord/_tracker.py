@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, MutableMapping, Mutabl
 from typing import Any, NoReturn, SupportsIndex, overload
 
 from ._errors import ChordError, JSONValueError, PathError, UnsafePathError
-from ._ops import RESERVED_SEGMENTS, NotJSON, Op, describe, json_copier
+from ._ops import RESERVED_SEGMENTS, NotJSON, Op, describe, json_copier, raise_not_json
 from ._strdiff import string_ops
 
 __all__ = ["PENDING_LIMIT", "TrackedDict", "TrackedList", "Tracker", "track"]
@@ -76,12 +76,7 @@ def _imported(value: Any, node: _Node | None, key: Any = None) -> Any:
         return _import(value, 0 if node is None else _depth_of(node) + 1)
     except NotJSON as exc:
         base = [] if node is None else [*_path_of(node), key]
-        path = [*base, *reversed(exc.loc)]
-        raise JSONValueError(
-            f"cannot write to the tracked value at path {describe(path)}: {exc.reason}; only "
-            f"None, bool, int, finite float, str, list and dict with str keys can be replicated",
-            path=path,
-        ) from None
+        raise_not_json(exc, base, "cannot write to the tracked value")
 
 
 def _copy(value: Any) -> Any:
