@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from durability_helpers import SimulatedCrash, Store, Tap
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from conftest import SimulatedCrash, Store, Tap
 from toolfold.harness import (
     INTERRUPTION_MARKER,
     MISSING,

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from durability_helpers import SimulatedCrash, Store, Tap
 
-from conftest import SimulatedCrash, Store, Tap
 from toolfold.harness._durable import (
     DurableStream,
     MemoError,

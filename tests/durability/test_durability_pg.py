@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from durability_helpers import Store
 from test_durability_harness import (
     Gates,
     Tap,
@@ -18,7 +19,6 @@ from test_durability_harness import (
 )
 from test_durability_memo import EXPECTED, STEPS, bundled, crash_and_replay
 
-from conftest import Store
 from toolfold.harness import ToolCall
 from toolfold.harness._durable import resume
 

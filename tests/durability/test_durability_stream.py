@@ -8,10 +8,10 @@ import random
 from typing import Any
 
 import pytest
+from durability_helpers import Store, Tap
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import Store, Tap
 from toolfold.harness._durable import (
     DurableStream,
     RecoveryError,

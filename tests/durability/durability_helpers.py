@@ -1,0 +1,83 @@
+"""Helpers of the durability tests: a session tap for crashes and delays, and a store
+that can 'restart' (imported by basename, like the other test directories' helpers)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+# The store helper of the storage tests, imported by basename like they do (appended, so
+# nothing here shadows this directory's own modules).
+sys.path.append(str(Path(__file__).resolve().parents[1] / "storage"))
+
+from storage_backends import Store as BackendStore
+
+from toolfold.storage import Session
+
+#: The backends every durability behaviour is checked on (PostgreSQL: see test_durability_pg).
+BACKENDS = ["memory", "jsonl", "sqlite"]
+
+
+class SimulatedCrash(BaseException):
+    """Raised by :class:`Tap` in place of a storage call: the process 'died' there.
+
+    A ``BaseException`` so that no ``except Exception`` in the code under test can
+    swallow it, the way nothing survives a SIGKILL."""
+
+
+class Tap:
+    """A session wrapper: counts commits, 'crashes' before commit #k, or holds a commit
+    until an event is set (before it enters the session line, or inside it)."""
+
+    def __init__(self, inner: Session) -> None:
+        self.inner = inner
+        self.commits = 0
+        self.crash_at: int | None = None
+        self.hold_at: int | None = None
+        self.hold_inside = False
+        self.release = asyncio.Event()
+        self.held = asyncio.Event()
+        self.fail_at: int | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit(self, writes: Sequence[Any] | Callable[[], Sequence[Any]]) -> Any:
+        self.commits += 1
+        n = self.commits
+        if self.crash_at is not None and n >= self.crash_at:
+            raise SimulatedCrash(f"crash before commit #{n}")
+        if self.fail_at == n:
+            from toolfold.storage import BackendError
+
+            raise BackendError(f"injected failure of commit #{n}")
+        if self.hold_at == n and not self.hold_inside:
+            # A slow request: it has not reached the session line yet.
+            self.held.set()
+            await self.release.wait()
+        if self.hold_at == n and self.hold_inside:
+            # A slow write: it holds the session line (its payload is already computed)
+            # while the backend "writes"; every later commit queues behind it.
+            inner: Any = self.inner
+            original = inner._commit_writes
+
+            async def slow(ws: Any, scope: Any) -> Any:
+                inner._commit_writes = original
+                self.held.set()
+                await self.release.wait()
+                return await original(ws, scope)
+
+            inner._commit_writes = slow
+        return await self.inner.commit(writes)
+
+
+class Store(BackendStore):
+    """A store of the storage tests' kind (storage_backends.py) that can also 'restart'
+    a session held through a :class:`Tap`."""
+
+    async def restart(self, session: Session | Tap) -> Session:
+        """Close everything (the process 'died') and open the session from its store."""
+        return await self.reopen(session.inner if isinstance(session, Tap) else session)
