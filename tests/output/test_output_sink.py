@@ -387,3 +387,25 @@ def test_a_full_head_window_keeps_sending_counter_only_updates() -> None:
     replica = fold(replica, ops)
     assert replica["content"][0]["text"] == "0123456789abcdef"
     assert replica == out.snapshot()
+
+
+@pytest.mark.parametrize("retain", ["tail", "head"])
+def test_seeding_keeps_a_footer_outside_the_window(retain: str) -> None:
+    policy = OutputPolicy(retain=retain, max_lines=3)  # type: ignore[arg-type]
+    first = ToolOutput(policy)
+    for i in range(1, 11):
+        first.write(f"line {i} ✓\n")
+    first.footer("[Showing 3 of 10 lines. Full output: /spill/x.log]")
+    state = first.snapshot()
+
+    seeded = ToolOutput(policy, seed=state)
+    assert seeded.snapshot() == state  # nothing re-windowed, nothing lost
+    seeded.write("line 11 ✓\n")
+    text = seeded.snapshot()["content"][0]["text"]
+    window, footer = text.split("[", 1)
+    expected = (
+        "line 9 ✓\nline 10 ✓\nline 11 ✓\n" if retain == "tail" else "line 1 ✓\nline 2 ✓\nline 3 ✓\n"
+    )
+    assert window == expected
+    assert footer.startswith("Showing 3 of 10 lines")
+    assert seeded.truncation["total_lines"] == 11

@@ -25,6 +25,29 @@ _MIN_BACKLOG_BYTES = 64 * 1024
 MAX_FOOTER_CHARS = 4096
 """Longest footer a tool may set (it sits outside the window)."""
 
+
+def _split_footer(text: str, truncation: Truncation) -> str:
+    """The part of a recovered text that lies outside its window (a footer).
+
+    The state stores window + footer as one string; ``truncation.output_bytes`` is
+    the window's size, so whatever follows it is the footer. Seeding it back into the
+    window would count it as retained output and evict a line (tail) or cut it off
+    (head). Anything that does not split cleanly is treated as having no footer.
+    """
+    window_bytes = truncation.get("output_bytes")
+    if type(window_bytes) is not int or window_bytes < 0:
+        return ""
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= window_bytes:
+        return ""
+    try:
+        window = raw[:window_bytes].decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+    footer = text[len(window) :]
+    return footer if len(footer) <= MAX_FOOTER_CHARS else ""
+
+
 _STATE_OVERHEAD = 1024
 """Allowance for the small fields of the state when estimating its encoded size."""
 
@@ -170,7 +193,10 @@ class ToolOutput:
                 self._image_decoded += self._check_image(image, i)
             if not isinstance(data.get("details"), dict):
                 raise TypeError("details is not an object")
-            self._window.seed(text_block["text"], data["truncation"])
+            text = text_block["text"]
+            footer = _split_footer(text, data["truncation"])
+            self._window.seed(text[: len(text) - len(footer)], data["truncation"])
+            self._footer = footer
         except (
             KeyError,
             IndexError,
@@ -184,7 +210,7 @@ class ToolOutput:
             ) from exc
         self._image_bytes = sum(len(image["data"]) for image in images)
         state: dict[str, Any] = {
-            "content": [{"type": "text", "text": self._window.text}, *images],
+            "content": [{"type": "text", "text": self._window.text + self._footer}, *images],
             "details": data["details"],
             "terminate": bool(data.get("terminate", False)),
             "truncation": self._window.truncation(),
@@ -579,8 +605,5 @@ class ToolOutput:
 
     def _state_bytes(self) -> int:
         return (
-            self._window.view_bytes
-            + self._image_bytes
-            + len(self._details_good)
-            + _STATE_OVERHEAD
+            self._window.view_bytes + self._image_bytes + len(self._details_good) + _STATE_OVERHEAD
         )
