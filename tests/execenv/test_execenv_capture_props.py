@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from toolfold.execenv import (
     CaptureOptions,
     CaptureSession,
+    CaptureSnapshot,
     OutputCapture,
     Replace,
     ShellOutputLimits,
@@ -98,16 +99,11 @@ def chunked(raw: bytes, cuts: list[int]) -> list[bytes]:
     return out
 
 
-@pytest.fixture(scope="module")
-def spill_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("spill")
-
-
-@settings(max_examples=600)
-@given(raw=streams, cuts=st.lists(st.integers(0, 10_000), max_size=30), lim=limits)
-def test_capture_snapshot_matches_reference_for_any_chunking(
+def capture_matching_reference(
     raw: bytes, cuts: list[int], lim: ShellOutputLimits
-) -> None:
+) -> CaptureSnapshot:
+    """Feed ``raw`` in the given chunks and check the snapshot against the independent
+    whole-stream reference (view, flags and exact totals); return the snapshot."""
     cap = OutputCapture(lim)
     for chunk in chunked(raw, cuts):
         cap.feed(chunk)
@@ -125,6 +121,21 @@ def test_capture_snapshot_matches_reference_for_any_chunking(
         total_lines,
         last_line_bytes,
     )
+    return snap
+
+
+@pytest.fixture(scope="module")
+def spill_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("spill")
+
+
+@settings(max_examples=600)
+@given(raw=streams, cuts=st.lists(st.integers(0, 10_000), max_size=30), lim=limits)
+def test_capture_snapshot_matches_reference_for_any_chunking(
+    raw: bytes, cuts: list[int], lim: ShellOutputLimits
+) -> None:
+    snap = capture_matching_reference(raw, cuts, lim)
+    tr = snap.truncation
     assert tr.output_bytes == len(snap.text.encode()) <= lim.max_bytes
     assert tr.output_lines <= lim.max_lines
 
@@ -218,23 +229,7 @@ def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -
 def test_large_reads_past_the_cap_match_the_reference(
     raw: bytes, cuts: list[int], lim: ShellOutputLimits
 ) -> None:
-    cap = OutputCapture(lim)
-    for chunk in chunked(raw, cuts):
-        cap.feed(chunk)
-    cap.close()
-    snap = cap.snapshot()
-    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
-    tr = snap.truncation
-    assert snap.text == ref.text
-    assert (tr.truncated, tr.truncated_by) == (ref.truncated, ref.truncated_by)
-    assert tr.last_line_partial == ref.last_line_partial
-    assert tr.first_line_exceeds_limit == ref.first_line_exceeds_limit
-    total_bytes, total_lines, last_line_bytes = raw_totals(raw)
-    assert (tr.total_bytes, tr.total_lines, snap.last_line_bytes) == (
-        total_bytes,
-        total_lines,
-        last_line_bytes,
-    )
+    snap = capture_matching_reference(raw, cuts, lim)
     # The skipping capture agrees with one fed byte-exact small reads (no skipping).
     small = OutputCapture(lim)
     for i in range(0, len(raw), 7):
