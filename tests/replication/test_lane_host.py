@@ -196,7 +196,7 @@ def test_lanes_route_runs_to_their_lane_and_strays_to_the_default() -> None:
         lanes.handle(e)
     lanes.handle(ToolStart("unknown-run", "turn", "t9", "bash", {}))
     assert lanes.names() == ["alpha", "default"]
-    assert lanes.host("alpha").view["tools"]["t1"]["status"] == "done"
+    assert lanes.host("alpha").view["tools"]["t1"]["status"] == "ok"
     assert "t9" in lanes.host("default").view["tools"]
     lanes.close()
     assert lanes.host("alpha").closed
@@ -312,7 +312,7 @@ def test_an_event_the_tracker_refuses_is_reported_and_the_lane_keeps_going() -> 
         lanes.handle(e)
     f.drain()
     assert f.value == lanes.host("main").view
-    assert lanes.host("main").view["tools"]["t1"]["status"] == "done"
+    assert lanes.host("main").view["tools"]["t1"]["status"] == "ok"
 
 
 def test_a_truncate_that_splits_an_emoji_replicates_the_lone_surrogate() -> None:

@@ -137,7 +137,7 @@ def test_tool_end_sets_done_or_error_and_nothing_else() -> None:
     reduce_lane_snapshot(view, ToolEnd("run1", "turn1", "ok", is_error=False))
     reduce_lane_snapshot(view, ToolEnd("run1", "turn1", "bad", is_error=True))
     reduce_lane_snapshot(view, ToolEnd("run1", "turn1", "unknown", is_error=True))
-    assert view["tools"]["ok"]["status"] == "done"
+    assert view["tools"]["ok"]["status"] == "ok"
     assert view["tools"]["bad"]["status"] == "error"
     assert {t: view["tools"][t]["output"] for t in ("ok", "bad")} == outputs
     assert "unknown" not in view["tools"]
@@ -178,6 +178,63 @@ def test_settled_calls_past_the_bound_leave_tools_but_running_ones_stay() -> Non
         reduce_lane_snapshot(view, _settled(f"t{i}"), settled_tools=2)
     assert view["order"] == ["running", "t3", "t4"]
     assert set(view["tools"]) == {"running", "t3", "t4"}
+
+
+def _folded_and_settled(view: Any, tid: str, text: str, **bounds: int) -> None:
+    reduce_lane_snapshot(view, _start(tid))
+    reduce_lane_snapshot(view, _update(tid, [["r", _state(text)]]))
+    reduce_lane_snapshot(view, ToolEnd("run1", "turn1", tid, is_error=False), **bounds)
+    reduce_lane_snapshot(view, _settled(tid, text), **bounds)
+
+
+def test_a_settled_result_the_lane_folded_is_referred_to_not_copied() -> None:
+    view = new_lane_view("main")
+    _folded_and_settled(view, "t1", "x" * 5000)
+    (entry,) = view["transcript"]
+    assert entry["output_ref"] == ["tools", "t1", "output"]
+    assert "content" not in entry and "details" not in entry
+    assert entry["tool_name"] == "bash" and entry["is_error"] is False
+    assert view["tools"]["t1"]["output"]["content"][0]["text"] == "x" * 5000
+
+
+def test_a_settled_result_that_differs_from_the_fold_is_copied() -> None:
+    view = new_lane_view("main")
+    reduce_lane_snapshot(view, _start("t1"))
+    reduce_lane_snapshot(view, _update("t1", [["r", _state("live")]]))
+    reduce_lane_snapshot(view, _settled("t1", "different"))
+    reduce_lane_snapshot(view, _settled("never-started", "alone"))
+    assert [e["content"][0]["text"] for e in view["transcript"]] == ["different", "alone"]
+    assert not any("output_ref" in e for e in view["transcript"])
+
+
+def test_settled_status_uses_the_stored_views_words() -> None:
+    view = new_lane_view("main")
+    reduce_lane_snapshot(view, _start("t1"))
+    reduce_lane_snapshot(view, ToolEnd("run1", "turn1", "t1", is_error=True))
+    message = {**_settled("t1").message, "is_error": True, "outcome": "cancelled"}
+    reduce_lane_snapshot(view, ToolSettled("run1", "turn1", "t1", message))
+    assert view["tools"]["t1"]["status"] == "cancelled"
+
+
+def test_calls_the_transcript_refers_to_stay_until_the_transcript_drops_them() -> None:
+    view = new_lane_view("main")
+    for i in range(6):
+        _folded_and_settled(view, f"t{i}", str(i), settled_tools=1, transcript_tail=3)
+    # Newest settled call, plus the ones the 3-entry transcript still refers to.
+    assert view["order"] == ["t3", "t4", "t5"]
+    for entry in view["transcript"]:
+        (_, tid, _) = entry["output_ref"]
+        assert view["tools"][tid]["output"]["content"][0]["text"] == tid[1:]
+
+
+def test_a_restarted_call_leaves_the_transcript_its_own_copy() -> None:
+    view = new_lane_view("main")
+    _folded_and_settled(view, "t1", "first run")
+    reduce_lane_snapshot(view, _start("t1"))
+    (entry,) = view["transcript"]
+    assert "output_ref" not in entry
+    assert entry["content"] == [{"type": "text", "text": "first run"}]
+    assert view["tools"]["t1"]["output"] is None
 
 
 def test_run_start_keeps_settled_calls_of_earlier_runs_within_the_bound() -> None:

@@ -341,7 +341,7 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         replica = json.loads(page.evaluate("() => JSON.stringify(window.toolfoldViewer.state())"))
         assert replica == expected
         tool = expected["tools"][call_id]
-        assert tool["status"] == "done"
+        assert tool["status"] == "ok"
         text = tool["output"]["content"][0]["text"]
         assert "finished ✅" in text and "😀 漢字テスト 🇯🇵" in text
         assert tool["output"]["truncation"]["truncated"] is True
@@ -358,9 +358,13 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         text = card.inner_text()
         assert "partial output" in text and "error" in text
         assert "3" in text  # the exit code is named in the error text or the details
+        # The "started call-…" note goes once the call has ended.
+        page.wait_for_function(
+            "() => !document.getElementById('command-status').textContent.includes('started')"
+        )
         page.screenshot(path=str(tmp_path / "viewer-error.png"))
         # The earlier, settled call is still listed (settled calls stay, bounded).
-        assert page.query_selector(f"article.status-done[data-tool-call-id='{call_id}']")
+        assert page.query_selector(f"article.status-ok[data-tool-call-id='{call_id}']")
     finally:
         page.close()
 
@@ -442,7 +446,7 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
             "() => window.toolfoldViewer.stored && window.toolfoldViewer.stored.calls"
         )
         assert page.evaluate("() => window.toolfoldViewer.stored.total") == 2
-        long = page.inner_text(f"#stored article.status-done[data-tool-call-id='{long_id}']")
+        long = page.inner_text(f"#stored article.status-ok[data-tool-call-id='{long_id}']")
         assert "seq 1 2500" in long and "ok" in long
         assert "showing last 2000 of 2500 lines" in long
         assert f"full output at {tmp_path / 'spill' / 'main'}" in long
@@ -462,7 +466,7 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
         page.click("button[type=submit]")
         page.wait_for_function("() => window.toolfoldViewer.stored.total === 3", timeout=60_000)
         third = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
-        card = page.wait_for_selector(f"#stored article.status-done[data-tool-call-id='{third}']")
+        card = page.wait_for_selector(f"#stored article.status-ok[data-tool-call-id='{third}']")
         assert "third" in card.inner_text()
     finally:
         page.close()

@@ -291,7 +291,9 @@ async def test_pytest_tool_cancel_kills_the_run_and_keeps_progress(tmp_path: Pat
 
 
 @pytest.mark.parametrize("retain", ["tail", "head"])
-async def test_bash_footer_never_costs_a_window_line_nor_gets_cut(tmp_path: Path, retain: str) -> None:
+async def test_bash_footer_never_costs_a_window_line_nor_gets_cut(
+    tmp_path: Path, retain: str
+) -> None:
     from dataclasses import replace
 
     from toolfold.output import OutputPolicy

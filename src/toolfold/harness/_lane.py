@@ -77,7 +77,9 @@ class LaneTool(TypedDict):
     args: Any
     run_id: str
     turn_id: str
-    status: Literal["running", "done", "error"]
+    status: Literal["running", "ok", "error", "cancelled", "interrupted"]
+    """``running`` until ``ToolEnd`` (``ok`` / ``error``), then the settled message's
+    ``outcome`` — the words ``toolfold show`` and the stored-session API use."""
     output: Any
     """The folded ``ToolOutputState`` (``None`` until the first, base, update arrives)."""
 
@@ -141,11 +143,15 @@ def reduce_lane_snapshot(
     - ``ToolUpdate``: the ops are applied to the call's output. An update for a
       call the view has never seen is ignored (the host sends a base batch); an
       update whose ops cannot apply leaves the view unchanged.
-    - ``ToolEnd``: status ``"done"`` or ``"error"``; nothing else (the fold is the
+    - ``ToolEnd``: status ``"ok"`` or ``"error"``; nothing else (the fold is the
       result). Settled calls past the newest ``settled_tools`` leave ``tools``
-      (running calls always stay).
+      (running calls always stay), unless the transcript refers to them.
     - ``ToolSettled``: the message joins the transcript, which keeps the last
-      ``transcript_tail`` entries.
+      ``transcript_tail`` entries; the status becomes the message's ``outcome``.
+      When the call's folded output already holds the message's content and
+      details (the fold is the result), the entry refers to it instead of
+      copying it (``"output_ref": ["tools", id, "output"]``, no ``content`` /
+      ``details``), so a settled result never crosses a subscription twice.
     - ``RunEnd``: the operation (if it is this run) becomes ``"done"``.
 
     Anything else is ignored. ``view`` may be a plain dict or a tracked proxy: the
@@ -157,6 +163,8 @@ def reduce_lane_snapshot(
     elif isinstance(event, ToolStart):
         tools = view["tools"]
         known = event.tool_call_id in tools
+        if known:
+            _detach_refs(view, event.tool_call_id)
         # The entry first: if its value is refused, `order` must not name a missing call.
         tools[event.tool_call_id] = {
             "tool_name": event.tool_name,
@@ -171,17 +179,10 @@ def reduce_lane_snapshot(
     elif isinstance(event, ToolEnd):
         tool = view["tools"].get(event.tool_call_id)
         if tool is not None:
-            tool["status"] = "error" if event.is_error else "done"
+            tool["status"] = "error" if event.is_error else "ok"
             _trim_settled(view, settled_tools)
     elif isinstance(event, ToolSettled):
-        transcript = view["transcript"]
-        transcript.append(_plain(event.message))
-        excess = len(transcript) - max(transcript_tail, 0)
-        if excess > 0:
-            del transcript[:excess]
-        tool = view["tools"].get(event.tool_call_id)
-        if tool is not None and tool["status"] == "running":
-            tool["status"] = "error" if event.message.get("is_error") else "done"
+        _reduce_settled(view, event, transcript_tail)
         _trim_settled(view, settled_tools)
     elif isinstance(event, RunStart):
         view["operation"] = {"run_id": event.run_id, "status": "running"}
@@ -215,12 +216,69 @@ def _reduce_update(view: LaneView, event: ToolUpdate) -> None:
     tool["output"] = output
 
 
+_OUTCOMES = frozenset({"ok", "error", "cancelled", "interrupted"})
+
+
+def _reduce_settled(view: LaneView, event: ToolSettled, transcript_tail: int) -> None:
+    message = event.message
+    tool = view["tools"].get(event.tool_call_id)
+    entry: dict[str, Any]
+    output = tool["output"] if tool is not None else None
+    if (
+        output is not None
+        and hasattr(output, "get")
+        and output.get("content") == message.get("content")
+        and output.get("details") == message.get("details", {})
+    ):
+        # The subscribers folded this content already: refer to it. A copy would
+        # send a 1 MiB image to every subscriber a second time.
+        entry = {k: _plain(v) for k, v in message.items() if k not in ("content", "details")}
+        entry["output_ref"] = ["tools", event.tool_call_id, "output"]
+    else:
+        entry = _plain(message)
+    transcript = view["transcript"]
+    transcript.append(entry)
+    excess = len(transcript) - max(transcript_tail, 0)
+    if excess > 0:
+        del transcript[:excess]
+    if tool is not None:
+        outcome = message.get("outcome")
+        status: Any = (
+            outcome if outcome in _OUTCOMES else ("error" if message.get("is_error") else "ok")
+        )
+        if tool["status"] != status:
+            tool["status"] = status
+
+
+def _referenced(view: LaneView) -> set[str]:
+    """Calls whose output a transcript entry refers to (they must stay in ``tools``)."""
+    return {
+        entry["tool_call_id"]
+        for entry in view["transcript"]
+        if "output_ref" in entry and isinstance(entry.get("tool_call_id"), str)
+    }
+
+
+def _detach_refs(view: LaneView, tool_call_id: str) -> None:
+    """Give transcript entries that refer to ``tool_call_id`` their own copy of its
+    output before a repeated ``ToolStart`` resets it (rare: a re-run of a known id)."""
+    tool = view["tools"][tool_call_id]
+    for entry in view["transcript"]:
+        if entry.get("tool_call_id") == tool_call_id and "output_ref" in entry:
+            output = _plain(tool["output"]) or {}
+            del entry["output_ref"]
+            entry["content"] = output.get("content", [])
+            entry["details"] = output.get("details", {})
+
+
 def _trim_settled(view: LaneView, keep: int) -> None:
     tools = view["tools"]
     settled = [tid for tid in view["order"] if tools[tid]["status"] != "running"]
     excess = len(settled) - max(keep, 0)
     if excess > 0:
-        _drop_tools(view, settled[:excess])
+        referenced = _referenced(view)
+        drop = [tid for tid in settled[:excess] if tid not in referenced]
+        _drop_tools(view, drop)
 
 
 def _drop_tools(view: LaneView, ids: list[str]) -> None:

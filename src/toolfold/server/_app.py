@@ -287,6 +287,7 @@ def create_app(
             "status": call.status,
             "settled": call.settled,
             "command": call.summary,
+            "args": call.args,
             "message": call.message,
             "truncation": record.get("truncation"),
             "spill_path": record.get("spill_path"),

@@ -168,6 +168,16 @@
     return t;
   }
 
+  // The "what" of a call: a command as typed, otherwise its arguments as
+  // key=value (read's path, grep's pattern and path, ...), never raw JSON braces.
+  function whatText(a) {
+    if (a === null || a === undefined) return "";
+    if (typeof a !== "object" || Array.isArray(a)) return cellText(a);
+    if (typeof a.command === "string") return a.command;
+    return Object.keys(a).filter((k) => a[k] !== null && a[k] !== undefined)
+      .map((k) => k + "=" + (typeof a[k] === "string" ? a[k] : cellText(a[k]))).join("  ");
+  }
+
   const cards = new Map();  // tool_call_id -> {root, fingerprint parts}
 
   const storedCards = new Map();  // the same, for the stored session's calls
@@ -194,7 +204,7 @@
     c.root.className = "tool status-" + status;
     c.name.textContent = tool.tool_name;
     const a = tool.args;
-    c.args.textContent = a && typeof a === "object" && typeof a.command === "string" ? a.command : cellText(a);
+    c.args.textContent = whatText(a);
     c.badge.className = "badge status-" + status;
     c.badge.textContent = tool.label || status;
     const out = tool.output;
@@ -233,6 +243,15 @@
     return c.root;
   }
 
+  function resolve(value, path) {
+    let cur = value;
+    for (const seg of path) {
+      if (cur === null || typeof cur !== "object" || !Object.hasOwn(cur, seg)) return null;
+      cur = cur[seg];
+    }
+    return cur;
+  }
+
   function render() {
     const v = viewer.state();
     const box = $("tools");
@@ -262,6 +281,12 @@
         if (c.follow) { c.pre.scrollTop = c.pre.scrollHeight; c.follow = false; }
       }
     }
+    // The command box's "started call-…" note lasts while that call runs.
+    const mine = viewer.statusCall ? tools[viewer.statusCall] : null;
+    if (mine && mine.status !== "running") {
+      $("command-status").textContent = "";
+      viewer.statusCall = null;
+    }
     const tr = Array.isArray(v.transcript) ? v.transcript : [];
     // A call settled in the lane whose stored session is open: fetch that session
     // again, so the stored view includes it (the lane's commands are its calls).
@@ -276,7 +301,10 @@
     ol.textContent = "";
     for (const m of tr) {
       const li = el("li", m && m.is_error ? "error" : "");
-      const c = m && Array.isArray(m.content) && m.content[0] && typeof m.content[0].text === "string" ? m.content[0].text : "";
+      // An entry whose call is still in the lane refers to its output instead of
+      // carrying a second copy of it ("output_ref": ["tools", id, "output"]).
+      const body = m && Array.isArray(m.output_ref) ? resolve(v, m.output_ref) : m;
+      const c = body && Array.isArray(body.content) && body.content[0] && typeof body.content[0].text === "string" ? body.content[0].text : "";
       const lines = c.split("\n");
       li.textContent = (m && (m.tool_name || m.tool_call_id) || "?") + " — " + lines.length + " lines: " + lines.slice(-1)[0].slice(0, 120);
       ol.appendChild(li);
@@ -300,6 +328,14 @@
     }
   }
 
+  // A command recorded by the host that ran it, else the call's own arguments.
+  function storedArgs(call) {
+    if (typeof call.command === "string" && call.command && !(call.args && typeof call.args === "object")) {
+      return { command: call.command };
+    }
+    return call.args && typeof call.args === "object" ? call.args : { command: call.command || "" };
+  }
+
   // A stored call as a lane tool entry, so renderTool draws it like a live one.
   function storedTool(call) {
     const m = call.message;
@@ -307,11 +343,13 @@
       const output = { content: Array.isArray(m.content) ? m.content : [], details: m.details || {} };
       if (call.truncation) output.truncation = call.truncation;
       if (typeof call.spill_path === "string") output.spill_path = call.spill_path;
-      return { tool_name: call.tool_name, args: { command: call.command },
-               status: m.is_error ? "error" : "done", label: call.status, output };
+      // call.status is the settled outcome (ok, error, cancelled, interrupted):
+      // the same words the live lane uses once a call ends.
+      return { tool_name: call.tool_name, args: storedArgs(call),
+               status: call.status, label: call.status, output };
     }
     const running = call.running === true;
-    return { tool_name: call.tool_name, args: { command: call.command },
+    return { tool_name: call.tool_name, args: storedArgs(call),
              status: running ? "running" : "unsettled",
              label: (running ? "running" : "unsettled") + " (pending output" +
                (call.error ? ": " + call.error : " as of its last checkpoint") + ")",
@@ -425,6 +463,7 @@
       if (!r.ok) { status.textContent = "error: " + body.error; return; }
       status.textContent = "started " + body.tool_call_id;
       viewer.lastToolCallId = body.tool_call_id;
+      viewer.statusCall = body.tool_call_id;
       input.value = "";
     } catch (e) {
       status.textContent = "error: " + e;
