@@ -9,13 +9,21 @@ needs (re-installing only when pyproject.toml changed), then runs:
     test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
-Only the standard library is used here, so this works with nothing but Python 3.11+.
+Only the standard library is used here, so this works with nothing but Python 3.11+
+(with its `venv` module: `python3-venv` on Debian/Ubuntu). `test` also needs two system
+services that the suite starts on loopback: PostgreSQL server binaries and Chromium. Run
+as root on a machine with apt-get (a CI container), `test` installs whatever of them is
+missing; otherwise it says what to install, and the tests that need them fail with the
+same instruction.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -27,9 +35,70 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 
 
+#: Where the tests look for the PostgreSQL server binaries and Chromium
+#: (tests/pg_fixture.py, tests/replication/conftest.py).
+POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
+CHROMIUM = Path("/usr/bin/chromium")
+#: The apt packages that provide them, by what is missing.
+SYSTEM_PACKAGES = {"PostgreSQL": "postgresql", "Chromium": "chromium"}
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _apt_install(packages: list[str]) -> bool:
+    """Install ``packages`` with apt-get when we are root and apt-get exists; False when we
+    cannot (the caller then says what to install)."""
+    if not packages or not _is_root() or shutil.which("apt-get") is None:
+        return False
+    print(f"installing with apt-get: {' '.join(packages)}", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *packages], check=True, env=env)
+    return True
+
+
+def missing_system_services() -> list[str]:
+    """What the test suite needs from the system and cannot find (names, not packages)."""
+    missing = []
+    has_postgres = glob.glob(POSTGRES_INITDB) or shutil.which("initdb")
+    if not has_postgres and not os.environ.get("TOOLFOLD_TEST_POSTGRES_DSN"):
+        missing.append("PostgreSQL")
+    if not CHROMIUM.exists():
+        missing.append("Chromium")
+    return missing
+
+
+def ensure_system_services() -> None:
+    """Install PostgreSQL and Chromium when missing and we may (root + apt-get); otherwise
+    print exactly what to install. Never fails: the tests that need a missing service fail
+    with the same instruction, and every other check still runs."""
+    missing = missing_system_services()
+    if not missing:
+        return
+    packages = [SYSTEM_PACKAGES[name] for name in missing]
+    if _apt_install(packages):
+        return
+    print(
+        f"{' and '.join(missing)} not found: the tests that need them will fail. Install "
+        f"them with `sudo apt-get install {' '.join(packages)}` (Debian/Ubuntu; Chromium must "
+        f"be at {CHROMIUM}), or run `python3 dev.py test` as root, which installs them.",
+        flush=True,
+    )
+
+
 def _ensure_venv(extras: str) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - dev.py may be started by an older python3
         sys.exit(f"toolfold needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    if not PY.exists() and importlib.util.find_spec("ensurepip") is None:
+        # Debian/Ubuntu ship venv's pip bootstrap separately.
+        venv_package = f"python3.{sys.version_info[1]}-venv"
+        if not _apt_install([venv_package]):
+            sys.exit(
+                f"this Python has no ensurepip, so it cannot create .venv/: install "
+                f"{venv_package} (`sudo apt-get install {venv_package}`) and re-run"
+            )
     if not PY.exists():
         print(f"creating virtualenv in {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
@@ -39,9 +108,7 @@ def _ensure_venv(extras: str) -> None:
         return
     print(f"installing toolfold[{extras}] into {VENV}", flush=True)
     subprocess.run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-    subprocess.run(
-        [str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extras}]"], check=True
-    )
+    subprocess.run([str(PY), "-m", "pip", "install", "-q", "-e", f"{ROOT}[{extras}]"], check=True)
     stamp.write_text(digest)
 
 
@@ -51,6 +118,7 @@ def _run(args: list[str]) -> int:
 
 
 def test(pytest_args: list[str]) -> int:
+    ensure_system_services()
     _ensure_venv("dev")
     failures: list[str] = []
     checks = [

@@ -7,7 +7,7 @@ fork-server child runs bash (spilling), a memoising multi-step tool and a detail
 tool on JSONL or SQLite and SIGKILLs itself at storage call #k — on JSONL every other
 pass first cuts commit #k's record short (a torn write) — then the store is reopened,
 the operation resumed and the four invariants of docs/durability.md are checked.
-Also runs the two ordered memo designs the seed rejects, to show they are caught.
+Also runs the two ordered memo designs docs/durability.md rejects, to show they are caught.
 """
 
 from __future__ import annotations

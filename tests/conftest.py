@@ -1,14 +1,10 @@
-"""Shared pytest configuration: hypothesis profiles and paths to the shared vectors."""
+"""Shared pytest configuration: hypothesis profiles and the PostgreSQL fixture plugin."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from hypothesis import HealthCheck, settings
-
-ROOT = Path(__file__).resolve().parent.parent
-VECTORS = ROOT.parent / "shared" / "vectors" / "chord"
 
 settings.register_profile(
     "ci",

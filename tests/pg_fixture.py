@@ -83,8 +83,9 @@ def start_cluster(*, fsync: bool = False) -> Cluster:
     if bindir is None:
         raise RuntimeError(
             "PostgreSQL server binaries not found (looked in /usr/lib/postgresql/*/bin and "
-            f"PATH). Install them (`apt-get install postgresql`) or set {ENV_DSN} to a "
-            "server DSN the tests may create databases on."
+            "PATH). Install them with `sudo apt-get install postgresql` (or run "
+            "`python3 dev.py test` as root, which installs them), or set "
+            f"{ENV_DSN} to a server DSN the tests may create databases on."
         )
     as_postgres = os.geteuid() == 0
     root = Path(tempfile.mkdtemp(prefix="tfpg-"))

@@ -1,4 +1,8 @@
-"""The README's quick start, executed from a clean clone: the README cannot drift from reality."""
+"""The README's quick start, executed from a clean clone: the README cannot drift from reality.
+
+The clone sits alone in a temporary directory, so a test that reads anything outside the
+repository fails here.
+"""
 
 from __future__ import annotations
 
@@ -46,10 +50,9 @@ def clean_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         check=True,
         capture_output=True,
     )
-    # CI keeps ../shared beside the clone; the test-suite vectors live there.
-    shared = ROOT.parent / "shared"
-    if shared.exists():
-        (target.parent / "shared").symlink_to(shared)
+    # Nothing but the clone: the suite must not read anything outside the repository
+    # (e.g. a ../shared directory that happens to sit beside a developer's checkout).
+    assert sorted(p.name for p in target.parent.iterdir()) == ["toolfold"]
     return target
 
 
@@ -101,3 +104,75 @@ def test_quickstart_test_command_runs_from_a_clean_clone(clean_clone: Path) -> N
     assert proc.returncode == 0, out[-6000:]
     assert "all checks passed" in out
     assert re.search(r"\d+ passed", out), out[-2000:]
+
+
+def _test_command_pytest_args() -> list[str]:
+    """The README's test command runs ``dev.py test``; its pytest step is this interpreter's
+    ``-m pytest`` (see dev.py), which the smoke runs below reuse with the current virtualenv
+    instead of installing a fresh one."""
+    test_command = quickstart_commands()[1].split()
+    assert test_command[1:] == ["dev.py", "test"], test_command
+    dev_py = (ROOT / "dev.py").read_text(encoding="utf-8")
+    assert '"-m", "pytest"' in dev_py
+    return [sys.executable, "-m", "pytest"]
+
+
+def _clone_env(clone: Path) -> dict[str, str]:
+    """This virtualenv's interpreter, importing toolfold from the clone (PYTHONPATH comes
+    before the editable install's path entry)."""
+    env = _clean_env()
+    env["PYTHONPATH"] = str(clone / "src")
+    return env
+
+
+def test_clone_imports_its_own_toolfold(clean_clone: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import toolfold; print(toolfold.__file__)"],
+        cwd=clean_clone,
+        env=_clone_env(clean_clone),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert Path(proc.stdout.strip()).is_relative_to(clean_clone / "src"), proc.stdout
+
+
+def test_whole_suite_collects_in_a_clone_with_nothing_beside_it(clean_clone: Path) -> None:
+    proc = subprocess.run(
+        [*_test_command_pytest_args(), "--collect-only", "-q", "-p", "no:cacheprovider"],
+        cwd=clean_clone,
+        env=_clone_env(clean_clone),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    collected = re.search(r"(\d+) tests? collected", out)
+    assert collected is not None and int(collected.group(1)) > 500, out[-2000:]
+    # The recorded Chord vectors are in the clone, one test per line.
+    assert "test_chord_vectors.py::test_decode_apply[decode-" in out, out[-2000:]
+
+
+def test_chord_vector_tests_pass_in_a_clone_with_nothing_beside_it(clean_clone: Path) -> None:
+    proc = subprocess.run(
+        [
+            *_test_command_pytest_args(),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/chord/test_chord_vectors.py",
+            "tests/chord/test_chord_scripts.py",
+        ],
+        cwd=clean_clone,
+        env=_clone_env(clean_clone),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    passed = re.search(r"(\d+) passed", out)
+    assert passed is not None and int(passed.group(1)) > 200, out[-2000:]
+    assert "skipped" not in out, out[-2000:]

@@ -22,7 +22,7 @@ import pytest
 from toolfold.chord import ChordError, Decoder, Encoder, Tracker, apply, is_base, track
 from toolfold.chord._text import drop_utf16_prefix
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "chord"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "chord"  # tests/vectors/chord
 CASES = [json.loads(line) for line in (VECTORS / "scripts.jsonl").read_text().splitlines() if line]
 
 

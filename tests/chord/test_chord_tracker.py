@@ -1,4 +1,4 @@
-"""Unit tests of the tracker: every mutator, the seed's op examples, folding, the pending bound,
+"""Unit tests of the tracker: every mutator, the documented op examples, folding, the pending bound,
 value checks (messages and intactness), held references and the plain-container surface."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def words(n: int, seed: int = 1) -> str:
     return " ".join(out)[:n]
 
 
-# -- the seed's examples ---------------------------------------------------------------------------
+# -- the documented examples (docs/tracker.md) -----------------------------------------------------
 
 
 def test_seed_examples_one_op_each() -> None:

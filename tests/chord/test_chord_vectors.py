@@ -1,4 +1,4 @@
-"""The shared interoperability vectors recorded from the TypeScript Chord, one test per line."""
+"""The interoperability vectors recorded from the TypeScript Chord (tests/vectors/chord), one test per line."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from toolfold.chord import (
     validate_wire_op,
 )
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "chord"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "chord"  # tests/vectors/chord
 
 # The reference reports malformed tuples as JavaScript TypeErrors; here they are ShapeErrors.
 CLASSES: dict[str, type[ChordError]] = {

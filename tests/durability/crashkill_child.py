@@ -294,8 +294,8 @@ class KillSession:
 
 
 def install_broken_memo(kind: str) -> None:
-    """Replace the bundled memo transaction by one of the two ordered designs the seed
-    rejects, so the suite can show that it detects them (the checker must fail)."""
+    """Replace the bundled memo transaction by one of the two ordered designs that are
+    wrong (docs/durability.md), so the suite can show that it detects them (the checker must fail)."""
     from toolfold.harness._durable import (
         DurableInvocation,
         operation_memo_seed,

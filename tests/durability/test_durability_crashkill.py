@@ -51,7 +51,7 @@ async def test_the_suite_catches_the_ordered_memo_designs(
     broken: str, symptom: str, tmp_path: Path, server: ForkServer
 ) -> None:
     # The same kill points with the memo transaction split into two ordered commits:
-    # the checker must report the seed's failure mode (so a green run above means
+    # the checker must report that design's failure mode (so a green run above means
     # something).
     outcomes, _ = await run_points("sqlite", tmp_path, 32, server=server, broken=broken)
     found = collections.Counter(

@@ -1,8 +1,8 @@
-"""The memo invariant (seed §7.5) and the write-ordering race (seed §7.6).
+"""The memo invariant and the write-ordering race (docs/durability.md).
 
 Two ordered commits are shown to be broken designs — memo-then-checkpoint loses output,
 checkpoint-then-memo duplicates it — by crashing between the two commits; the bundled
-transaction is shown to be right at every crash point. Then the §7.6 race: a checkpoint
+transaction is shown to be right at every crash point. Then the write-ordering race: a checkpoint
 requested before a memo checkpoint but delayed cannot land older state after it.
 """
 
@@ -188,7 +188,7 @@ async def test_memo_after_fence_is_refused(store: Store) -> None:
     assert await session.get_value(operation_tool_memo(OP, INV, "late")) is None
 
 
-# -- §7.6: a slow checkpoint requested before a memo checkpoint ------------------------
+# -- write ordering: a slow checkpoint requested before a memo checkpoint ------------------------
 
 
 async def test_delayed_checkpoint_cannot_overwrite_a_later_memo_checkpoint(store: Store) -> None:
@@ -232,7 +232,7 @@ async def test_checkpoint_slow_inside_the_line_is_followed_not_overtaken(store: 
 
 
 async def test_captured_at_request_time_is_the_broken_design(store: Store) -> None:
-    """What §7.6 forbids: capture the payload when requested, commit it later."""
+    """What write ordering forbids: capture the payload when requested, commit it later."""
     inner = await store.session()
     out = new_sink()
     ds = stream_for(inner, out)

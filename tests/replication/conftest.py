@@ -101,7 +101,8 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.fail(
             f"Chromium is not installed at {CHROMIUM}; the browser tests need it. "
-            "Install it with: apt-get install -y chromium (.ci/run does this in CI)"
+            "Install it with `sudo apt-get install chromium` (or run `python3 dev.py test` "
+            "as root, which installs it)"
         )
     from playwright.sync_api import sync_playwright
 

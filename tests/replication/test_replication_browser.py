@@ -19,7 +19,7 @@ from lane_fixtures import tail_stream
 
 from toolfold.chord import ChordError, Decoder, Encoder, apply
 
-VECTORS = Path(__file__).resolve().parents[2] / ".." / "shared" / "vectors" / "chord"
+VECTORS = Path(__file__).resolve().parents[1] / "vectors" / "chord"  # tests/vectors/chord
 
 # Runs one decode+apply case in the page; returns JSON text (JSON.stringify
 # escapes lone surrogates, which the Playwright channel could not carry raw).
@@ -113,7 +113,9 @@ def page(browser_context: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_js_applier_matches_the_reference_vectors_and_python(page: Any) -> None:
     cases = _load_vectors()
-    assert len(cases) >= 100, f"expected the shared vectors at {VECTORS}, found {len(cases)} cases"
+    assert len(cases) >= 100, (
+        f"expected the recorded vectors at {VECTORS}, found {len(cases)} cases"
+    )
     lines = [json.dumps(c["request"]) for c in cases]
     js_results = json.loads(page.evaluate(JS_RUN_CASES, lines))
     mismatches = []

@@ -54,7 +54,7 @@ class SpillError(ExecError):
 
 
 class CallbackError(ExecError):
-    """Raised when the update consumer raised (the spec's ``callback_error``).
+    """Raised when the update consumer raised (the ``callback_error`` failure).
 
     The publisher had already committed its baseline, so the failed update is never
     delivered twice; the process group was killed. ``__cause__`` is the consumer's error.

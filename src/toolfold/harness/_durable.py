@@ -216,7 +216,7 @@ class DurableStream:
     The payload of every write is computed by :meth:`plan` **inside the session line**
     (``session.commit(callable)``), when the write executes, never when it is requested:
     a slow write requested at T1 cannot land after a write taken at T2 and overwrite
-    newer state with older (seed §7.6). All encoder state is touched only there.
+    newer state with older. All encoder state is touched only there.
     """
 
     def __init__(
@@ -465,7 +465,7 @@ async def commit_memo(
 ) -> None:
     """Commit ``[set/delete memo, base-batch checkpoint, memo seed]`` in ONE transaction.
 
-    The memo invariant (seed §7.5): the tool did X, wrote X's output to the sink, *then*
+    The memo invariant: the tool did X, wrote X's output to the sink, *then*
     memoises "did X" — so the checkpoint computed here (inside the session line) already
     holds X's output. Two ordered commits would not do: memo-then-checkpoint loses X's
     output on a crash between them, checkpoint-then-memo duplicates it. Every address is

@@ -310,7 +310,7 @@ class Harness:
         self.context = context if context is not None else ToolContext()
         self.bus = bus if bus is not None else EventBus()
         if session is not None:
-            # Durable output (seed §7): checkpoints, memos, settlement, resume.
+            # Durable output (docs/durability.md): checkpoints, memos, settlement, resume.
             if hooks is not None:
                 raise ToolDefinitionError(
                     "pass either session= (durable output) or hooks=, not both; for both, "

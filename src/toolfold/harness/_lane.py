@@ -1,4 +1,4 @@
-"""Lane reduction (seed §6) and the lane host that replicates a lane view as Chord ops.
+"""Lane reduction and the lane host that replicates a lane view as Chord ops.
 
 ``reduce_lane_snapshot`` folds harness events into a plain ``LaneView`` dict. It
 takes the event and the view, nothing else: no tool registry, no tool code, so a

@@ -1,4 +1,4 @@
-"""Harness events: what a running harness tells its subscribers (seed §5).
+"""Harness events: what a running harness tells its subscribers.
 
 Tool output travels only as Chord ops inside ``ToolUpdate``; ``ToolStart``
 carries identity, ``ToolEnd`` carries nothing but ``is_error``. The fold of the

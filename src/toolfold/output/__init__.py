@@ -1,4 +1,4 @@
-"""The output sink: one bounded, tracked ``ToolOutput`` per tool call (seed §2–§4).
+"""The output sink: one bounded, tracked ``ToolOutput`` per tool call.
 
 Tools write into a ``ToolOutput`` and return nothing; the sink *is* the result.
 It owns retention (head/tail windows with exact totals), one Chord tracker over

@@ -1,4 +1,4 @@
-"""The shape of one tool call's output: ``ToolOutputState`` and its parts (seed §4)."""
+"""The shape of one tool call's output: ``ToolOutputState`` and its parts."""
 
 from __future__ import annotations
 

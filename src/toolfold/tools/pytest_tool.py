@@ -1,4 +1,4 @@
-"""The ``pytest`` tool: runs a test suite and keeps ``details`` live while it runs (seed §2.1)."""
+"""The ``pytest`` tool: runs a test suite and keeps ``details`` live while it runs."""
 
 from __future__ import annotations
 

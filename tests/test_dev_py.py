@@ -1,0 +1,90 @@
+"""``dev.py test`` on a machine without PostgreSQL or Chromium: as root it installs them with
+apt-get (what CI relies on); otherwise it says exactly what to install, as do the fixtures of
+the tests that need them."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """dev.py as a module, looking for the services where nothing is installed, with a fake
+    apt-get on PATH that records its arguments."""
+    spec = importlib.util.spec_from_file_location("dev_under_test", ROOT / "dev.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(module, "POSTGRES_INITDB", str(tmp_path / "pg" / "*" / "bin" / "initdb"))
+    monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    apt = bindir / "apt-get"
+    apt.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path / "apt.log"}\n')
+    apt.chmod(apt.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("TOOLFOLD_TEST_POSTGRES_DSN", raising=False)
+    return module
+
+
+def _apt_log(tmp_path: Path) -> list[str]:
+    log = tmp_path / "apt.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_as_root_dev_py_test_installs_missing_postgres_and_chromium(
+    dev: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert dev.missing_system_services() == ["PostgreSQL", "Chromium"]
+    dev.ensure_system_services()
+    assert _apt_log(tmp_path) == ["update -qq", "install -y -qq postgresql chromium"]
+
+
+def test_as_root_nothing_is_installed_when_nothing_is_missing(
+    dev: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    initdb = tmp_path / "pg" / "16" / "bin" / "initdb"
+    initdb.parent.mkdir(parents=True)
+    initdb.touch()
+    (tmp_path / "no-chromium").touch()
+    assert dev.missing_system_services() == []
+    dev.ensure_system_services()
+    assert _apt_log(tmp_path) == []
+
+
+def test_without_root_dev_py_says_exactly_what_to_install(
+    dev: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    dev.ensure_system_services()
+    assert _apt_log(tmp_path) == []  # never tries to install without root
+    out = capsys.readouterr().out
+    assert "PostgreSQL and Chromium not found" in out
+    assert "sudo apt-get install postgresql chromium" in out
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    script = (ROOT / ".ci" / "run").read_text()
+    assert script.rstrip().endswith("exec python3 dev.py test")
+    assert "apt-get" not in script.split("set -euo pipefail", 1)[1]  # dev.py installs
+
+
+def test_postgres_tests_fail_with_the_install_instruction(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pg_fixture
+
+    monkeypatch.setattr(pg_fixture, "find_bindir", lambda: None)
+    with pytest.raises(RuntimeError, match=r"sudo apt-get install postgresql"):
+        pg_fixture.start_cluster()
