@@ -51,7 +51,7 @@ def clean_clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     # Nothing but the clone: the suite must not read anything outside the repository
-    # (e.g. a ../shared directory that happens to sit beside a developer's checkout).
+    # (e.g. a sibling directory that happens to sit beside a developer's checkout).
     assert sorted(p.name for p in target.parent.iterdir()) == ["toolfold"]
     return target
 
