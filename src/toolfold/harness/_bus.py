@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 
 from ._errors import BusClosedError, SubscriberOverflowError
-from .events import HarnessEvent
+from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolStart
 
 log = logging.getLogger("toolfold.harness")
 
@@ -95,6 +95,15 @@ class EventBus:
       in-process reducers such as a lane view). A listener that raises is detached
       and the error is logged and kept in ``listener_errors``; it never fails the tool
       that published.
+
+    **Attaching mid-run.** Both start with what is running: the ``RunStart`` of
+    every run that has not ended and the ``ToolStart`` of every call that has not
+    ended, replayed to the newcomer alone, and then every such call is re-based:
+    its producer (registered with ``rebase_on_attach``) makes its next
+    ``ToolUpdate`` a base batch (``["r", state]``), so the newcomer converges on
+    the call's current state without having seen it start. Listeners that were
+    already there fold that base like any other (a lane host turns it into the
+    small ops that changed, usually none).
     """
 
     def __init__(self, *, max_queue: int = DEFAULT_MAX_QUEUE) -> None:
@@ -106,6 +115,10 @@ class EventBus:
         self._closed = False
         self._pending: deque[HarnessEvent] = deque()
         self._delivering = False
+        # What a listener attaching mid-run must be told (insertion order = start order).
+        self._runs: dict[str, RunStart] = {}
+        self._calls: dict[str, ToolStart] = {}
+        self._rebasers: dict[str, Callable[[], None]] = {}
         self.listener_errors: list[BaseException] = []
         """Exceptions raised by listeners (each such listener was detached)."""
 
@@ -121,17 +134,63 @@ class EventBus:
             sub._end()
         else:
             self._subscriptions.append(sub)
+            for event in self._running():
+                sub._push(event)
+            self._rebase_running()
         return sub
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener(event)`` synchronously for every event; returns a remover."""
+        """Call ``listener(event)`` synchronously for every event; returns a remover.
+
+        A listener added while calls run is first told about them (see the class
+        docstring), so a lane attached mid-run shows every running call."""
         self._listeners.append(listener)
+        for event in self._running():
+            try:
+                listener(event)
+            except Exception as exc:
+                self._drop_listener(listener, exc, event)
+                break
+        else:
+            self._rebase_running()
 
         def remove() -> None:
             if listener in self._listeners:
                 self._listeners.remove(listener)
 
         return remove
+
+    def rebase_on_attach(self, tool_call_id: str, rebase: Callable[[], None]) -> Callable[[], None]:
+        """Register how to re-base a running call's live stream (its next ``ToolUpdate``
+        becomes a base batch) when a listener or subscriber attaches mid-run; returns
+        the unregister function (call it when the call's stream ends)."""
+        self._rebasers[tool_call_id] = rebase
+
+        def remove() -> None:
+            if self._rebasers.get(tool_call_id) is rebase:
+                del self._rebasers[tool_call_id]
+
+        return remove
+
+    def _running(self) -> list[HarnessEvent]:
+        return [*self._runs.values(), *self._calls.values()]
+
+    def _rebase_running(self) -> None:
+        for tool_call_id in list(self._calls):
+            rebase = self._rebasers.get(tool_call_id)
+            if rebase is not None:
+                rebase()
+
+    def _note(self, event: HarnessEvent) -> None:
+        if isinstance(event, ToolStart):
+            self._calls.pop(event.tool_call_id, None)
+            self._calls[event.tool_call_id] = event
+        elif isinstance(event, ToolEnd):
+            self._calls.pop(event.tool_call_id, None)
+        elif isinstance(event, RunStart):
+            self._runs[event.run_id] = event
+        elif isinstance(event, RunEnd):
+            self._runs.pop(event.run_id, None)
 
     def publish(self, event: HarnessEvent) -> None:
         """Deliver ``event`` to every listener, then enqueue it for every subscriber.
@@ -154,21 +213,26 @@ class EventBus:
             self._delivering = False
 
     def _deliver(self, event: HarnessEvent) -> None:
+        self._note(event)
         for listener in list(self._listeners):
             try:
                 listener(event)
             except Exception as exc:
-                self._listeners.remove(listener)
-                self.listener_errors.append(exc)
-                log.error(
-                    "event listener %r raised %s on a %s event and was detached",
-                    listener,
-                    type(exc).__name__,
-                    event.type,
-                    exc_info=exc,
-                )
+                self._drop_listener(listener, exc, event)
         for sub in list(self._subscriptions):
             sub._push(event)
+
+    def _drop_listener(self, listener: Listener, exc: Exception, event: HarnessEvent) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
+        self.listener_errors.append(exc)
+        log.error(
+            "event listener %r raised %s on a %s event and was detached",
+            listener,
+            type(exc).__name__,
+            event.type,
+            exc_info=exc,
+        )
 
     def close(self) -> None:
         """End every subscription (after its queued events) and refuse new events."""

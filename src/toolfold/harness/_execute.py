@@ -185,6 +185,7 @@ async def _drive(
     ids = (call.run_id, call.turn_id, call.tool_call_id)
     bus.publish(ToolStart(*ids, name, call.args))
     ended = False
+    unrebase: Callable[[], None] | None = None
     try:
         sink = ToolOutput(policy, seed=await hooks.seed_for(call))
         live: OpStream = sink.open_stream()
@@ -205,6 +206,14 @@ async def _drive(
         )
         unlisten = sink.on_change(publisher.mark_dirty)
         publisher.mark_dirty()  # the base batch goes out right after tool_start
+
+        def rebase() -> None:
+            # A listener attached mid-run never saw this call's base: send one.
+            if not live.closed:
+                live.rebase()
+                publisher.mark_dirty()
+
+        unrebase = bus.rebase_on_attach(call.tool_call_id, rebase)
         interrupted = False
         try:
             ctx = await hooks.on_sink_created(call, sink, ctx)
@@ -227,6 +236,8 @@ async def _drive(
         ended = True
         bus.publish(ToolSettled(*ids, message=result.to_message().to_json()))
     finally:
+        if unrebase is not None:
+            unrebase()
         if not ended and not bus.closed:
             bus.publish(ToolEnd(*ids, is_error=True))
     if interrupted:
