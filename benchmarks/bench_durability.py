@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import orjson  # noqa: E402
 
 from toolfold.chord import track  # noqa: E402
-from toolfold.harness._durable import (  # noqa: E402
+from toolfold.durability import (  # noqa: E402
     DurableStream,
     TrackerSource,
     commit_memo,

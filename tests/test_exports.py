@@ -15,6 +15,7 @@ PUBLIC_PACKAGES = [
     "toolfold.execenv",
     "toolfold.storage",
     "toolfold.output",
+    "toolfold.durability",
     "toolfold.harness",
     "toolfold.tools",
     "toolfold.server",

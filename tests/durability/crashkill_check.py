@@ -16,15 +16,8 @@ from typing import Any
 import crashkill_child as child
 import orjson
 
-from toolfold.harness import INTERRUPTION_MARKER
-from toolfold.harness._durable import (
-    Durability,
-    DurableHooks,
-    load_memo_seed,
-    pending_tool_output,
-    recover,
-    resume,
-)
+from toolfold.durability import Durability, load_memo_seed, pending_tool_output, recover
+from toolfold.harness import INTERRUPTION_MARKER, DurableHooks, resume
 from toolfold.storage import open_repository
 
 CHILD = Path(child.__file__).resolve()

@@ -35,9 +35,9 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
+from toolfold.durability import Durability
 from toolfold.execenv import LocalExecEnv
-from toolfold.harness import MISSING, Harness, Tool, ToolCall, ToolContext, tool
-from toolfold.harness._durable import Durability, DurableHooks
+from toolfold.harness import MISSING, DurableHooks, Harness, Tool, ToolCall, ToolContext, tool
 from toolfold.output import OutputPolicy, ToolOutput
 from toolfold.storage import AppendList, FsyncPolicy, Session, SetValue, open_repository
 
@@ -296,11 +296,7 @@ class KillSession:
 def install_broken_memo(kind: str) -> None:
     """Replace the bundled memo transaction by one of the two ordered designs that are
     wrong (docs/durability.md), so the suite can show that it detects them (the checker must fail)."""
-    from toolfold.harness._durable import (
-        DurableInvocation,
-        operation_memo_seed,
-        operation_tool_memo,
-    )
+    from toolfold.durability import DurableInvocation, operation_memo_seed, operation_tool_memo
     from toolfold.storage import set_value
 
     async def set_memo(self: DurableInvocation, name: str, memo: Any) -> None:

@@ -16,24 +16,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from toolfold.harness import (
-    INTERRUPTION_MARKER,
-    MISSING,
-    Harness,
-    MemoUnavailableError,
-    ToolCall,
-    ToolContext,
-    tool,
-)
-from toolfold.harness._durable import (
+from toolfold.durability import (
     Durability,
     DurabilityError,
-    DurableHooks,
     DurableStream,
     operation_call,
     pending_tool_output,
     recover,
+)
+from toolfold.harness import (
+    INTERRUPTION_MARKER,
+    MISSING,
+    DurableHooks,
+    Harness,
+    MemoUnavailableError,
+    ToolCall,
+    ToolContext,
     resume,
+    tool,
 )
 from toolfold.output import OutputPolicy, ToolOutput
 
@@ -449,26 +449,32 @@ async def test_session_and_hooks_together_are_refused() -> None:
         Harness([], session=session, hooks=ExecutionHooks())
 
 
-def test_public_names_come_from_the_durable_module() -> None:
+def test_durable_names_are_re_exported_by_the_harness_from_the_durability_layer() -> None:
+    import toolfold.durability as durability
     import toolfold.harness as harness
 
     for name in [
         "Durability",
-        "DurableHooks",
         "DurableStream",
         "TrackerSource",
         "recover",
-        "resume",
         "pending_tool_output",
         "pending_assistant_output",
         "operation_tool_memo",
         "DurabilityError",
         "RecoveryError",
         "MemoError",
+        "MISSING",
     ]:
         assert name in harness.__all__
-        assert getattr(harness, name).__module__ == "toolfold.harness._durable"
-    assert issubclass(harness.DurabilityError, harness.HarnessError)
+        assert getattr(harness, name) is getattr(durability, name)
+        module = getattr(getattr(harness, name), "__module__", "toolfold.durability._memos")
+        assert module.startswith("toolfold.durability."), (name, module)
+    for name in ["DurableHooks", "resume"]:
+        assert getattr(harness, name).__module__ == "toolfold.harness._durable_hooks"
+    # The durability layer sits below the harness: its errors have their own root.
+    assert issubclass(harness.MemoError, durability.DurabilityError)
+    assert not issubclass(harness.DurabilityError, harness.HarnessError)
 
 
 async def test_bad_memo_value_fails_clearly_and_loses_nothing(store: Store) -> None:
@@ -605,7 +611,7 @@ async def test_a_call_outside_a_run_is_not_durable_and_says_so(store: Store) -> 
 
 
 async def test_operation_misuse_is_refused_with_what_to_do(store: Store) -> None:
-    from toolfold.harness._durable import CallRecord
+    from toolfold.durability import CallRecord
 
     session = await store.session()
     d = Durability(session)
@@ -625,7 +631,7 @@ async def test_operation_misuse_is_refused_with_what_to_do(store: Store) -> None
 
 
 async def test_interrupted_settlement_keeps_the_checkpoint_text_exactly(store: Store) -> None:
-    from toolfold.harness._durable import CallRecord
+    from toolfold.durability import CallRecord
     from toolfold.storage import append_list
 
     @tool(params=NoParams, output=OutputPolicy(retain="tail", max_bytes=1000, max_lines=2))

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from durability_helpers import SimulatedCrash, Store, Tap
 
-from toolfold.harness._durable import (
+from toolfold.durability import (
     DurableStream,
     MemoError,
     commit_memo,

@@ -19,8 +19,7 @@ from test_durability_harness import (
 )
 from test_durability_memo import EXPECTED, STEPS, bundled, crash_and_replay
 
-from toolfold.harness import ToolCall
-from toolfold.harness._durable import resume
+from toolfold.harness import ToolCall, resume
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from durability_helpers import Store, Tap
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold.harness._durable import (
+from toolfold.durability import (
     DurableStream,
     RecoveryError,
     pending_assistant_output,

@@ -6,18 +6,18 @@ and emits ``ToolStart`` / ``ToolUpdate`` (Chord ops, first a base batch) /
 the ``EventBus``. ``ExecutionHooks`` is the seam durability plugs into:
 ``Harness(tools, session=...)`` attaches ``DurableHooks`` (checkpoints, memos,
 settlement) and ``await harness.resume()`` finishes what a crash left unsettled.
+The durable machinery itself is ``toolfold.durability``; its public names are
+re-exported here.
 """
 
 from __future__ import annotations
 
-from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
-from ._context import MISSING, ExecEnv, MemoBackend, ToolContext
-from ._durable import (
+from toolfold.durability import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_REBASE_EVERY,
+    MISSING,
     Durability,
     DurabilityError,
-    DurableHooks,
     DurableStream,
     MemoError,
     OpSource,
@@ -28,8 +28,11 @@ from ._durable import (
     pending_assistant_output,
     pending_tool_output,
     recover,
-    resume,
 )
+
+from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
+from ._context import ExecEnv, MemoBackend, ToolContext
+from ._durable_hooks import DurableHooks, ResumeHost, resume
 from ._errors import (
     BusClosedError,
     HarnessError,
@@ -40,14 +43,12 @@ from ._errors import (
 )
 from ._execute import (
     DEFAULT_CANCEL_GRACE,
-    CallInfo,
-    ExecutionHooks,
     Harness,
     Pacing,
-    ToolCall,
     execute_tool_call,
     format_validation_error,
 )
+from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import (
     CANCELLED_MARKER,
     INTERRUPTION_MARKER,
@@ -88,6 +89,7 @@ __all__ = [
     "Pacing",
     "RecoveredStream",
     "RecoveryError",
+    "ResumeHost",
     "RunEnd",
     "RunStart",
     "SubscriberOverflowError",

@@ -7,25 +7,11 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from toolfold.execenv import CaptureOptions, ShellExecResult, UpdateConsumer
 
 from ._errors import MemoUnavailableError
-
-
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-MISSING: Final = _Missing()
-"""Returned by ``get_memo`` for a memo that was never set (distinct from ``None``)."""
 
 
 class MemoBackend(Protocol):

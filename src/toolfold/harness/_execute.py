@@ -5,18 +5,21 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
+from toolfold.durability import Durability
 from toolfold.execenv import AdaptivePublisher, Clock
-from toolfold.output import OpStream, OutputPolicy, ToolOutput, ToolOutputState
+from toolfold.output import OpStream, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 
 from ._bus import EventBus
 from ._context import ToolContext
+from ._durable_hooks import DurableHooks, resume
 from ._errors import ToolDefinitionError, ToolError
+from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
 from ._tools import Tool
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
@@ -37,59 +40,6 @@ class Pacing:
     min_interval: float = 0.1
     target_rate: float = 100 * 1024
 
-
-@dataclass(frozen=True)
-class CallInfo:
-    """Identity of one call, as hooks see it."""
-
-    run_id: str
-    turn_id: str
-    tool_call_id: str
-    tool_name: str
-    args: Any
-    replay_safe: bool
-
-
-class ExecutionHooks:
-    """The seam where durability plugs into the call lifecycle. Every method is a no-op
-    here; override what you need.
-
-    Order for one call: ``seed_for`` → sink created (live stream opened) →
-    ``on_sink_created`` (open a durable stream, attach memos to the context) → the
-    tool runs → the sink settles, the final live update is forced →
-    ``before_settle`` (forced durable flush + settlement transaction) → ``ToolEnd``
-    → ``ToolSettled``.
-    """
-
-    async def on_run_start(
-        self, run_id: str, calls: Sequence[ToolCall], *, turn_id: str = ""
-    ) -> None:
-        """A run (of turn ``turn_id``) is about to start these calls."""
-
-    async def on_run_end(self, run_id: str) -> None:
-        """Every call of the run has settled."""
-
-    async def seed_for(self, call: CallInfo) -> ToolOutputState | None:
-        """A recovered state to seed the call's sink with (replay), or None."""
-        return None
-
-    async def on_sink_created(
-        self, call: CallInfo, sink: ToolOutput, context: ToolContext
-    ) -> ToolContext:
-        """The sink exists; return the context the tool gets (e.g. with memos attached)."""
-        return context
-
-    async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
-        """The sink has settled and ``result`` is final; ``ToolEnd`` follows."""
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """One call the model asked for."""
-
-    id: str
-    name: str
-    args: Any = field(default_factory=dict)
 
 
 Body = Callable[[ToolOutput, ToolContext, asyncio.Event], Awaitable[tuple[Outcome, str | None]]]
@@ -256,6 +206,7 @@ async def execute_tool_call(
     context: ToolContext | None = None,
     cancel: asyncio.Event | None = None,
     hooks: ExecutionHooks | None = None,
+    durability: Durability | None = None,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
     clock: Clock | None = None,
     pacing: Pacing | None = None,
@@ -274,8 +225,24 @@ async def execute_tool_call(
       output is kept with ``INTERRUPTION_MARKER``, the events are still emitted,
       then ``CancelledError`` propagates.
     - ``terminate(True)`` before a raise is honoured.
+
+    ``durability=Durability(session)`` makes this one call durable on its own (for a
+    loop that runs tools a call at a time, outside ``Harness.run``): the call is
+    recorded as an operation of one call before the tool runs, its output is
+    checkpointed, memos work, and the settlement writes its ``ToolResultMessage``
+    and retires the operation's scope; ``Harness.resume()`` (``toolfold resume``)
+    settles it after a crash. It replaces ``hooks`` (pass one or the other).
     """
     call = CallInfo(run_id, turn_id, tool_call_id, tool.name, args, tool.replay_safe)
+    if durability is not None:
+        if hooks is not None:
+            raise ToolDefinitionError(
+                "pass either durability= or hooks= to execute_tool_call, not both; for "
+                "both, subclass toolfold.harness.DurableHooks and call its start_call()"
+            )
+        durable = DurableHooks(durability)
+        await durable.start_call(call)
+        hooks = durable
     return await _drive(
         name=tool.name,
         policy=tool.output,
@@ -327,8 +294,6 @@ class Harness:
                     "pass either session= (durable output) or hooks=, not both; for both, "
                     "subclass toolfold.harness.DurableHooks"
                 )
-            from ._durable import Durability, DurableHooks
-
             hooks = DurableHooks(Durability(session))
         self.hooks = hooks
         self.lane = lane
@@ -340,8 +305,6 @@ class Harness:
         """Finish every operation a crash left unsettled in the durable session:
         replay-safe calls re-run seeded from their last memo checkpoint, the others
         settled from their last checkpoint with ``INTERRUPTION_MARKER``."""
-        from ._durable import resume
-
         return await resume(self)
 
     def definitions(self) -> list[dict[str, Any]]:

@@ -1,0 +1,79 @@
+"""Durable op streams: paced checkpoints, recovery, atomic memos, settlement.
+
+The durability layer sits on storage (where batches go), chord (the op codec) and
+output (the sink's op streams); it knows nothing of the harness. The harness
+plugs it into the call lifecycle (``toolfold.harness.DurableHooks``), and a
+loop that runs tools one at a time passes ``durability=Durability(session)`` to
+``execute_tool_call``.
+
+- ``DurableStream``: one encoded Chord batch per durable write of any op source,
+  paced, with periodic base batches and a fence (``_stream``);
+- ``recover``: the latest base plus the deltas after it, folded back into a value
+  (``_recovery``);
+- ``commit_memo``: a memo and a base-batch checkpoint in one transaction (``_memos``);
+- ``Durability`` / ``DurableOperation``: operations, call records, settlement that
+  retires the operation scope with its last call, pending operations (``_operations``).
+"""
+
+from __future__ import annotations
+
+from ._addresses import (
+    operation_call,
+    operation_memo_seed,
+    operation_meta,
+    operation_tool_memo,
+    pending_assistant_output,
+    pending_tool_output,
+    validate_memo_name,
+)
+from ._errors import DurabilityError, MemoError, RecoveryError
+from ._memos import MISSING, commit_memo
+from ._operations import (
+    CallRecord,
+    Durability,
+    DurableInvocation,
+    DurableOperation,
+    PendingOperation,
+    settle_writes,
+)
+from ._recovery import RECOVERY_PAGE, RecoveredStream, decode_base, load_memo_seed, recover
+from ._stream import (
+    DEFAULT_CHECKPOINT_INTERVAL,
+    DEFAULT_REBASE_EVERY,
+    DurableStream,
+    OpSource,
+    StreamStats,
+    TrackerSource,
+)
+
+__all__ = [
+    "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_REBASE_EVERY",
+    "MISSING",
+    "RECOVERY_PAGE",
+    "CallRecord",
+    "Durability",
+    "DurabilityError",
+    "DurableInvocation",
+    "DurableOperation",
+    "DurableStream",
+    "MemoError",
+    "OpSource",
+    "PendingOperation",
+    "RecoveredStream",
+    "RecoveryError",
+    "StreamStats",
+    "TrackerSource",
+    "commit_memo",
+    "decode_base",
+    "load_memo_seed",
+    "operation_call",
+    "operation_memo_seed",
+    "operation_meta",
+    "operation_tool_memo",
+    "pending_assistant_output",
+    "pending_tool_output",
+    "recover",
+    "settle_writes",
+    "validate_memo_name",
+]

@@ -1,0 +1,285 @@
+"""Operations and their calls: call records, per-call durable streams, settlement that
+retires the operation scope with the last call, and finding pending operations."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolfold.storage import (
+    EphemeralScope,
+    Session,
+    Write,
+    append_entry,
+    ephemeral_scope,
+    retire_scope,
+    set_value,
+)
+
+from ._addresses import (
+    operation_call,
+    operation_meta,
+    operation_tool_memo,
+    pending_tool_output,
+    validate_memo_name,
+)
+from ._errors import DurabilityError, RecoveryError
+from ._memos import MISSING, commit_memo
+from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
+
+JSON = Any
+
+
+def settle_writes(message: dict[str, JSON], *, retire: EphemeralScope | None = None) -> list[Write]:
+    """The one session-scope transaction that settles a call: its ``ToolResultMessage``
+    entry, plus the retirement of the operation scope when this is the operation's last
+    call (everything pending about the operation dies with the same commit)."""
+    writes: list[Write] = [append_entry(message)]
+    if retire is not None:
+        writes.append(retire_scope(retire))
+    return writes
+
+
+@dataclass
+class CallRecord:
+    """The durable description of one call, enough to resume it."""
+
+    operation_id: str
+    invocation_id: str
+    tool_name: str
+    tool_call_id: str
+    args: JSON
+    run_id: str
+    turn_id: str
+    extra: dict[str, JSON] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, JSON]:
+        """The stored form."""
+        return {
+            "operation_id": self.operation_id,
+            "invocation_id": self.invocation_id,
+            "tool_name": self.tool_name,
+            "tool_call_id": self.tool_call_id,
+            "args": self.args,
+            "run_id": self.run_id,
+            "turn_id": self.turn_id,
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+    @classmethod
+    def from_json(cls, data: JSON, where: str) -> CallRecord:
+        """Parse the stored form; :class:`RecoveryError` naming ``where`` if malformed."""
+        try:
+            return cls(
+                operation_id=str(data["operation_id"]),
+                invocation_id=str(data["invocation_id"]),
+                tool_name=str(data["tool_name"]),
+                tool_call_id=str(data["tool_call_id"]),
+                args=data.get("args"),
+                run_id=str(data["run_id"]),
+                turn_id=str(data["turn_id"]),
+                extra=dict(data.get("extra") or {}),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RecoveryError(f"malformed call record at {where}: {data!r:.120}") from exc
+
+
+class DurableInvocation:
+    """One call's durable side: its checkpointed output stream and its memos."""
+
+    def __init__(self, operation: DurableOperation, record: CallRecord, stream: DurableStream):
+        self.operation = operation
+        self.record = record
+        self.stream = stream
+        self.settled = False
+
+    async def get_memo(self, name: str) -> JSON:
+        """The memo ``name`` of this invocation, or ``MISSING`` if it was never set."""
+        validate_memo_name(name)
+        found = await self.stream.session.get_value(
+            operation_tool_memo(self.record.operation_id, self.record.invocation_id, name)
+        )
+        return MISSING if found is None else found
+
+    async def set_memo(self, name: str, memo: JSON) -> None:
+        """Set memo ``name`` (``None`` or ``MISSING`` deletes it) atomically with an
+        output checkpoint."""
+        await commit_memo(
+            self.stream, self.record.operation_id, self.record.invocation_id, name, memo
+        )
+
+    def notify(self) -> None:
+        """The sink changed: schedule a paced ordinary checkpoint."""
+        self.stream.notify()
+
+    async def finish(self) -> None:
+        """Forced terminal write of the final state (before the result is assembled)."""
+        await self.stream.force()
+
+
+class DurableOperation:
+    """The durable side of one operation (one harness run): its calls, their streams,
+    and the settlement that retires the operation scope with the last call."""
+
+    def __init__(
+        self,
+        durability: Durability,
+        operation_id: str,
+        run_id: str,
+        records: Sequence[CallRecord],
+        *,
+        settled: Collection[str] = (),
+    ) -> None:
+        self.durability = durability
+        self.operation_id = operation_id
+        self.run_id = run_id
+        self.scope = ephemeral_scope(operation_id)
+        self.records = {r.invocation_id: r for r in records}
+        self._unsettled = {r.invocation_id for r in records} - set(settled)
+        self._invocations: dict[str, DurableInvocation] = {}
+
+    @property
+    def unsettled(self) -> frozenset[str]:
+        """Invocation ids not settled yet."""
+        return frozenset(self._unsettled)
+
+    def invocation(self, invocation_id: str, source: OpSource) -> DurableInvocation:
+        """Attach ``source`` (an op stream of the call's sink) to the call's durable list."""
+        record = self.records.get(invocation_id)
+        if record is None:
+            raise DurabilityError(
+                f"invocation {invocation_id!r} is not part of operation "
+                f"{self.operation_id!r}; register it with start_operation()"
+            )
+        d = self.durability
+        stream = DurableStream(
+            d.session,
+            pending_tool_output(self.operation_id, invocation_id),
+            source,
+            interval=d.interval,
+            rebase_every=d.rebase_every,
+            clock=d.clock,
+        )
+        inv = DurableInvocation(self, record, stream)
+        self._invocations[invocation_id] = inv
+        return inv
+
+    async def settle(self, invocation_id: str, message: dict[str, JSON]) -> None:
+        """Settle one call: fence its stream, then ONE session-scope transaction with the
+        result entry (+ ``retire_scope`` if it is the operation's last unsettled call)."""
+        if invocation_id not in self._unsettled:
+            raise DurabilityError(
+                f"invocation {invocation_id!r} of operation {self.operation_id!r} is "
+                "already settled (or unknown); a call settles exactly once"
+            )
+        inv = self._invocations.get(invocation_id)
+        if inv is not None:
+            # Fence first: a late write queued behind this settlement on the session line
+            # must find the stream fenced and write nothing.
+            await inv.stream.aclose()
+            inv.settled = True
+
+        def plan() -> list[Write]:
+            # Decided inside the session line: the settlement that runs last in line
+            # order retires the scope, so every sibling's entry is committed before
+            # the retirement (a crash in between cannot lose a settled sibling).
+            self._unsettled.discard(invocation_id)
+            return settle_writes(message, retire=None if self._unsettled else self.scope)
+
+        try:
+            await self.durability.session.commit(plan)
+        except BaseException:
+            self._unsettled.add(invocation_id)
+            raise
+
+
+@dataclass(frozen=True)
+class PendingOperation:
+    """An operation found live (unsettled) in a session: what resume works from."""
+
+    operation_id: str
+    run_id: str
+    calls: tuple[CallRecord, ...]
+    settled: frozenset[str]
+    """Invocation ids whose result entry is already in the transcript."""
+
+
+class Durability:
+    """Durable tool output for one open storage session (attach one to a ``Harness``)."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        interval: float = DEFAULT_CHECKPOINT_INTERVAL,
+        rebase_every: int = DEFAULT_REBASE_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session = session
+        self.interval = interval
+        self.rebase_every = rebase_every
+        self.clock = clock
+
+    async def start_operation(
+        self, operation_id: str, run_id: str, records: Sequence[CallRecord]
+    ) -> DurableOperation:
+        """Record the operation and its calls in the operation scope (one transaction)
+        before any tool runs, so a crash at any later point leaves enough to resume."""
+        after = self.session.next_seq - 1
+        writes: list[Write] = [
+            set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after})
+        ]
+        for r in records:
+            if r.operation_id != operation_id:
+                raise DurabilityError(
+                    f"call {r.tool_call_id!r} names operation {r.operation_id!r}, not "
+                    f"{operation_id!r}"
+                )
+            writes.append(set_value(operation_call(operation_id, r.invocation_id), r.to_json()))
+        await self.session.commit(writes)
+        return DurableOperation(self, operation_id, run_id, records)
+
+    async def pending_operations(self) -> list[PendingOperation]:
+        """Every live (unsettled) operation in the session, with its calls and which of
+        them already settled."""
+        found: list[PendingOperation] = []
+        for scope in await self.session.live_scopes():
+            op = scope.id
+            meta = await self.session.get_value(operation_meta(op))
+            if not isinstance(meta, dict):
+                # A scope we did not create (or whose start never committed): not ours.
+                continue
+            calls = [
+                CallRecord.from_json(data, f"op.calls/{key}")
+                for key, data in await self.session.scan_values(
+                    "op.calls", f"{op}:", ephemeral_scope(op)
+                )
+            ]
+            calls = [c for c in calls if c.operation_id == op]
+            ids = {c.tool_call_id: c.invocation_id for c in calls}
+            settled: set[str] = set()
+            after = meta.get("after_seq")
+            cursor = after if isinstance(after, int) else None
+            while True:
+                entries = await self.session.read_entries(cursor=cursor, limit=256)
+                for entry in entries:
+                    v = entry.value
+                    if isinstance(v, dict) and v.get("operation_id", op) == op:
+                        inv = ids.get(str(v.get("tool_call_id")))
+                        if inv is not None:
+                            settled.add(inv)
+                if len(entries) < 256:
+                    break
+                cursor = entries[-1].seq
+            found.append(
+                PendingOperation(op, str(meta.get("run_id", op)), tuple(calls), frozenset(settled))
+            )
+        return found
+
+    def reopen(self, pending: PendingOperation) -> DurableOperation:
+        """A :class:`DurableOperation` for a pending one (its settled calls stay settled)."""
+        return DurableOperation(
+            self, pending.operation_id, pending.run_id, pending.calls, settled=pending.settled
+        )

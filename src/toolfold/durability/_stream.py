@@ -1,0 +1,246 @@
+"""Paced durable op streams: one encoded Chord batch per write, periodic bases, a fence."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from toolfold.chord import Encoder, Tracker, is_base
+from toolfold.storage import AppendList, ListAddress, Session, StorageError, Write, append_list
+
+#: Ordinary (paced) checkpoints are committed at most this often, and only when the
+#: stream is dirty. Measured in ``benchmarks/bench_durability.py``: see
+#: ``docs/durability.md`` for why 1 s.
+DEFAULT_CHECKPOINT_INTERVAL: Final = 1.0
+
+#: Every Nth durable batch is a base batch, so recovery replays at most N - 1 deltas.
+DEFAULT_REBASE_EVERY: Final = 50
+
+
+class OpSource(Protocol):
+    """Where a durable stream takes its ops from: one independent op stream of a tracked
+    value (``ToolOutput.open_stream()`` returns one)."""
+
+    def take(self) -> list[Any]:
+        """Ops since this stream's last take (the first take is a base batch)."""
+        ...
+
+    def rebase(self) -> None:
+        """Make the next take a base batch ``[["r", state]]``."""
+        ...
+
+    @property
+    def dirty(self) -> bool:
+        """Whether :meth:`take` would return ops."""
+        ...
+
+
+class TrackerSource:
+    """An :class:`OpSource` over a bare Chord ``Tracker`` (e.g. an assistant message being
+    generated), for a value with a single consumer: ``take`` is the tracker's flush."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+
+    def take(self) -> list[Any]:
+        """The tracker's pending ops (the first flush is a base batch)."""
+        return self.tracker.flush()
+
+    def rebase(self) -> None:
+        """Make the next take a base batch."""
+        self.tracker.rebase()
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the tracker has pending changes."""
+        return bool(self.tracker.dirty)
+
+
+@dataclass
+class StreamStats:
+    """Counters of one durable stream (for tests, benchmarks and docs)."""
+
+    batches: int = 0
+    bases: int = 0
+    bytes: int = 0
+    skipped_paced: int = 0
+    failed: int = 0
+
+
+class DurableStream:
+    """Appends a tracked value's op batches to a storage list, one encoded batch per write.
+
+    - :meth:`checkpoint` is the ordinary, paced write: at most once per ``interval``
+      seconds, and only when the source is dirty.
+    - :meth:`force` bypasses pacing (terminal settlement, explicit recovery bases); the
+      payload stays bounded by whatever bounds the source's state (the sink's caps).
+    - Every ``rebase_every``-th durable batch is a base batch, so recovery replays at most
+      ``rebase_every - 1`` deltas after a base, by policy rather than by accident.
+
+    The payload of every write is computed by :meth:`plan` **inside the session line**
+    (``session.commit(callable)``), when the write executes, never when it is requested:
+    a slow write requested at T1 cannot land after a write taken at T2 and overwrite
+    newer state with older. All encoder state is touched only there.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        address: ListAddress[Any],
+        source: OpSource,
+        *,
+        interval: float = DEFAULT_CHECKPOINT_INTERVAL,
+        rebase_every: int = DEFAULT_REBASE_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if rebase_every < 1:
+            raise ValueError(f"rebase_every must be >= 1, got {rebase_every!r}")
+        if interval < 0:
+            raise ValueError(f"interval must be >= 0 seconds, got {interval!r}")
+        self.session = session
+        self.address = address
+        self.source = source
+        self.interval = interval
+        self.rebase_every = rebase_every
+        self._clock = clock
+        self._encoder = Encoder()
+        self._since_base = 0
+        self._need_base = False
+        self._last_write: float | None = None
+        self._fenced = False
+        self._timer: asyncio.Task[None] | None = None
+        self.stats = StreamStats()
+
+    # -- the payload, evaluated inside the session line ---------------------------------
+
+    def plan(self, *, base: bool = False) -> list[Write]:
+        """Take the source's pending ops and return the write that makes them durable
+        (``[]`` when there is nothing to write or the stream is fenced).
+
+        Call this only from inside the session line (as or within a commit callable):
+        it advances the encoder.
+        """
+        write = self.plan_batch(base=base)
+        return [] if write is None else [write]
+
+    def plan_batch(self, *, base: bool = False) -> AppendList[Any] | None:
+        """Like :meth:`plan`, returning the one ``AppendList`` write or ``None``."""
+        if self._fenced:
+            return None
+        if base or self._need_base or self._since_base >= self.rebase_every - 1:
+            self.source.rebase()
+        ops = self.source.take()
+        if not ops:
+            return None
+        if is_base(ops):
+            # A base batch resets both codec tables: whatever came before is not needed
+            # to decode what follows, which is what makes tail recovery possible.
+            self._encoder = Encoder()
+            self._since_base = 0
+            self._need_base = False
+            self.stats.bases += 1
+        else:
+            self._since_base += 1
+        wire = self._encoder.encode(ops)
+        self.stats.batches += 1
+        self._last_write = self._clock()
+        return append_list(self.address, wire, tag="base" if is_base(ops) else None)
+
+    def _lost(self) -> None:
+        # A commit that failed took ops from the source and advanced the encoder without
+        # making them durable: the next durable batch must stand alone.
+        self._need_base = True
+        self.stats.failed += 1
+
+    # -- writes --------------------------------------------------------------------------
+
+    def due(self) -> bool:
+        """Whether an ordinary checkpoint would write now (dirty and pacing allows)."""
+        if self._fenced or not self.source.dirty:
+            return False
+        return self._last_write is None or self._clock() - self._last_write >= self.interval
+
+    async def checkpoint(self) -> bool:
+        """Ordinary checkpoint: write if dirty and at least ``interval`` has passed since
+        the last durable write. Best effort: a storage failure is counted and the next
+        write becomes a base batch. Returns whether a batch was committed."""
+        if not self.due():
+            self.stats.skipped_paced += 1
+            return False
+        return await self._commit(base=False, swallow=True)
+
+    async def force(self, *, base: bool = False) -> bool:
+        """Forced write: bypasses pacing (terminal settlement, recovery bases). Errors
+        propagate. Returns whether a batch was committed."""
+        return await self._commit(base=base, swallow=False)
+
+    async def _commit(self, *, base: bool, swallow: bool) -> bool:
+        if self._fenced:
+            return False
+        try:
+            result = await self.session.commit(lambda: self.plan(base=base))
+        except (StorageError, OSError):
+            self._lost()
+            if swallow:
+                return False
+            raise
+        except BaseException:
+            self._lost()
+            raise
+        return bool(result.seqs)
+
+    def notify(self) -> None:
+        """The source changed: make sure an ordinary checkpoint follows, paced.
+
+        Starts (at most one) trailing timer task that checkpoints once the interval since
+        the last durable write has passed, so the final state of a burst is not left
+        waiting for the next change. Needs a running event loop.
+        """
+        if self._fenced or (self._timer is not None and not self._timer.done()):
+            return
+        self._timer = asyncio.get_running_loop().create_task(self._trailing())
+
+    async def _trailing(self) -> None:
+        # Loops until the source is clean: changes made while a checkpoint was in flight
+        # found this task still running (notify() did nothing), so it must pick them up.
+        while not self._fenced and self.source.dirty:
+            wait = 0.0
+            if self._last_write is not None:
+                wait = self._last_write + self.interval - self._clock()
+            if wait > 0:
+                await asyncio.sleep(wait)
+                continue
+            failed = self.stats.failed
+            if not await self.checkpoint() and self.stats.failed == failed:
+                return  # dirty, yet nothing to write: the next change notifies again
+
+    def fence(self) -> None:
+        """Refuse every later write, including ones already queued on the session line.
+
+        Called before an invocation is settled: late progress (a stray task still writing
+        to the sink, a timer) must not append to the pending list once the operation scope
+        is retired, because a write after retirement would start a new lifetime of the
+        scope and recreate pending output nobody will ever settle.
+        """
+        self._fenced = True
+        if self._timer is not None and not self._timer.done():
+            self._timer.cancel()
+
+    @property
+    def fenced(self) -> bool:
+        """Whether :meth:`fence` was called."""
+        return self._fenced
+
+    async def aclose(self) -> None:
+        """Fence and wait for the trailing timer to finish."""
+        timer = self._timer
+        self.fence()
+        if timer is not None:
+            # The timer only ever ran best-effort checkpoints; whatever ended it, the
+            # caller's own forced write (or settlement) is what counts now.
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await timer

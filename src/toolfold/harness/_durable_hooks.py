@@ -1,0 +1,261 @@
+"""``DurableHooks``: the durability layer plugged into the call lifecycle, and ``resume``.
+
+The durable machinery (streams, recovery, memos, settlement) is ``toolfold.durability``;
+this module only maps the harness's lifecycle (run start, sink created, before settle)
+onto it, and finishes what a crash left unsettled by running calls through a harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
+
+import orjson
+
+from toolfold.durability import (
+    CallRecord,
+    Durability,
+    DurabilityError,
+    DurableInvocation,
+    DurableOperation,
+    PendingOperation,
+    load_memo_seed,
+    operation_call,
+    pending_tool_output,
+    recover,
+)
+from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
+from toolfold.storage import Session, retire_scope, set_value
+
+from ._bus import EventBus
+from ._context import ToolContext
+from ._hooks import CallInfo, ExecutionHooks, ToolCall
+from ._result import INTERRUPTION_MARKER, ToolResult
+from ._tools import Tool
+from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+
+JSON = Any
+
+
+class ResumeHost(Protocol):
+    """What resuming needs from a harness: its tools, its bus and lane, and a way to
+    run one call (``Harness`` is one)."""
+
+    tools: dict[str, Tool[Any]]
+    bus: EventBus
+    lane: str
+
+    async def call(
+        self, call: ToolCall, *, run_id: str, turn_id: str, cancel: asyncio.Event | None = None
+    ) -> ToolResult:
+        """Run one call through the host's hooks."""
+        ...
+
+
+class DurableHooks(ExecutionHooks):
+    """Plugs durability into the call lifecycle (``ExecutionHooks``) of a ``Harness``.
+
+    - run start: the operation (= the run) and its calls are recorded in the operation
+      scope before any tool runs; a call run on its own (``execute_tool_call(...,
+      durability=...)``) is recorded as an operation of one call by :meth:`start_call`;
+    - sink created: a durable stream is opened on the sink (its own op stream and its
+      own encoder), paced checkpoints follow the sink's changes, memos are attached
+      to the tool's context;
+    - before settle: a forced write of the final state, then the settlement
+      transaction (result entry, + ``retire_scope`` with the operation's last call);
+    - :meth:`resume`: every operation left unsettled in the session is finished —
+      replay-safe calls re-run seeded, the others settled from their checkpoint.
+    """
+
+    def __init__(self, durability: Durability) -> None:
+        self.durability = durability
+        # Keyed by (run id, tool call id): the calls of one run share an operation,
+        # while calls run on their own each have one, under the same run id.
+        self._ops: dict[tuple[str, str], DurableOperation] = {}
+        self._calls: dict[tuple[str, str], DurableInvocation] = {}
+        self._seeds: dict[tuple[str, str], JSON] = {}
+
+    @property
+    def session(self) -> Session:
+        """The storage session output is made durable in."""
+        return self.durability.session
+
+    async def on_run_start(
+        self, run_id: str, calls: Sequence[ToolCall], *, turn_id: str = ""
+    ) -> None:
+        records = [CallRecord(run_id, c.id, c.name, c.id, c.args, run_id, turn_id) for c in calls]
+        self._attach(await self.durability.start_operation(run_id, run_id, records))
+
+    async def start_call(self, call: CallInfo) -> str:
+        """Record ``call`` as an operation of its own (a loop that runs tools one call
+        at a time, outside ``Harness.run``) before it runs; returns the operation id.
+
+        The operation id is fresh per call: calls a loop runs concurrently under one
+        run id settle independently, each retiring its own scope.
+        """
+        operation_id = f"call-{uuid.uuid4().hex[:16]}"
+        record = CallRecord(
+            operation_id,
+            call.tool_call_id,
+            call.tool_name,
+            call.tool_call_id,
+            call.args,
+            call.run_id,
+            call.turn_id,
+        )
+        self._attach(await self.durability.start_operation(operation_id, call.run_id, [record]))
+        return operation_id
+
+    def _attach(self, op: DurableOperation) -> None:
+        for record in op.records.values():
+            if record.invocation_id in op.unsettled:
+                self._ops[(op.run_id, record.tool_call_id)] = op
+
+    async def seed_for(self, call: CallInfo) -> ToolOutputState | None:
+        seed = self._seeds.pop((call.run_id, call.tool_call_id), None)
+        return cast("ToolOutputState | None", seed)
+
+    async def on_sink_created(
+        self, call: CallInfo, sink: ToolOutput, context: ToolContext
+    ) -> ToolContext:
+        op = self._ops.get((call.run_id, call.tool_call_id))
+        if op is None:
+            # A call whose operation was never recorded (neither Harness.run nor
+            # start_call): nothing to make durable, and memos stay unavailable rather
+            # than silently volatile.
+            return context
+        record = op.records.get(call.tool_call_id)
+        if record is not None and record.turn_id != call.turn_id:
+            # A record written without the turn id (a caller of on_run_start that did
+            # not pass it): keep it, so a resumed call's events carry the same identity
+            # as the original's.
+            record.turn_id = call.turn_id
+            await self.session.commit(
+                [set_value(operation_call(op.operation_id, record.invocation_id), record.to_json())]
+            )
+        inv = op.invocation(call.tool_call_id, sink.open_stream())
+        self._calls[(call.run_id, call.tool_call_id)] = inv
+        sink.on_change(inv.notify)
+        inv.notify()  # the first durable batch (a base) as soon as pacing allows
+        return context.with_memos(inv)
+
+    async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
+        op = self._ops.pop((call.run_id, call.tool_call_id), None)
+        if op is None:
+            return
+        inv = self._calls.pop((call.run_id, call.tool_call_id), None)
+        if inv is not None:
+            await inv.finish()
+        message = result.to_message().to_json()
+        message["operation_id"] = op.operation_id
+        message["run_id"] = call.run_id
+        message["turn_id"] = call.turn_id
+        await op.settle(call.tool_call_id, message)
+
+    async def resume(self, harness: ResumeHost) -> list[ToolResult]:
+        """Finish every operation left unsettled in the session (after a crash).
+
+        Replay-safe calls are re-executed with a sink **seeded** from the state that
+        was committed with their latest memo (never from nothing after deleting the
+        checkpoint: memoised work is skipped and emits nothing, so its output must
+        already be in the sink). Calls that are not replay-safe are not re-run: their
+        last durable state is settled as the result, with ``INTERRUPTION_MARKER``,
+        ``is_error`` and outcome ``"interrupted"``. Returns the settled results.
+        """
+        results: list[ToolResult] = []
+        for pending in await self.durability.pending_operations():
+            results.extend(await self._resume_operation(harness, pending))
+        return results
+
+    async def _resume_operation(
+        self, harness: ResumeHost, pending: PendingOperation
+    ) -> list[ToolResult]:
+        op = self.durability.reopen(pending)
+        run_id = pending.run_id
+        self._attach(op)
+        todo = [c for c in pending.calls if c.invocation_id in op.unsettled]
+        harness.bus.publish(RunStart(run_id, harness.lane))
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._resume_call(harness, op, c)) for c in todo]
+        finally:
+            if not harness.bus.closed:
+                harness.bus.publish(RunEnd(run_id))
+        if not todo:
+            # Every call had settled but the crash came before the retirement
+            # (a call settled by an older harness without the last-call retirement).
+            await self.session.commit([retire_scope(op.scope)])
+        return [t.result() for t in tasks]
+
+    async def _resume_call(
+        self, harness: ResumeHost, op: DurableOperation, record: CallRecord
+    ) -> ToolResult:
+        tool = harness.tools.get(record.tool_name)
+        key = (op.run_id, record.tool_call_id)
+        turn_id = record.turn_id or "turn-1"
+        if tool is not None and tool.replay_safe:
+            self._seeds[key] = await load_memo_seed(
+                self.session, op.operation_id, record.invocation_id
+            )
+            return await harness.call(
+                ToolCall(record.tool_call_id, record.tool_name, record.args),
+                run_id=op.run_id,
+                turn_id=turn_id,
+            )
+        recovered = await recover(
+            self.session, pending_tool_output(op.operation_id, record.invocation_id)
+        )
+        policy = tool.output if tool is not None else OutputPolicy()
+        state = recovered.value if recovered is not None else ToolOutput(policy).snapshot()
+        return await self._settle_interrupted(harness, op, record, turn_id, state)
+
+    async def _settle_interrupted(
+        self,
+        harness: ResumeHost,
+        op: DurableOperation,
+        record: CallRecord,
+        turn_id: str,
+        state: JSON,
+    ) -> ToolResult:
+        # The durable state IS the result: no sink is rebuilt around it (re-windowing a
+        # state whose totals came from the source could change its text), nothing runs,
+        # and nothing new is made durable — a crash during this settlement finds the
+        # same checkpoint again, never one that already carries the marker.
+        final = orjson.loads(orjson.dumps(state))
+        text = final["content"][0]["text"]
+        sep = "\n" if text and not text.endswith("\n") else ""
+        final["content"][0]["text"] = text + sep + INTERRUPTION_MARKER
+        ids = (op.run_id, turn_id, record.tool_call_id)
+        bus = harness.bus
+        bus.publish(ToolStart(*ids, record.tool_name, record.args))
+        bus.publish(ToolUpdate(*ids, [["r", final]]))  # a base batch, like any first update
+        result = ToolResult.from_state(
+            cast("ToolOutputState", final),
+            tool_call_id=record.tool_call_id,
+            tool_name=record.tool_name,
+            outcome="interrupted",
+        )
+        message = result.to_message().to_json()
+        stored = {**message, "operation_id": op.operation_id, "run_id": op.run_id}
+        stored["turn_id"] = turn_id
+        self._ops.pop((op.run_id, record.tool_call_id), None)
+        try:
+            await op.settle(record.invocation_id, stored)
+        finally:
+            bus.publish(ToolEnd(*ids, is_error=True))
+        bus.publish(ToolSettled(*ids, message=message))
+        return result
+
+
+async def resume(harness: ResumeHost) -> list[ToolResult]:
+    """Resume every unsettled operation of the durable session attached to ``harness``
+    (see :meth:`DurableHooks.resume`)."""
+    hooks = getattr(harness, "hooks", None)
+    if not isinstance(hooks, DurableHooks):
+        raise DurabilityError(
+            "resume() needs a Harness with durability attached "
+            "(Harness(tools, hooks=DurableHooks(Durability(session))))"
+        )
+    return await hooks.resume(harness)
