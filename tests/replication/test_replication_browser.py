@@ -301,6 +301,7 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
     server = serve(create_app(lanes=lanes, run_command=commands))
     page = browser_context.new_page()
     try:
+        server.call(lambda: lanes.host("live"))  # GET of a lane that does not exist is 404
         page.goto(f"{server.url}/?lane=live")
         page.wait_for_function("() => window.toolfoldViewer && window.toolfoldViewer.connected")
         gate = tmp_path / "go"

@@ -37,7 +37,7 @@ def setup(serve: Callable[[Any], Any]) -> Any:
     def _setup(
         run_command: Any = None, repository: Any = None, **host_options: Any
     ) -> tuple[Any, Lanes, httpx.Client]:
-        lanes = Lanes(**host_options)
+        lanes = Lanes(default_lane="main", **host_options)
         server = serve(create_app(lanes=lanes, run_command=run_command, repository=repository))
         return server, lanes, httpx.Client(base_url=server.url)
 
@@ -192,7 +192,7 @@ def test_shutdown_ends_open_subscriptions(setup: Any) -> None:
 
 
 def test_idle_streams_send_keepalive_comments(serve: Callable[[Any], Any]) -> None:
-    lanes = Lanes()
+    lanes = Lanes(default_lane="main")
     server = serve(create_app(lanes=lanes, keepalive=0.05))
     with (
         httpx.Client(base_url=server.url) as client,
@@ -237,7 +237,7 @@ def test_shutdown_cancels_running_commands_and_leaves_no_tasks(
 ) -> None:
     from toolfold.server import HarnessCommands
 
-    lanes = Lanes()
+    lanes = Lanes(default_lane="main")
     commands = HarnessCommands(lanes)
     server = serve(create_app(lanes=lanes, run_command=commands))
     with httpx.Client(base_url=server.url) as client:

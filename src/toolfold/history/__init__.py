@@ -23,10 +23,12 @@ from ._calls import (
     run_record_address,
     settled_record,
 )
+from ._follow import SessionFollower
 
 __all__ = [
     "RUN_RECORD_NAMESPACE",
     "CallView",
+    "SessionFollower",
     "check_session_name",
     "list_calls",
     "new_run_record",

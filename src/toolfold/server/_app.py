@@ -21,6 +21,7 @@ from toolfold.history import CallView, check_session_name, list_calls, pending_o
 from toolfold.storage import Repository, SessionNotFoundError, StorageError
 
 from ._errors import ServerError
+from ._follow import Followers, follows_across_processes
 from ._sessions import SessionPool, session_pool
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
@@ -71,6 +72,8 @@ class ViewerState:
         self.run_command = run_command
         self.repository = repository
         self.sessions = sessions
+        self.followers: Followers | None = None
+        """Follows stored sessions into their lanes (a store other processes write)."""
 
     def stop_streams(self) -> None:
         """End every SSE subscription (call on the app's event loop before stopping the server)."""
@@ -132,6 +135,16 @@ def create_app(
         store = repository
     pool = session_pool(store) if isinstance(store, Repository | SessionPool) else None
     state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store, pool)
+    if pool is not None and follows_across_processes(pool.repository):
+        state.followers = Followers(pool, state.lanes)
+
+    async def stored_session(name: str) -> bool:
+        if state.sessions is None or check_session_name(name) is not None:
+            return False
+        try:
+            return name in await state.sessions.list_sessions()
+        except StorageError:
+            return False
 
     async def index(request: Request) -> Response:
         return FileResponse(STATIC_DIR / "index.html", media_type="text/html")
@@ -156,10 +169,20 @@ def create_app(
         problem = _check_lane(state.lanes, lane)
         if problem:
             return _error(404, problem)
+        stored = await stored_session(lane)
+        if not stored and lane != state.lanes.default_lane and lane not in state.lanes.names():
+            return _error(
+                404,
+                f"no lane or stored session named {lane!r}; GET /v1/lanes and GET /v1/sessions "
+                "list them (posting a command to a lane creates it)",
+            )
         try:
             sub = state.lanes.host(lane).subscribe()
         except LaneError as exc:
             return _error(503, str(exc))
+        if stored and state.followers is not None:
+            # Lane L is session L: what other processes run in it shows up live.
+            state.followers.ensure(lane)
 
         async def events() -> AsyncIterator[str]:
             try:
@@ -321,6 +344,8 @@ def create_app(
             aclose = getattr(state.run_command, "aclose", None)
             if aclose is not None:
                 await aclose()
+            if state.followers is not None:
+                await state.followers.aclose()
             state.stop_streams()
             if owned_store is not None:
                 await owned_store.close()

@@ -464,6 +464,8 @@
       status.textContent = "started " + body.tool_call_id;
       viewer.lastToolCallId = body.tool_call_id;
       viewer.statusCall = body.tool_call_id;
+      // A lane that did not exist (its GET was a 404) exists now: connect at once.
+      if (!viewer.connected) subscribe();
       input.value = "";
     } catch (e) {
       status.textContent = "error: " + e;

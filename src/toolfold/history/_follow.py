@@ -1,0 +1,204 @@
+"""Following a stored session live: the calls another process runs in it, as harness events.
+
+``SessionFollower.poll()`` reads what changed in a session since its previous poll
+and turns it into the events a lane folds: ``RunStart`` / ``ToolStart`` for a call
+found running, ``ToolUpdate`` for each durable checkpoint batch it wrote (decoded, so
+the first is the base ``["r", state]``), ``ToolEnd`` + ``ToolSettled`` when its result
+entry lands, ``RunEnd`` when its operation scope is retired.
+
+Every poll costs a few indexed reads, whatever the session's size: the live scopes,
+the checkpoint lists after the last seq seen, and the transcript entries after the
+last seq seen. Nothing is read whole.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolfold.chord import ChordError, Decoder
+from toolfold.harness import (
+    Durability,
+    HarnessEvent,
+    RunEnd,
+    RunStart,
+    ToolEnd,
+    ToolSettled,
+    ToolStart,
+    ToolUpdate,
+    pending_tool_output,
+)
+from toolfold.storage import ListAddress, Session
+
+from ._calls import run_record_address
+
+_PAGE = 256
+
+
+@dataclass
+class _Call:
+    run_id: str
+    turn_id: str
+    tool_call_id: str
+    address: ListAddress[Any]
+    last_seq: int | None = None
+    decoder: Decoder | None = None
+    """``None`` until a base batch was decoded (deltas before it cannot be folded)."""
+
+
+@dataclass
+class _Operation:
+    run_id: str
+    calls: dict[str, _Call] = field(default_factory=dict)
+
+
+class SessionFollower:
+    """Turns one session's changes into harness events for a lane (see the module doc).
+
+    ``start_seq`` is the session's seq when following began: results settled before it
+    are history (the stored view shows them), not news. Calls this process runs itself
+    (its own run record names this pid) are skipped: their events reach the lane from
+    the harness that runs them.
+    """
+
+    def __init__(self, session: Session, lane: str, *, start_seq: int | None = None) -> None:
+        self.session = session
+        self.lane = lane
+        self._entries_after = session.next_seq - 1 if start_seq is None else start_seq
+        self._scopes: frozenset[str] = frozenset()
+        self._ops: dict[str, _Operation] = {}
+
+    async def poll(self) -> list[HarnessEvent]:
+        """The events for everything that changed since the previous poll."""
+        events: list[HarnessEvent] = []
+        scopes = frozenset(scope.id for scope in await self.session.live_scopes())
+        if scopes != self._scopes:
+            await self._operations(scopes, events)
+            self._scopes = scopes
+        for op in self._ops.values():
+            for call in op.calls.values():
+                await self._checkpoints(call, events)
+        await self._settled(events)
+        # A result entry lands in the same transaction that retires its operation, and
+        # the scopes were read first: every retired operation's results were read above.
+        for op_id in [op for op in self._ops if op not in scopes]:
+            events.append(RunEnd(self._ops.pop(op_id).run_id))
+        return events
+
+    async def _operations(self, scopes: frozenset[str], events: list[HarnessEvent]) -> None:
+        new = scopes - self._scopes
+        if not new:
+            return
+        for pending in await Durability(self.session).pending_operations():
+            if pending.operation_id not in new or pending.operation_id in self._ops:
+                continue
+            op = _Operation(pending.run_id)
+            for record in pending.calls:
+                if record.invocation_id in pending.settled or await self._own(record.tool_call_id):
+                    continue
+                if not op.calls:
+                    events.append(RunStart(pending.run_id, self.lane))
+                op.calls[record.tool_call_id] = _Call(
+                    record.run_id,
+                    record.turn_id,
+                    record.tool_call_id,
+                    pending_tool_output(pending.operation_id, record.invocation_id),
+                )
+                events.append(
+                    ToolStart(
+                        record.run_id,
+                        record.turn_id,
+                        record.tool_call_id,
+                        record.tool_name,
+                        record.args,
+                    )
+                )
+            if op.calls:
+                self._ops[pending.operation_id] = op
+
+    async def _own(self, tool_call_id: str) -> bool:
+        record = await self.session.get_value(run_record_address(tool_call_id))
+        return (
+            isinstance(record, dict)
+            and record.get("pid") == os.getpid()
+            and record.get("host") == socket.gethostname()
+        )
+
+    async def _checkpoints(self, call: _Call, events: list[HarnessEvent]) -> None:
+        if call.last_seq is None:
+            # First sight: start from the latest base batch (older ones are superseded).
+            elements = await self._from_latest_base(call.address)
+        else:
+            elements = []
+            while True:
+                page = await self.session.read_list(
+                    call.address, cursor=call.last_seq, order="asc", limit=_PAGE
+                )
+                elements.extend(page)
+                if len(page) < _PAGE:
+                    break
+                call.last_seq = page[-1].seq
+        for element in elements:
+            call.last_seq = element.seq
+            if element.tag == "base":
+                call.decoder = Decoder()
+            if call.decoder is None:
+                continue
+            try:
+                ops = call.decoder.decode(element.value)
+            except ChordError:
+                call.decoder = None  # wait for the next base batch
+                continue
+            events.append(ToolUpdate(call.run_id, call.turn_id, call.tool_call_id, ops))
+
+    async def _from_latest_base(self, address: ListAddress[Any]) -> list[Any]:
+        tail: list[Any] = []
+        cursor: int | None = None
+        while True:
+            page = await self.session.read_list(
+                address, cursor=cursor, order="desc", limit=_PAGE, stop_at_tag="base"
+            )
+            tail.extend(page)
+            if not page or page[-1].tag == "base" or len(page) < _PAGE:
+                break
+            cursor = page[-1].seq
+        tail.reverse()
+        return tail
+
+    async def _settled(self, events: list[HarnessEvent]) -> None:
+        calls = {c.tool_call_id: c for op in self._ops.values() for c in op.calls.values()}
+        while True:
+            entries = await self.session.read_entries(cursor=self._entries_after, limit=_PAGE)
+            for entry in entries:
+                self._entries_after = entry.seq
+                message = entry.value
+                if not isinstance(message, dict) or message.get("role") != "tool_result":
+                    continue
+                tool_call_id = str(message.get("tool_call_id", ""))
+                call = calls.pop(tool_call_id, None)
+                if call is None:
+                    if await self._own(tool_call_id):
+                        continue
+                    # Settled between two polls: the transcript still gets it.
+                    events.append(ToolSettled("", "", tool_call_id, message))
+                    continue
+                for op in self._ops.values():
+                    op.calls.pop(tool_call_id, None)
+                ids = (call.run_id, call.turn_id, call.tool_call_id)
+                # The last checkpoint may have been retired with the scope before this
+                # poll read it: the settled content and details are the final output.
+                final = [
+                    ["s", ["content"], message.get("content", [])],
+                    ["s", ["details"], message.get("details", {})],
+                ]
+                if call.decoder is not None:
+                    events.append(ToolUpdate(*ids, final))
+                events.append(ToolEnd(*ids, is_error=bool(message.get("is_error"))))
+                events.append(ToolSettled(*ids, message))
+            if len(entries) < _PAGE:
+                return
+
+
+__all__ = ["SessionFollower"]

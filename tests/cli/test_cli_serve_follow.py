@@ -1,0 +1,107 @@
+"""``toolfold run --session S`` in one process shows up live in a running ``toolfold serve``:
+lane S follows stored session S, its text growing with each durable checkpoint."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+from cli_helpers import serve, start, wait_for
+
+from toolfold.chord import Decoder, apply, is_base
+
+
+def _replica(lines: Iterator[str]) -> Iterator[Any]:
+    """Fold an SSE lane stream the way the viewer does; yields the value after each batch."""
+    decoder, value, expected, event_id = Decoder(), None, 0, None
+    for line in lines:
+        if line.startswith("id: "):
+            event_id = int(line[4:])
+        elif line.startswith("data: "):
+            assert event_id == expected, f"gap: expected id {expected}, got {event_id}"
+            wire = json.loads(line[6:])
+            assert expected > 0 or is_base(wire)
+            value = apply(value, decoder.decode(wire))
+            expected += 1
+            yield value
+
+
+def _until(replica: Iterator[Any], what: str, ok: Callable[[Any], bool]) -> Any:
+    for _, value in zip(range(10_000), replica, strict=False):
+        if ok(value):
+            return value
+    raise AssertionError(f"the lane stream ended or ran long without {what}")
+
+
+def _call(value: Any) -> Any:
+    tools = (value or {}).get("tools") or {}
+    return next(iter(tools.values()), None)
+
+
+def _text(value: Any) -> str:
+    call = _call(value)
+    if not call or not call["output"]:
+        return ""
+    text: str = call["output"]["content"][0]["text"]
+    return text
+
+
+def test_a_run_in_another_process_shows_up_live_in_serve(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'toolfold.db'}"
+    gate1, gate2 = tmp_path / "gate1", tmp_path / "gate2"
+    command = (
+        f"echo first-line; while [ ! -e {gate1} ]; do sleep 0.05; done; "
+        f"echo second-line; while [ ! -e {gate2} ]; do sleep 0.05; done; echo last-line"
+    )
+    proc, base = serve(url, tmp_path)
+    run: Any = None
+    try:
+        r = httpx.get(f"{base}/v1/lanes/nothing/state", timeout=5)
+        assert r.status_code == 404
+        assert "no lane or stored session named 'nothing'" in r.json()["error"]
+
+        run = start("run", "--store", url, "--session", "live", "--", command, cwd=tmp_path)
+
+        def listed() -> bool:
+            body = httpx.get(f"{base}/v1/sessions", timeout=5).json()
+            return "live" in body["sessions"]
+
+        wait_for(listed, "the run's session to exist", proc=run)
+        with (
+            httpx.Client(base_url=base) as client,
+            client.stream("GET", "/v1/lanes/live/state", timeout=30) as response,
+        ):
+            assert response.status_code == 200
+            replica = _replica(response.iter_lines())
+            value = _until(replica, "the running call", lambda v: "first-line" in _text(v))
+            assert _call(value)["status"] == "running"
+            assert _call(value)["args"]["command"] == command
+            assert value["operation"]["status"] == "running"
+            gate1.touch()
+            value = _until(replica, "the second line", lambda v: "second-line" in _text(v))
+            assert _call(value)["status"] == "running"  # still live, text growing
+            gate2.touch()
+            value = _until(
+                replica,
+                "the call to settle",
+                lambda v: v["transcript"] and _call(v)["status"] != "running",
+            )
+        assert _call(value)["status"] == "ok"
+        assert _text(value) == "first-line\nsecond-line\nlast-line\n"
+        (entry,) = value["transcript"]
+        assert entry["tool_call_id"] in value["tools"] and entry.get("output_ref")
+        run.wait(timeout=60)
+        assert run.returncode == 0
+        os.kill(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+    finally:
+        for p in (run, proc):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
