@@ -7,6 +7,7 @@ needs (re-installing only when pyproject.toml changed), then runs:
     demo   the main job on the embedded default store (SQLite): `toolfold demo`
     run    `toolfold ARGS...` inside the virtualenv (e.g. `python3 dev.py run run -- make`)
     test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
+           (`test --random`: hypothesis draws new examples instead of CI's fixed ones)
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
@@ -120,6 +121,10 @@ def _run(args: list[str]) -> int:
 def test(pytest_args: list[str]) -> int:
     ensure_system_services()
     _ensure_venv("dev")
+    if "--random" in pytest_args:
+        # Fresh hypothesis examples each run (CI's profile is derandomized, so it reproduces).
+        pytest_args = [a for a in pytest_args if a != "--random"]
+        os.environ["HYPOTHESIS_PROFILE"] = "random"
     failures: list[str] = []
     checks = [
         ("ruff", [str(BIN / "ruff"), "check", "src", "tests", "benchmarks", "dev.py"]),

@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -330,3 +331,74 @@ def test_random_wire_only_raises_chord_errors(batches: list[Any]) -> None:
             replica = apply(replica, decoder.decode(batch))
         except ChordError:
             assert replica == before
+
+
+# -- rollback -------------------------------------------------------------------------------------
+
+
+@st.composite
+def same_slot_ops(draw: st.DrawFn, state: dict[str, Any]) -> list[list[Any]]:
+    """Ops that hit the same few slots again and again, so a rollback that restores them in the
+    wrong order leaves a value that differs from the original."""
+    key = draw(KEYS)
+    ops: list[list[Any]] = []
+    current = copy.deepcopy(state)
+    for _ in range(draw(st.integers(2, 6))):
+        node = current.get(key)
+        kind = draw(st.sampled_from(["s", "s", "d", "a", "t", "p", "m"]))
+        if kind == "a" and type(node) is str:
+            op: list[Any] = ["a", [key], draw(TEXT)]
+        elif kind == "t" and type(node) is str:
+            op = ["t", [key], draw(st.integers(0, len(node) + 1))]
+        elif kind == "p" and type(node) is list:
+            op = ["p", [key], draw(st.integers(0, len(node))), draw(st.integers(0, 2))]
+            op.append(draw(st.lists(VALUES, max_size=2)))
+        elif kind == "m" and type(node) is list:
+            op = ["m", [key], draw(st.permutations(list(range(len(node)))))]
+        elif kind == "d":
+            op = ["d", [key]]
+        else:
+            op = ["s", [key], draw(VALUES | TEXT | st.lists(VALUES, max_size=3))]
+        current = apply(current, [op])
+        ops.append(op)
+    return ops
+
+
+FAILING_OPS = st.sampled_from(
+    [
+        ["s", ["no such parent", "x"], 1],  # the parent is missing
+        ["a", ["no such string"], "x"],  # append to nothing
+        ["d", ["no such parent", 0]],
+        ["p", ["no such list"], 0, 0, [1]],
+    ]
+)
+
+
+@settings(max_examples=500)
+@given(st.data())
+def test_a_batch_that_fails_late_leaves_the_replica_exactly_as_it_was(data: st.DataObject) -> None:
+    """Earlier ops of the batch touched the same slots several times before a later op failed:
+    the rollback must undo them newest first, whatever they were."""
+    state = data.draw(st.dictionaries(KEYS, VALUES | TEXT, max_size=4))
+    ops = data.draw(same_slot_ops(state)) + data.draw(applicable_batch(copy.deepcopy(state)))
+    ops = ops[: data.draw(st.integers(1, len(ops)))]
+    failing = data.draw(FAILING_OPS)
+    batch = [*ops, failing]
+    replica = copy.deepcopy(state)
+    with pytest.raises(ChordError):
+        apply(replica, batch)
+    assert replica == state, "a failed batch must leave the replica unchanged"
+
+    # Through the codec: a batch that decodes but fails to apply leaves the replica as it was,
+    # and one whose last op is malformed fails to decode without touching the path-id table
+    # (ids defined by its earlier ops are not kept).
+    encoder, decoder = Encoder(), Decoder()
+    remote: Any = apply(None, decoder.decode(encoder.encode([["r", state]])))
+    with pytest.raises(ChordError):
+        apply(remote, decoder.decode(encoder.encode(batch)))
+    assert remote == state
+    table = dict(decoder._paths)
+    wire = [*Encoder().encode(ops), ["x", 0]]
+    with pytest.raises(ChordError):
+        decoder.decode(wire)
+    assert decoder._paths == table
