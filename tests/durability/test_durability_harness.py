@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 from durability_helpers import SimulatedCrash, Store, Tap
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from toolfold.durability import (
@@ -518,12 +516,14 @@ async def multi(
         await ctx.set_memo(f"s{i}", i)
 
 
-@settings(max_examples=80, deadline=None)
-@given(steps=st.integers(1, 4), parts=st.integers(1, 3), crash=st.integers(1, 45))
-def test_crash_at_any_commit_then_resume_is_exact(steps: int, parts: int, crash: int) -> None:
+@pytest.mark.parametrize("steps", [1, 2, 3, 4])
+@pytest.mark.parametrize("parts", [1, 2, 3])
+def test_crash_at_any_commit_then_resume_is_exact(steps: int, parts: int) -> None:
+    """Every case, not a sample: each shape crashes at each of its first 45 commits (more than
+    the largest shape makes, so the last few cases run to completion uncrashed)."""
     from toolfold.storage import MemoryRepository
 
-    async def scenario() -> None:
+    async def scenario(crash: int) -> None:
         repo = MemoryRepository()
         session = await repo.open_session("s", create=True)
         tap = Tap(session)
@@ -546,7 +546,8 @@ def test_crash_at_any_commit_then_resume_is_exact(steps: int, parts: int, crash:
         assert entry["is_error"] is False
         assert await session.live_scopes() == []
 
-    asyncio.run(scenario())
+    for crash in range(1, 46):
+        asyncio.run(scenario(crash))
 
 
 async def test_crash_while_settling_an_interrupted_call_adds_one_marker(store: Store) -> None:
