@@ -200,6 +200,26 @@ def demo(directory: str | None) -> None:
     _exit(_arun(demo_command(directory)))
 
 
+@cli.command("exec-host", context_settings=CONTEXT)
+@click.option(
+    "--spill-dir",
+    default="~/.toolfold/spill",
+    show_default=True,
+    metavar="DIR",
+    help="Where spill files go on this machine unless a request names a directory.",
+)
+def exec_host(spill_dir: str) -> None:
+    """Run commands for a remote toolfold (`toolfold run --ssh HOST`, RemoteExecEnv).
+
+    Speaks JSON lines on stdin/stdout: bounded output updates go out, the full output
+    stays here in spill files. Not for interactive use: ssh, docker exec -i and the like
+    start it. When stdin closes, every command it runs is killed and it exits.
+    """
+    from toolfold.execenv import run_exec_host
+
+    _exit(run_exec_host(spill_dir))
+
+
 def _quote(part: str) -> str:
     import shlex
 

@@ -6,7 +6,10 @@ paced stream of ``ShellOutputUpdate`` (``Replace | Append | Slide | Metadata``) 
 fold with ``apply_shell_output_update`` is the bounded view. ``AdaptivePublisher`` is
 the one pacing policy of the harness, generic over its payload (the output sink
 reuses it for Chord ops). ``OutputCapture`` and ``CaptureSession`` are the
-transport-agnostic pieces a remote exec host runs.
+transport-agnostic pieces a remote exec host runs: ``toolfold exec-host``
+(``run_exec_host``) runs them on another machine, and ``RemoteExecEnv(transport)``
+(``SSHTransport``, ``CommandTransport`` for ``docker exec -i`` and the like) gives
+the same ``exec`` on this side, receiving only the bounded updates.
 
 This package imports nothing else from toolfold.
 """
@@ -19,14 +22,21 @@ from ._errors import (
     ExecConfigError,
     ExecError,
     ExecStartError,
+    ProtocolError,
     SpillError,
+    TransportError,
     UpdateError,
 )
+from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
+from ._fileops import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS, iter_files, search_file
 from ._limits import CaptureOptions, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
+from ._protocol import PROTOCOL_VERSION
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
+from ._remote import HostInfo, RemoteExecEnv
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import SpillFile
+from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
 from ._updates import (
     Append,
     Metadata,
@@ -44,6 +54,11 @@ from ._updates import (
 )
 
 __all__ = [
+    "DEFAULT_REMOTE_COMMAND",
+    "DEFAULT_SPILL_DIR",
+    "PROTOCOL_VERSION",
+    "SEARCH_MAX_LINE_CHARS",
+    "SEARCH_SKIP_DIRS",
     "AdaptivePublisher",
     "Append",
     "CallbackError",
@@ -53,14 +68,19 @@ __all__ = [
     "CaptureSession",
     "CaptureSnapshot",
     "Clock",
+    "CommandTransport",
     "ExecConfigError",
     "ExecError",
     "ExecStartError",
+    "HostInfo",
     "LocalExecEnv",
     "LoopClock",
     "Metadata",
     "OutputCapture",
+    "ProtocolError",
+    "RemoteExecEnv",
     "Replace",
+    "SSHTransport",
     "ShellExecResult",
     "ShellOutputLimits",
     "ShellOutputMetadata",
@@ -70,9 +90,14 @@ __all__ = [
     "Slide",
     "SpillError",
     "SpillFile",
+    "Transport",
+    "TransportError",
     "UpdateConsumer",
     "UpdateError",
     "apply_shell_output_update",
+    "iter_files",
+    "run_exec_host",
+    "search_file",
     "update_cost",
     "update_from_dict",
     "update_to_dict",

@@ -8,7 +8,9 @@
           ├── UpdateError        an update that does not fit the view it is applied to (also a ValueError)
           ├── ExecStartError     the command could not be started (bad cwd, no shell); ``__cause__`` is the OSError
           ├── SpillError         the spill file could not be created or written; the child was killed
-          └── CallbackError      the ``on_update`` consumer raised; the child was killed; ``__cause__`` is its error
+          ├── CallbackError      the ``on_update`` consumer raised; the child was killed; ``__cause__`` is its error
+          └── TransportError     the exec host could not be reached, is not installed, or its connection dropped
+               └── ProtocolError the exec host spoke another protocol version, or sent a malformed message
 
 "Closed by us" and "broke underneath us" are kept apart: a timeout or a ``cancel``
 event is not an error (the result says ``timed_out`` / ``cancelled``); asyncio task
@@ -16,6 +18,11 @@ cancellation of ``exec`` propagates ``CancelledError`` unchanged after teardown.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._updates import ShellOutputView
 
 
 class ExecError(Exception):
@@ -59,3 +66,21 @@ class CallbackError(ExecError):
     The publisher had already committed its baseline, so the failed update is never
     delivered twice; the process group was killed. ``__cause__`` is the consumer's error.
     """
+
+
+class TransportError(ExecError):
+    """Raised by ``RemoteExecEnv`` when the exec host cannot be reached or the connection
+    to it drops (also mid-command: the updates delivered so far are the partial output,
+    and the remote processes were killed when the exec host's input closed).
+
+    A host without toolfold gets one of these too, saying how to install it there.
+    ``partial`` is the view folded from the updates received before a mid-command
+    drop (``None`` when none arrived or the error is not about a command).
+    """
+
+    partial: ShellOutputView | None = None
+
+
+class ProtocolError(TransportError):
+    """Raised when the exec host speaks another protocol version (the message names
+    both) or sends a message this side cannot read."""

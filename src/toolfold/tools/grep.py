@@ -3,29 +3,31 @@
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from toolfold.execenv import (
+    SEARCH_MAX_LINE_CHARS,
+    SEARCH_SKIP_DIRS,
+    RemoteExecEnv,
+    iter_files,
+    search_file,
+)
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput
+
+from ._remote import call_op, remote_env, window_update
 
 GREP_OUTPUT = OutputPolicy(retain="head")
 """Matches are meaningful from the first one: keep the head."""
 
-SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
-)
+SKIP_DIRS = SEARCH_SKIP_DIRS
 """Directories never searched (version control, dependencies, caches)."""
 
-MAX_LINE_CHARS = 500
+MAX_LINE_CHARS = SEARCH_MAX_LINE_CHARS
 """A matching line longer than this is shown cut (minified files would drown the output)."""
-
-_SNIFF = 8192
 
 
 class GrepParams(BaseModel):
@@ -38,36 +40,6 @@ class GrepParams(BaseModel):
     )
     ignore_case: bool = Field(default=False, description="Case-insensitive match.")
     literal: bool = Field(default=False, description="Treat the pattern as plain text.")
-
-
-def _files(root: Path, glob: str | None) -> Iterator[Path]:
-    if root.is_file():
-        yield root
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            if glob is None or fnmatch.fnmatch(name, glob):
-                yield Path(dirpath) / name
-
-
-def _search(path: Path, regex: re.Pattern[str]) -> list[tuple[int, str]]:
-    """(line number, line) for every matching line; [] for binary or unreadable files."""
-    try:
-        with path.open("rb") as f:
-            if b"\0" in f.read(_SNIFF):
-                return []
-        hits: list[tuple[int, str]] = []
-        with path.open("r", encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, start=1):
-                if regex.search(line):
-                    line = line.rstrip("\r\n")
-                    if len(line) > MAX_LINE_CHARS:
-                        line = line[:MAX_LINE_CHARS] + " [line cut]"
-                    hits.append((lineno, line))
-        return hits
-    except OSError:
-        return []
 
 
 async def run_grep(
@@ -87,12 +59,16 @@ async def run_grep(
         )
     except re.error as exc:
         raise ToolError(f"Invalid regular expression {params.pattern!r}: {exc}") from exc
+    remote = remote_env(context)
+    if remote is not None:
+        await _grep_remote(remote, params, cancel, out, context)
+        return
     root = context.resolve(params.path)
     if not root.exists():
         raise ToolError(f"Path not found: {root}")
     base = root if root.is_dir() else root.parent
     matches = files = searched = 0
-    for i, path in enumerate(_files(root, params.glob)):
+    for i, path in enumerate(iter_files(root, params.glob)):
         if i % 64 == 63:
             out.details.update({"matches": matches, "files": files, "searched": searched})
             await asyncio.sleep(0)  # let updates publish and cancellation land
@@ -104,13 +80,19 @@ async def run_grep(
             big = path.stat().st_size > 1 << 20
         except OSError:
             continue
-        hits = await asyncio.to_thread(_search, path, regex) if big else _search(path, regex)
+        hits = (
+            await asyncio.to_thread(search_file, path, regex) if big else search_file(path, regex)
+        )
         if not hits:
             continue
         files += 1
         matches += len(hits)
         shown = os.path.relpath(path, base) if root.is_dir() else path.name
         out.write("".join(f"{shown}:{n}:{line}\n" for n, line in hits))
+    _finish(out, params, matches, files, searched)
+
+
+def _finish(out: ToolOutput, params: GrepParams, matches: int, files: int, searched: int) -> None:
     out.details.update({"matches": matches, "files": files, "searched": searched})
     if matches == 0:
         out.write(f"No matches for {params.pattern!r} in {searched} files.")
@@ -120,6 +102,38 @@ async def run_grep(
             f"{out.policy.max_bytes} bytes / {out.policy.max_lines} lines. Narrow the path or "
             "pattern to see the rest.]"
         )
+
+
+async def _grep_remote(
+    env: RemoteExecEnv,
+    params: GrepParams,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+    context: ToolContext,
+) -> None:
+    """The same search on the exec host's file system; it sends one bounded window."""
+    found = await call_op(
+        env,
+        "grep",
+        {
+            "pattern": params.pattern,
+            "literal": params.literal,
+            "ignore_case": params.ignore_case,
+            "path": params.path,
+            "cwd": str(context.cwd),
+            "glob": params.glob,
+            "max_bytes": out.policy.max_bytes,
+            "max_lines": out.policy.max_lines,
+        },
+        cancel,
+    )
+    if found["missing"]:
+        raise ToolError(f"Path not found: {found['path']}")
+    if found["total_bytes"]:
+        out.feed(window_update(found))
+    if cancel.is_set():
+        return
+    _finish(out, params, int(found["matches"]), int(found["files"]), int(found["searched"]))
 
 
 GREP = Tool(

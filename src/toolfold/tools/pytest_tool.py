@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput
 
+from ._remote import remote_env, remote_pytest
+
 PYTEST_OUTPUT = OutputPolicy(retain="tail")
 """A test run's summary is at the end: keep the tail."""
 
@@ -86,6 +88,13 @@ async def run_pytest(
     test currently running. Failing tests fail the call."""
     details = out.details
     details.update({"total": 0, "passed": 0, "failed": 0, "skipped": 0, "failures": []})
+    remote = remote_env(context)
+    if remote is not None:
+        result = await remote_pytest(
+            remote, params.path, params.args, params.timeout, cancel, out, context, MAX_FAILURES
+        )
+        _check(params, result.exit_code, result.timed_out, cancel, out)
+        return
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     env["TOOLFOLD_PYTEST_FD"] = str(write_fd)
@@ -162,11 +171,21 @@ async def run_pytest(
         transport.close()
     if "current" in out.details:
         del out.details["current"]
+    _check(params, proc.returncode, timed_out, cancel, out)
+
+
+def _check(
+    params: PytestParams,
+    code: int | None,
+    timed_out: bool,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+) -> None:
+    """How the run ends the call: cancelled, timed out, no tests, failures, or ok."""
     if cancel.is_set():
         return
     if timed_out:
         raise ToolError(f"pytest timed out after {params.timeout:g} seconds")
-    code = proc.returncode
     d = out.details
     summary = f"{d['passed']} passed, {d['failed']} failed, {d['skipped']} skipped of {d['total']}"
     if code == 5:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import codecs
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from toolfold.execenv import RemoteExecEnv
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput, image_block
+
+from ._remote import call_op, remote_env, window_update
 
 READ_OUTPUT = OutputPolicy(retain="head")
 """A file is meaningful from its start: keep the head (50 KiB / 2,000 lines)."""
@@ -44,6 +48,10 @@ async def run_read(
     """Read a file. Text files are shown from the start (or from `offset`, for at most
     `limit` lines); long files are cut and the footer says which offset continues.
     PNG, JPEG, GIF and WebP files are returned as images."""
+    remote = remote_env(context)
+    if remote is not None:
+        await _read_remote(remote, params, cancel, out, context)
+        return
     path = context.resolve(params.path)
     if not path.exists():
         raise ToolError(f"File not found: {path}")
@@ -67,6 +75,13 @@ async def run_read(
         shown, more = await _read_lines(path, start, params.limit, cancel, out)
     except OSError as exc:
         raise ToolError(f"Cannot read {path}: {exc.strerror or exc}") from exc
+    _finish(out, path, start, shown, more, cancel)
+
+
+def _finish(
+    out: ToolOutput, path: object, start: int, shown: int, more: bool, cancel: asyncio.Event
+) -> None:
+    """Details and the continuation footer, from the sink's totals (local or remote)."""
     if cancel.is_set():
         return
     if shown == 0 and start > 1:
@@ -90,6 +105,53 @@ async def run_read(
             f"{sep}[Showing lines {start}-{start + shown - 1}. More lines follow; "
             f"use offset={start + shown} to continue.]"
         )
+
+
+async def _read_remote(
+    env: RemoteExecEnv,
+    params: ReadParams,
+    cancel: asyncio.Event,
+    out: ToolOutput,
+    context: ToolContext,
+) -> None:
+    """The same read on the exec host's file system (spill files named in a remote
+    ``bash`` footer are read this way): the host sends one bounded window."""
+    where = {"path": params.path, "cwd": str(context.cwd)}
+    info = await call_op(env, "stat", where, cancel)
+    path = str(info["path"])
+    if not info["exists"]:
+        raise ToolError(f"File not found: {path}")
+    if info["is_dir"]:
+        raise ToolError(f"{path} is a directory; list it with bash (ls) instead")
+    out.details["path"] = path
+    mime = IMAGE_TYPES.get(PurePosixPath(path).suffix.lower())
+    if mime is not None:
+        limit = out.policy.max_image_bytes
+        got = await call_op(env, "read_bytes", {**where, "max_bytes": limit}, cancel)
+        if got["too_big"]:
+            raise ToolError(
+                f"{path} is {got['size']} bytes, over the {limit}-byte image limit; "
+                "downscale it first (e.g. with bash)"
+            )
+        out.image(image_block(base64.b64decode(got["data"]), mime))
+        out.write(f"Read image file {PurePosixPath(path).name} [{mime}, {got['size']} bytes]")
+        out.details["mime_type"] = mime
+        return
+    start = params.offset or 1
+    window = await call_op(
+        env,
+        "read_lines",
+        {
+            **where,
+            "start": start,
+            "limit": params.limit,
+            "max_bytes": out.policy.max_bytes,
+            "max_lines": out.policy.max_lines,
+        },
+        cancel,
+    )
+    out.feed(window_update(window))
+    _finish(out, path, start, int(window["shown"]), bool(window["more"]), cancel)
 
 
 async def _read_lines(

@@ -1,0 +1,303 @@
+"""``toolfold exec-host``: runs commands for a ``RemoteExecEnv`` on this machine.
+
+It speaks JSON lines (``_protocol``) on stdin/stdout. Every command runs through a
+``LocalExecEnv``, so capture, window, spill and teardown are exactly the local ones,
+and only its paced, bounded updates are written out: a gigabyte of output stays here
+(in the spill file) and never crosses the transport. File operations (``call``) run
+in worker threads. When stdin closes — the client went away, the ssh connection
+dropped, ``docker exec`` was killed — every running command is cancelled (its process
+group killed by the same teardown) and the host exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from ._errors import CallbackError, ExecConfigError, ExecError
+from ._fileops import FILE_OPS, FileOpError
+from ._local import LocalExecEnv
+from ._protocol import (
+    MAX_LINE_BYTES,
+    PROTOCOL_VERSION,
+    capture_from_dict,
+    decode,
+    encode,
+    error_to_dict,
+    result_to_dict,
+)
+from ._updates import ShellOutputUpdate, update_to_dict
+
+DEFAULT_SPILL_DIR = "~/.toolfold/spill"
+"""Where spill files go on the exec host unless a request names a directory."""
+
+
+def _toolfold_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolfold")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+class _Output:
+    """The protocol stream: whole lines, written one at a time, with backpressure."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self.writer = writer
+        self.lock = asyncio.Lock()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        async with self.lock:
+            if self.writer.is_closing():
+                raise ConnectionError("the exec host's output is closed (client gone)")
+            self.writer.write(encode(message))
+            # Waiting here is what slows the publisher down when the transport is slow:
+            # only the latest bounded state exists, never a queue of updates.
+            await self.writer.drain()
+
+
+class ExecHost:
+    """One client connection: dispatches requests until stdin closes."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        output: _Output,
+        *,
+        spill_dir: str = DEFAULT_SPILL_DIR,
+        kill_grace: float = 2.0,
+        exit_grace: float = 1.0,
+    ) -> None:
+        self.reader = reader
+        self.output = output
+        self.spill_dir = spill_dir
+        self.kill_grace = kill_grace
+        self.exit_grace = exit_grace
+        self.cancels: dict[int, asyncio.Event | threading.Event] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def hello(self) -> dict[str, Any]:
+        return {
+            "op": "hello",
+            "protocol": PROTOCOL_VERSION,
+            "toolfold": _toolfold_version(),
+            "pid": os.getpid(),
+            "python": sys.executable,
+            "cwd": os.getcwd(),
+            "spill_dir": str(Path(self.spill_dir).expanduser()),
+        }
+
+    async def serve(self) -> int:
+        """Run until stdin closes; returns the process exit status."""
+        await self.output.send(await self.hello())
+        try:
+            first = await self._read()
+            if first is None:
+                return 0
+            if first.get("op") != "hello" or first.get("protocol") != PROTOCOL_VERSION:
+                refusal = (
+                    f"this exec host speaks protocol version {PROTOCOL_VERSION} "
+                    f"(toolfold {_toolfold_version()}); the client sent {first.get('protocol')!r} "
+                    f"in {first.get('op')!r}; install the same toolfold version on both sides"
+                )
+                await self.output.send(
+                    {"op": "error", "id": 0, "kind": "ProtocolError", "message": refusal}
+                )
+                print(f"toolfold exec-host: {refusal}", file=sys.stderr)
+                return 2
+            while (message := await self._read()) is not None:
+                self._dispatch(message)
+        finally:
+            await self._stop_all()
+        return 0
+
+    async def _read(self) -> dict[str, Any] | None:
+        try:
+            line = await self.reader.readline()
+        except (ValueError, asyncio.LimitOverrunError):
+            print(
+                f"toolfold exec-host: a request longer than {MAX_LINE_BYTES} bytes; closing",
+                file=sys.stderr,
+            )
+            return None
+        except ConnectionError:
+            return None
+        if not line:
+            return None
+        try:
+            return decode(line)
+        except ExecError as exc:
+            print(f"toolfold exec-host: {exc}; closing", file=sys.stderr)
+            return None
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        op = message["op"]
+        request_id = message.get("id")
+        if op == "cancel":
+            event = self.cancels.get(request_id) if isinstance(request_id, int) else None
+            if event is not None:
+                event.set()
+            return
+        if not isinstance(request_id, int) or isinstance(request_id, bool):
+            print(
+                f"toolfold exec-host: request without an integer id: {message!r:.200}",
+                file=sys.stderr,
+            )
+            return
+        if op == "exec":
+            job = self._exec(request_id, message)
+        elif op == "call":
+            job = self._call(request_id, message)
+        else:
+            job = self._refuse(
+                request_id, f"unknown request op {op!r}; expected exec, call or cancel"
+            )
+        task = asyncio.ensure_future(job)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _refuse(self, request_id: int, message: str) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self.output.send(
+                {"op": "error", "id": request_id, "kind": "ExecConfigError", "message": message}
+            )
+
+    async def _exec(self, request_id: int, message: dict[str, Any]) -> None:
+        cancel = asyncio.Event()
+        self.cancels[request_id] = cancel
+
+        async def on_update(update: ShellOutputUpdate) -> None:
+            # A failed send raises into the publisher: LocalExecEnv kills the command
+            # (CallbackError) — a command whose output has nowhere to go is not left running.
+            await self.output.send(
+                {"op": "update", "id": request_id, "update": update_to_dict(update)}
+            )
+
+        try:
+            command = message.get("command")
+            if not isinstance(command, str):
+                raise ExecConfigError(f"exec 'command' must be a string, got {command!r}")
+            env = message.get("env")
+            if env is not None and not (
+                isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
+            ):
+                raise ExecConfigError("exec 'env' must be an object of strings or null")
+            spill_dir = message.get("spill_dir") or self.spill_dir
+            local = LocalExecEnv(
+                Path(str(spill_dir)).expanduser(),
+                kill_grace=self.kill_grace,
+                exit_grace=self.exit_grace,
+            )
+            cwd = message.get("cwd")
+            result = await local.exec(
+                command,
+                cwd=Path(cwd).expanduser() if isinstance(cwd, str) else None,
+                env=env,
+                timeout=message.get("timeout"),
+                cancel=cancel,
+                capture=capture_from_dict(message.get("capture")),
+                on_update=on_update,
+            )
+            reply: dict[str, Any] = {
+                "op": "result",
+                "id": request_id,
+                "result": result_to_dict(result),
+            }
+        except CallbackError:
+            return  # the client is gone: nobody to tell
+        except ExecError as exc:
+            reply = error_to_dict(request_id, exc)
+        finally:
+            self.cancels.pop(request_id, None)
+        with contextlib.suppress(ConnectionError):
+            await self.output.send(reply)
+
+    async def _call(self, request_id: int, message: dict[str, Any]) -> None:
+        cancel = threading.Event()
+        self.cancels[request_id] = cancel
+        fn = FILE_OPS.get(str(message.get("fn")))
+        args = message.get("args")
+        try:
+            if fn is None:
+                raise FileOpError(
+                    f"unknown file operation {message.get('fn')!r}; expected one of {sorted(FILE_OPS)}"
+                )
+            if not isinstance(args, dict):
+                raise FileOpError(f"'args' must be an object, got {args!r}")
+            result = await asyncio.to_thread(fn, args, cancel)
+            reply: dict[str, Any] = {"op": "result", "id": request_id, "result": result}
+        except (FileOpError, OSError) as exc:
+            text = (
+                f"{exc.strerror}: {exc.filename}"
+                if isinstance(exc, OSError) and exc.strerror
+                else str(exc)
+            )
+            reply = {"op": "error", "id": request_id, "kind": type(exc).__name__, "message": text}
+        finally:
+            self.cancels.pop(request_id, None)
+        with contextlib.suppress(ConnectionError):
+            await self.output.send(reply)
+
+    async def _stop_all(self) -> None:
+        # stdin closed: nobody will read results. Cancel every command (their process
+        # groups are killed by LocalExecEnv's teardown) and wait for the teardowns.
+        for event in list(self.cancels.values()):
+            event.set()
+        if self.tasks:
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _open_stdio() -> tuple[asyncio.StreamReader, _Output]:
+    loop = asyncio.get_running_loop()
+    # The protocol gets its own duplicate of fd 1; fd 1 itself then points at stderr, so
+    # a stray print (from us or a library) cannot corrupt the message stream.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    reader = asyncio.StreamReader(limit=MAX_LINE_BYTES)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(0, "rb", buffering=0, closefd=False)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(out_fd, "wb", buffering=0)
+    )
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, _Output(writer)
+
+
+async def _main(spill_dir: str, kill_grace: float, exit_grace: float) -> int:
+    reader, output = await _open_stdio()
+    host = ExecHost(
+        reader, output, spill_dir=spill_dir, kill_grace=kill_grace, exit_grace=exit_grace
+    )
+    try:
+        return await host.serve()
+    except ConnectionError:
+        return 0  # the client went away before the hello could be sent
+
+
+def run_exec_host(
+    spill_dir: str = DEFAULT_SPILL_DIR, *, kill_grace: float = 2.0, exit_grace: float = 1.0
+) -> int:
+    """Serve one client on stdin/stdout until stdin closes; returns the exit status."""
+    import signal
+
+    # SIGHUP / SIGTERM (a dropped terminal, `docker stop`) end the host like a closed
+    # stdin would: by cancelling, so the commands' groups are killed, not orphaned.
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.ensure_future(_main(spill_dir, kill_grace, exit_grace))
+        for signum in (signal.SIGHUP, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            return 1
+
+    return asyncio.run(main())
