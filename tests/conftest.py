@@ -15,4 +15,4 @@ settings.register_profile("ci", derandomize=True, print_blob=True, **_common)
 settings.register_profile("random", derandomize=False, print_blob=True, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-pytest_plugins = ["pg_fixture"]
+pytest_plugins = ["pg_fixture", "sshd_fixture"]

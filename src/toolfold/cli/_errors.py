@@ -32,3 +32,8 @@ class UnknownCallError(CliError):
 
 class InvalidLimitError(CliError):
     """An output limit (``--max-bytes``, ``--max-lines``, ``--retain``) out of range."""
+
+
+class RemoteOptionError(CliError):
+    """``--ssh`` / ``--exec-host`` options that do not fit together, or an exec host that
+    cannot be reached (not installed there, another protocol version, ssh failing)."""

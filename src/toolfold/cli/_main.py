@@ -81,6 +81,37 @@ def cli() -> None:
     is_flag=True,
     help="Print the settled result message as JSON instead of its text.",
 )
+@click.option(
+    "--ssh",
+    "ssh",
+    metavar="DEST",
+    help="Run the command on DEST (user@host or an ssh config alias) through `toolfold exec-host` there.",
+)
+@click.option(
+    "--ssh-option",
+    "ssh_options",
+    multiple=True,
+    metavar="ARGS",
+    help="Extra ssh arguments for --ssh, split like a shell would (repeatable), e.g. '-p 2222'.",
+)
+@click.option(
+    "--exec-host",
+    "exec_host_prefix",
+    metavar="PREFIX",
+    help="Run the command through PREFIX + `toolfold exec-host`, e.g. 'docker exec -i CONTAINER'.",
+)
+@click.option(
+    "--remote-command",
+    metavar="CMD",
+    default="toolfold exec-host",
+    show_default=True,
+    help="What --ssh / --exec-host runs on the other side (a full path when toolfold is not on its PATH).",
+)
+@click.option(
+    "--remote-cwd",
+    metavar="DIR",
+    help="Working directory on the other side (default: where the exec host starts, the login directory for ssh).",
+)
 @click.argument("command", nargs=-1, required=True, metavar="-- COMMAND...")
 def run(
     session: str | None,
@@ -89,6 +120,11 @@ def run(
     max_bytes: int | None,
     max_lines: int | None,
     as_json: bool,
+    ssh: str | None,
+    ssh_options: tuple[str, ...],
+    exec_host_prefix: str | None,
+    remote_command: str,
+    remote_cwd: str | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a durable `bash` tool call and print what a model would receive.
@@ -97,17 +133,26 @@ def run(
     spill file under the store's directory (spill/SESSION/). Progress is checkpointed
     into the store while it runs. On a terminal a live view shows the window and a
     status line. The exit status is the command's; Ctrl-C cancels the command, keeps
-    its partial output, settles the call as cancelled and exits 130.
+    its partial output, settles the call as cancelled and exits 130. With --ssh or
+    --exec-host the command runs on another machine or in a container, bounded there
+    (spill files stay there); only the window crosses the connection.
     """
-    from ._run import RunSettings, new_session_name, output_policy, run_call
+    from ._run import RunSettings, new_session_name, output_policy, remote_settings, run_call
 
+    remote = remote_settings(ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd)
     spec = resolve_store(store)
     policy = output_policy(retain, max_bytes, max_lines)
     name = session if session is not None else new_session_name()
     _check_session_name(name)
     text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
     settings = RunSettings(
-        spec, name, text, policy, live=sys.stdout.isatty() and sys.stderr.isatty(), as_json=as_json
+        spec,
+        name,
+        text,
+        policy,
+        live=sys.stdout.isatty() and sys.stderr.isatty(),
+        as_json=as_json,
+        remote=remote,
     )
     _exit(_arun(run_call(settings), spec))
 

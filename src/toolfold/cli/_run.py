@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import shlex
 import signal
 import sys
 import uuid
@@ -13,13 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolfold.execenv import LocalExecEnv
+from toolfold.execenv import (
+    DEFAULT_REMOTE_COMMAND,
+    CommandTransport,
+    ExecConfigError,
+    ExecError,
+    LocalExecEnv,
+    RemoteExecEnv,
+    SSHTransport,
+    Transport,
+)
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy
 from toolfold.storage import set_value
 
-from ._errors import InvalidLimitError, StoreURLError
+from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError
 from ._store import StoreSpec, open_store, resolve_store
 from ._tools import cli_tools
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
@@ -88,6 +98,55 @@ class RunSettings:
     policy: OutputPolicy
     live: bool
     as_json: bool = False
+    remote: RemoteSettings | None = None
+
+
+@dataclass(frozen=True)
+class RemoteSettings:
+    """Where ``--ssh`` / ``--exec-host`` runs the command."""
+
+    transport: Transport
+    cwd: str | None
+
+    def env(self, session: str) -> RemoteExecEnv:
+        # Spill files stay on the exec host, one directory per session as locally.
+        return RemoteExecEnv(self.transport, spill_dir=session)
+
+
+def remote_settings(
+    ssh: str | None,
+    ssh_options: tuple[str, ...],
+    prefix: str | None,
+    remote_command: str,
+    remote_cwd: str | None,
+) -> RemoteSettings | None:
+    """The remote target of ``run``'s options, or ``None`` to run here; ``RemoteOptionError``
+    names a bad combination."""
+    if ssh is not None and prefix is not None:
+        raise RemoteOptionError("--ssh and --exec-host exclude each other; give one of them")
+    if ssh is None and prefix is None:
+        if ssh_options or remote_cwd is not None or remote_command != DEFAULT_REMOTE_COMMAND:
+            raise RemoteOptionError(
+                "--ssh-option, --remote-command and --remote-cwd need --ssh DEST or --exec-host PREFIX"
+            )
+        return None
+    if ssh_options and ssh is None:
+        raise RemoteOptionError("--ssh-option needs --ssh DEST")
+    if not remote_command.strip():
+        raise RemoteOptionError(
+            "--remote-command must not be empty; the default is 'toolfold exec-host'"
+        )
+    try:
+        transport: Transport
+        if ssh is not None:
+            words = [word for option in ssh_options for word in shlex.split(option)]
+            transport = SSHTransport(ssh, options=words, remote_command=remote_command)
+        else:
+            transport = CommandTransport(prefix or "", remote_command=remote_command)
+            transport.argv()
+    except (ExecConfigError, ValueError) as exc:
+        raise RemoteOptionError(str(exc)) from exc
+    return RemoteSettings(transport, remote_cwd)
 
 
 def model_text(message: dict[str, Any]) -> str:
@@ -110,20 +169,40 @@ def print_result(message: dict[str, Any], *, as_json: bool) -> None:
 
 async def run_call(settings: RunSettings) -> int:
     """Run the command as one durable ``bash`` call; return the exit status."""
+    context, where = await _context(settings)
+    try:
+        return await _run_call(settings, context, where)
+    finally:
+        if isinstance(context.env, RemoteExecEnv):
+            await context.env.aclose()  # the exec host kills anything still running
+
+
+async def _context(settings: RunSettings) -> tuple[ToolContext, str]:
+    """The tools' context (local, or connected to the exec host) and where spill files go."""
+    remote = settings.remote
+    if remote is None:
+        spill_dir = settings.spec.spill_dir(settings.session)
+        return ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()), str(spill_dir)
+    env = remote.env(settings.session)
+    try:
+        host = await env.connect()
+    except ExecError as exc:
+        raise RemoteOptionError(" ".join(str(exc).split())) from exc
+    cwd = remote.cwd if remote.cwd is not None else host.cwd
+    where = f"{remote.transport.describe()}:{host.spill_dir}/{settings.session}"
+    return ToolContext(env=env, cwd=Path(cwd)), where
+
+
+async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> int:
     spec = settings.spec
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(settings.session, create=True)
-        spill_dir = spec.spill_dir(settings.session)
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        record = new_run_record(settings.command, str(spill_dir), started)
+        record = new_run_record(settings.command, where, started)
         await session.commit([set_value(run_record_address(call_id), record)])
-        harness = Harness(
-            cli_tools(settings.policy),
-            context=ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()),
-            session=session,
-        )
+        harness = Harness(cli_tools(settings.policy), context=context, session=session)
         watcher = CallWatcher()
         harness.bus.add_listener(watcher.handle)
         title = (

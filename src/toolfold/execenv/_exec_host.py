@@ -189,9 +189,14 @@ class ExecHost:
                 isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
             ):
                 raise ExecConfigError("exec 'env' must be an object of strings or null")
-            spill_dir = message.get("spill_dir") or self.spill_dir
+            # A relative spill_dir (the CLI sends the session name) is under --spill-dir;
+            # an absolute or ~ one is used as given.
+            spill_dir = Path(self.spill_dir).expanduser()
+            requested = message.get("spill_dir")
+            if isinstance(requested, str) and requested:
+                spill_dir = spill_dir / Path(requested).expanduser()
             local = LocalExecEnv(
-                Path(str(spill_dir)).expanduser(),
+                spill_dir,
                 kill_grace=self.kill_grace,
                 exit_grace=self.exit_grace,
             )

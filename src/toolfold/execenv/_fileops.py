@@ -89,6 +89,7 @@ class HeadWindow:
         self.total_bytes = 0
         self._total_newlines = 0
         self._last_char = ""
+        self._last_line_bytes = 0
 
     def write(self, text: str) -> None:
         if not text:
@@ -97,6 +98,11 @@ class HeadWindow:
         self.total_bytes += size
         self._total_newlines += text.count("\n")
         self._last_char = text[-1]
+        tail = text.rpartition("\n")
+        if tail[1]:
+            self._last_line_bytes = len(tail[2].encode("utf-8", "surrogatepass"))
+        else:
+            self._last_line_bytes += size
         if self.full:
             return
         # Take whole lines while they fit, then cut the first one that does not.
@@ -138,6 +144,7 @@ class HeadWindow:
             "output_bytes": self._bytes,
             "total_lines": total_lines,
             "total_bytes": self.total_bytes,
+            "last_line_bytes": self._last_line_bytes,
         }
 
 

@@ -200,8 +200,9 @@ class RemoteExecEnv:
     update stream, same errors) plus ``TransportError`` when the host cannot be reached
     or the connection drops; ``call`` runs a file operation there (``stat``,
     ``read_bytes``, ``read_lines``, ``grep``) for the remote ``read`` and ``grep`` tools.
-    ``spill_dir`` is a directory on the exec host (``~`` is its home); ``None`` uses the
-    host's default (``~/.toolfold/spill``). ``cwd`` given to ``exec`` is a path there;
+    ``spill_dir`` is a directory on the exec host: absolute or ``~/...`` (its home), or
+    relative to the host's ``--spill-dir`` (default ``~/.toolfold/spill``); ``None`` is
+    that directory itself. ``cwd`` given to ``exec`` is a path there;
     ``None`` is the directory the host started in (the login directory for ssh).
     """
 

@@ -66,7 +66,10 @@ def window_update(window: Mapping[str, Any]) -> Replace:
     )
     return Replace(
         ShellOutputView(
-            text=str(window["text"]), metadata=ShellOutputMetadata(truncation=truncation)
+            text=str(window["text"]),
+            metadata=ShellOutputMetadata(
+                truncation=truncation, last_line_bytes=int(window["last_line_bytes"])
+            ),
         )
     )
 
