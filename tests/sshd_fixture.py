@@ -124,11 +124,15 @@ def start_sshd(directory: Path) -> Iterator[SSHServer]:
     known = directory / "known_hosts"
     known.write_text(f"[127.0.0.1]:{port} {host_key.with_suffix('.pub').read_text()}")
     log = (directory / "sshd.log").open("wb")
-    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=log, stdin=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(config)], stderr=log, stdin=subprocess.DEVNULL
+    )
     try:
         for _ in range(400):  # bounded: up to ~20 s for sshd to listen
             if process.poll() is not None:
-                raise RuntimeError(f"sshd exited with {process.returncode}: {(directory / 'sshd.log').read_text()}")
+                raise RuntimeError(
+                    f"sshd exited with {process.returncode}: {(directory / 'sshd.log').read_text()}"
+                )
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
                 break
             time.sleep(0.05)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd_fixture import local_transport, read_pid, wait_gone
 
+from sshd_fixture import local_transport, read_pid, wait_gone
 from toolfold.execenv import (
     PROTOCOL_VERSION,
     CallbackError,
@@ -149,7 +149,10 @@ async def test_an_older_or_newer_host_is_refused_naming_both_versions() -> None:
     with pytest.raises(ProtocolError) as caught:
         await RemoteExecEnv(fake).exec("true")
     message = str(caught.value)
-    assert "protocol version 99" in message and f"this side speaks version {PROTOCOL_VERSION}" in message
+    assert (
+        "protocol version 99" in message
+        and f"this side speaks version {PROTOCOL_VERSION}" in message
+    )
     assert "9.9.9" in message
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sshd_fixture import SSHServer, local_transport
 
+from sshd_fixture import SSHServer, local_transport
 from toolfold.execenv import LocalExecEnv, RemoteExecEnv
 from toolfold.harness import EventBus, ToolContext, ToolResult, execute_tool_call
 from toolfold.tools import BASH, GREP, PYTEST, READ
@@ -84,7 +84,9 @@ async def test_read_and_grep_match_local(remote: RemoteExecEnv, tmp_path: Path) 
         await both(GREP, args, remote, tmp_path)
 
 
-async def test_read_pages_through_a_remote_spill_file(remote: RemoteExecEnv, tmp_path: Path) -> None:
+async def test_read_pages_through_a_remote_spill_file(
+    remote: RemoteExecEnv, tmp_path: Path
+) -> None:
     ran = await call(BASH, {"command": "seq 1 100000"}, remote, tmp_path)
     found = re.search(r"Full output: (\S+)\]", ran.text)
     assert found is not None, ran.text
@@ -97,7 +99,9 @@ async def test_read_pages_through_a_remote_spill_file(remote: RemoteExecEnv, tmp
     )
 
 
-async def test_pytest_runs_remotely_with_summary_details(remote: RemoteExecEnv, tmp_path: Path) -> None:
+async def test_pytest_runs_remotely_with_summary_details(
+    remote: RemoteExecEnv, tmp_path: Path
+) -> None:
     (tmp_path / "test_sample.py").write_text(
         "import pytest\n\n"
         "def test_one():\n    assert True\n\n"
