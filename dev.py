@@ -11,8 +11,9 @@ needs (re-installing only when pyproject.toml changed), then runs:
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
-(with its `venv` module: `python3-venv` on Debian/Ubuntu). `test` also needs two system
-services that the suite starts on loopback: PostgreSQL server binaries and Chromium. Run
+(with its `venv` module: `python3-venv` on Debian/Ubuntu). `test` also needs three system
+services that the suite starts on loopback: PostgreSQL server binaries, Chromium and the
+OpenSSH server (for the remote exec tests; they run sshd as root). Run
 as root on a machine with apt-get (a CI container), `test` installs whatever of them is
 missing; otherwise it says what to install, and the tests that need them fail with the
 same instruction.
@@ -36,12 +37,13 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 
 
-#: Where the tests look for the PostgreSQL server binaries and Chromium
-#: (tests/pg_fixture.py, tests/replication/conftest.py).
+#: Where the tests look for the PostgreSQL server binaries, Chromium and sshd
+#: (tests/pg_fixture.py, tests/replication/conftest.py, tests/sshd_fixture.py).
 POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
 CHROMIUM = Path("/usr/bin/chromium")
+SSHD = Path("/usr/sbin/sshd")
 #: The apt packages that provide them, by what is missing.
-SYSTEM_PACKAGES = {"PostgreSQL": "postgresql", "Chromium": "chromium"}
+SYSTEM_PACKAGES = {"PostgreSQL": "postgresql", "Chromium": "chromium", "sshd": "openssh-server"}
 
 
 def _is_root() -> bool:
@@ -68,11 +70,13 @@ def missing_system_services() -> list[str]:
         missing.append("PostgreSQL")
     if not CHROMIUM.exists():
         missing.append("Chromium")
+    if not SSHD.exists():
+        missing.append("sshd")
     return missing
 
 
 def ensure_system_services() -> None:
-    """Install PostgreSQL and Chromium when missing and we may (root + apt-get); otherwise
+    """Install PostgreSQL, Chromium and sshd when missing and we may (root + apt-get); otherwise
     print exactly what to install. Never fails: the tests that need a missing service fail
     with the same instruction, and every other check still runs."""
     missing = missing_system_services()

@@ -92,6 +92,11 @@ def _keygen(path: Path) -> None:
 @contextlib.contextmanager
 def start_sshd(directory: Path) -> Iterator[SSHServer]:
     """Run sshd on 127.0.0.1:<free port> until the block ends (killed also on failure)."""
+    if not Path(SSHD).exists():
+        raise RuntimeError(
+            f"sshd not found at {SSHD}: install openssh-server "
+            "(`python3 dev.py test` as root installs it)"
+        )
     directory.mkdir(parents=True, exist_ok=True)
     os.chmod(directory, 0o700)
     host_key, user_key = directory / "host_key", directory / "user_key"

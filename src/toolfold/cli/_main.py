@@ -54,7 +54,8 @@ def cli() -> None:
     Run a shell command as a durable tool call (`toolfold run -- make`), list and
     inspect what the store holds (`sessions`, `show`), finish calls a crash left
     unsettled (`resume`), watch calls live in a browser (`serve`), or take the tour
-    (`demo`).
+    (`demo`). `run --ssh HOST` runs the command on another machine, where
+    `exec-host` is its far end.
     """
 
 

@@ -90,6 +90,8 @@ class HeadWindow:
         self._total_newlines = 0
         self._last_char = ""
         self._last_line_bytes = 0
+        self._first_line_bytes = 0
+        self._first_line_done = False
 
     def write(self, text: str) -> None:
         if not text:
@@ -98,6 +100,10 @@ class HeadWindow:
         self.total_bytes += size
         self._total_newlines += text.count("\n")
         self._last_char = text[-1]
+        if not self._first_line_done:
+            head, newline, _ = text.partition("\n")
+            self._first_line_bytes += len(head.encode("utf-8", "surrogatepass"))
+            self._first_line_done = bool(newline)
         tail = text.rpartition("\n")
         if tail[1]:
             self._last_line_bytes = len(tail[2].encode("utf-8", "surrogatepass"))
@@ -137,7 +143,7 @@ class HeadWindow:
             "text": text,
             "truncated": truncated,
             "truncated_by": ("lines" if by_lines else "bytes") if truncated else None,
-            "first_line_exceeds_limit": truncated and not by_lines and "\n" not in text,
+            "first_line_exceeds_limit": self._first_line_bytes > self.max_bytes,
             "max_bytes": self.max_bytes,
             "max_lines": self.max_lines,
             "output_lines": _lines(text),
