@@ -122,12 +122,15 @@ def test_big_output_stays_on_the_remote_side(sshd_server: SSHServer, tmp_path: P
     )
     assert child.returncode == 0, child.stderr
     stats = json.loads(child.stdout)
-    assert stats["exit_code"] == 0 and stats["total_bytes"] == size
+    assert stats["exit_code"] == 0 and stats["total_bytes"] == size, stats
     # Every update carries at most one window plus its metadata; the hello and the
     # result (which repeats the final view) are the only other messages.
     per_message = max_bytes * 1.1 + 2048
-    assert stats["bytes_received"] <= (stats["updates"] + 3) * per_message
-    assert stats["bytes_received"] < size / 1000
+    assert stats["bytes_received"] <= (stats["updates"] + 3) * per_message, stats
+    # And the updates are paced (at most one per min_interval, 0.1 s, plus the forced
+    # spill-path and final ones), so the wire carries a rate, not the output: how many
+    # bytes cross depends on how long the command runs, never on how much it prints.
+    assert stats["updates"] <= stats["seconds"] / 0.1 + 4, stats
     # Memory: the client holds one view, the host one capture (and an 8 MiB spill buffer).
     assert stats["client_peak_growth"] < 64 * 1024 * 1024, stats
     assert stats["host_peak"] < 160 * 1024 * 1024, stats
