@@ -203,6 +203,7 @@ class DurableStream:
         if self._fenced or (self._timer is not None and not self._timer.done()):
             return
         self._timer = asyncio.get_running_loop().create_task(self._trailing())
+        self._timer.add_done_callback(_retrieve)
 
     async def _trailing(self) -> None:
         # Loops until the source is clean: changes made while a checkpoint was in flight
@@ -244,3 +245,13 @@ class DurableStream:
             # caller's own forced write (or settlement) is what counts now.
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await timer
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    # The trailing timer only runs best-effort checkpoints and nobody awaits it once
+    # its call is gone (a crash abandons it): mark its exception retrieved here, so
+    # that it is not logged from a garbage-collector finalizer. Such a log formats a
+    # traceback, which on CPython 3.11 can re-enter ast.parse from inside another
+    # ast.parse and leave its recursion counter broken for the rest of the process.
+    if not task.cancelled():
+        task.exception()
