@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -18,12 +19,19 @@ import httpx
 
 TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 
+TOKEN = secrets.token_urlsafe(32)
+"""The token ``serve()`` starts ``toolfold serve`` with (one per test run)."""
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+"""Headers that authenticate a request to a server started by ``serve()``."""
+
 T = TypeVar("T")
 
 
 def clean_env() -> dict[str, str]:
-    """The environment without a ``TOOLFOLD_STORE`` the developer may have set."""
-    env = {k: v for k, v in os.environ.items() if k != "TOOLFOLD_STORE"}
+    """The environment without a ``TOOLFOLD_STORE`` or ``TOOLFOLD_TOKEN`` the developer
+    may have set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLFOLD_STORE", "TOOLFOLD_TOKEN")}
     env["PYTHONUNBUFFERED"] = "1"
     env["COLUMNS"] = "200"
     return env
@@ -52,12 +60,12 @@ def free_port() -> int:
         return port
 
 
-def start(*args: str, cwd: Path) -> subprocess.Popen[bytes]:
+def start(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start ``toolfold ARGS`` in its own process group (so a test can kill all of it)."""
     return subprocess.Popen(
         [*TOOLFOLD, *args],
         cwd=cwd,
-        env=clean_env(),
+        env=env if env is not None else clean_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
@@ -84,16 +92,19 @@ def wait_for(
         time.sleep(0.05)
 
 
-def serve(store_url: str, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start ``toolfold serve`` on a free port over ``store_url`` and wait until it answers;
-    return the process and its base URL. A server that never answers is killed."""
+def serve(store_url: str, cwd: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``toolfold serve --token TOKEN ARGS`` on a free port over ``store_url`` and
+    wait until it answers (to ``AUTH``); return the process and its base URL. A server
+    that never answers is killed."""
     port = free_port()
-    proc = start("serve", "--port", str(port), "--store", store_url, cwd=cwd)
+    proc = start(
+        "serve", "--port", str(port), "--store", store_url, "--token", TOKEN, *args, cwd=cwd
+    )
     base = f"http://127.0.0.1:{port}"
 
     def answering() -> bool:
         try:
-            return httpx.get(f"{base}/v1/sessions", timeout=2).status_code == 200
+            return httpx.get(f"{base}/v1/sessions", headers=AUTH, timeout=2).status_code == 200
         except httpx.TransportError:
             return False
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_helpers import TOOLFOLD, clean_env, serve, toolfold
+from cli_helpers import AUTH, TOOLFOLD, clean_env, serve, toolfold
 
 from toolfold.cli._main import cli
 
@@ -67,8 +67,10 @@ def test_serve_answers_and_stops_on_sigint(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     proc, base = serve(url, tmp_path)
     try:
-        assert httpx.get(f"{base}/v1/sessions", timeout=5).json() == {"sessions": ["seen"]}
-        page = httpx.get(f"{base}/", timeout=5)
+        assert httpx.get(f"{base}/v1/sessions", headers=AUTH, timeout=5).json() == {
+            "sessions": ["seen"]
+        }
+        page = httpx.get(f"{base}/", headers=AUTH, timeout=5)
         assert page.status_code == 200 and "<html" in page.text.lower()
         os.kill(proc.pid, signal.SIGINT)
         _out, err = proc.communicate(timeout=30)
@@ -77,7 +79,7 @@ def test_serve_answers_and_stops_on_sigint(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 0, err
-    assert f"serving {base}/" in err.decode()
+    assert f"serving {base}/?token=" in err.decode()
 
 
 def test_live_view_on_a_terminal(tmp_path: Path) -> None:

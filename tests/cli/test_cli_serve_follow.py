@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cli_helpers import serve, start, wait_for
+from cli_helpers import AUTH, serve, start, wait_for
 
 from toolfold.chord import Decoder, apply, is_base
 
@@ -61,19 +61,19 @@ def test_a_run_in_another_process_shows_up_live_in_serve(tmp_path: Path) -> None
     proc, base = serve(url, tmp_path)
     run: Any = None
     try:
-        r = httpx.get(f"{base}/v1/lanes/nothing/state", timeout=5)
+        r = httpx.get(f"{base}/v1/lanes/nothing/state", headers=AUTH, timeout=5)
         assert r.status_code == 404
         assert "no lane or stored session named 'nothing'" in r.json()["error"]
 
         run = start("run", "--store", url, "--session", "live", "--", command, cwd=tmp_path)
 
         def listed() -> bool:
-            body = httpx.get(f"{base}/v1/sessions", timeout=5).json()
+            body = httpx.get(f"{base}/v1/sessions", headers=AUTH, timeout=5).json()
             return "live" in body["sessions"]
 
         wait_for(listed, "the run's session to exist", proc=run)
         with (
-            httpx.Client(base_url=base) as client,
+            httpx.Client(base_url=base, headers=AUTH) as client,
             client.stream("GET", "/v1/lanes/live/state", timeout=30) as response,
         ):
             assert response.status_code == 200

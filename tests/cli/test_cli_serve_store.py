@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cli_helpers import serve, toolfold, wait_for
+from cli_helpers import AUTH, serve, toolfold, wait_for
 
 
 def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) -> None:
@@ -19,17 +19,22 @@ def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) ->
     proc, base = serve(url, tmp_path)
 
     def settled() -> Any:
-        body = httpx.get(f"{base}/v1/sessions/build/calls", timeout=5).json()
+        body = httpx.get(f"{base}/v1/sessions/build/calls", headers=AUTH, timeout=5).json()
         calls = body.get("calls") or []
         return calls if calls and calls[0]["settled"] else None
 
     try:
         # A call made by `toolfold run` carries its truncation totals and spill file.
-        [seen] = httpx.get(f"{base}/v1/sessions/seen/calls", timeout=5).json()["calls"]
+        [seen] = httpx.get(f"{base}/v1/sessions/seen/calls", headers=AUTH, timeout=5).json()[
+            "calls"
+        ]
         assert seen["truncation"]["total_lines"] == 3000 and seen["truncation"]["truncated"]
         assert Path(seen["spill_path"]).parent == tmp_path / "spill" / "seen"
         r = httpx.post(
-            f"{base}/v1/lanes/build/commands", json={"command": "echo built; pwd"}, timeout=5
+            f"{base}/v1/lanes/build/commands",
+            json={"command": "echo built; pwd"},
+            headers=AUTH,
+            timeout=5,
         )
         assert r.status_code == 202, r.text
         call_id = r.json()["tool_call_id"]
@@ -58,7 +63,10 @@ def test_serve_commands_land_in_the_store_and_show_lists_them(tmp_path: Path) ->
 
 
 def _pending(base: str) -> Any:
-    calls = httpx.get(f"{base}/v1/sessions/build/calls", timeout=5).json().get("calls") or []
+    calls = (
+        httpx.get(f"{base}/v1/sessions/build/calls", headers=AUTH, timeout=5).json().get("calls")
+        or []
+    )
     state = calls[0].get("state") if calls else None
     return calls[0] if state and "started" in state["content"][0]["text"] else None
 
@@ -74,7 +82,12 @@ def test_a_command_a_killed_server_left_running_is_shown_pending_and_resumes(
     try:
         proc, base = serve(url, tmp_path)
         try:
-            r = httpx.post(f"{base}/v1/lanes/build/commands", json={"command": command}, timeout=5)
+            r = httpx.post(
+                f"{base}/v1/lanes/build/commands",
+                json={"command": command},
+                headers=AUTH,
+                timeout=5,
+            )
             assert r.status_code == 202, r.text
             call = wait_for(lambda: _pending(base), "the first line to be checkpointed", proc=proc)
             assert call["running"] is True

@@ -9,6 +9,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 
 T = TypeVar("T")
@@ -30,12 +31,16 @@ class ServerThread:
 
     The socket is bound before the thread starts, so a client may connect at once
     (the kernel queues it until uvicorn accepts): no readiness polling needed.
+    ``token`` is the app's token (``create_app`` makes a random one); ``client()``
+    sends it.
     """
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, token: str | None = None) -> None:
         import uvicorn
 
         self.app = app
+        self.token: str = token if token is not None else app.state.toolfold.guard.token
+        self.auth = {"Authorization": f"Bearer {self.token}"}
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -51,6 +56,14 @@ class ServerThread:
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(self.server.serve(sockets=[self.sock]))
+
+    def client(self, **options: Any) -> httpx.Client:
+        """An HTTP client of this server that sends its token."""
+        return httpx.Client(base_url=self.url, headers=self.auth, **options)
+
+    def viewer_url(self, query: str = "") -> str:
+        """The viewer's address with ``?token=`` (and ``query``), as ``toolfold serve`` prints it."""
+        return f"{self.url}/?token={self.token}" + (f"&{query}" if query else "")
 
     def start(self) -> ServerThread:
         self.thread.start()
@@ -73,7 +86,8 @@ class ServerThread:
 
         # Uvicorn waits for open responses before shutting down: end the SSE
         # streams first, then ask it to exit.
-        self.call(lambda: stop_streams(self.app))
+        if hasattr(self.app, "state"):  # a toolfold app (not a bare ASGI app)
+            self.call(lambda: stop_streams(self.app))
         self.server.should_exit = True
         self.thread.join(timeout=30)
         if self.thread.is_alive():
@@ -82,11 +96,11 @@ class ServerThread:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Any], ServerThread]]:
+def serve() -> Iterator[Callable[..., ServerThread]]:
     started: list[ServerThread] = []
 
-    def _serve(app: Any) -> ServerThread:
-        server = ServerThread(app).start()
+    def _serve(app: Any, token: str | None = None) -> ServerThread:
+        server = ServerThread(app, token).start()
         started.append(server)
         return server
 

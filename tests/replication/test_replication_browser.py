@@ -301,14 +301,16 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
     server = serve(create_app(lanes=lanes, run_command=commands))
     page = browser_context.new_page()
     try:
-        server.call(lambda: lanes.host("live"))  # GET of a lane that does not exist is 404
-        page.goto(f"{server.url}/?lane=live")
-        page.wait_for_function("() => window.toolfoldViewer && window.toolfoldViewer.connected")
+        page.goto(server.viewer_url("lane=live"))
+        page.wait_for_function("() => window.toolfoldViewer")
+        # Lane "live" does not exist until its first command: the viewer subscribes then.
         gate = tmp_path / "go"
         page.fill("#command-input", COMMAND.format(lines=LINES, gate=gate))
         page.click("button[type=submit]")
         page.wait_for_function("() => window.toolfoldViewer.lastToolCallId")
         call_id = page.evaluate("() => window.toolfoldViewer.lastToolCallId")
+        page.wait_for_function("() => window.toolfoldViewer.connected")
+        subscriptions = page.evaluate("() => window.toolfoldViewer.subscriptions")
         # Running, with every line produced: the tail window is full and truncated.
         page.wait_for_function(
             f"(id) => {{ const s = ({JS_CALL_STATE})(id); return s && s.status === 'running' && s.total >= {LINES}; }}",
@@ -335,10 +337,11 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         )
         server.run(commands.wait())
         expected = server.call(lambda: copy.deepcopy(lanes.host("live").view))
-        # The page may still be folding the last batches: wait until it has them all.
+        # The page may still be folding the last batches: wait until it has them all
+        # (it subscribed after the lane's first batches, so count from its own base).
         page.wait_for_function(
-            "(n) => window.toolfoldViewer.batches >= n",
-            arg=server.call(lambda: lanes.host("live").published),
+            "(want) => JSON.stringify(window.toolfoldViewer.state()) === JSON.stringify(want)",
+            arg=expected,
             timeout=60_000,
         )
         replica = json.loads(page.evaluate("() => JSON.stringify(window.toolfoldViewer.state())"))
@@ -349,7 +352,8 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         assert "finished ✅" in text and "😀 漢字テスト 🇯🇵" in text
         assert tool["output"]["truncation"]["truncated"] is True
         assert tool["output"]["truncation"]["total_lines"] > LINES
-        assert page.evaluate("() => window.toolfoldViewer.subscriptions") == 1
+        # Once live, the long stream never needed a resubscribe.
+        assert page.evaluate("() => window.toolfoldViewer.subscriptions") == subscriptions
         page.screenshot(path=str(tmp_path / "viewer-settled.png"))
 
         # A failing command: its card is marked as an error, its output kept.
@@ -395,7 +399,7 @@ def test_viewer_resubscribes_on_a_gap_and_on_a_batch_it_cannot_fold(
         assert got == expected
 
     try:
-        page.goto(f"{server.url}/?lane=main")
+        page.goto(server.viewer_url("lane=main"))
         page.wait_for_function("() => window.toolfoldViewer.connected")
         converged()
         # A gap: an event whose id is not the next one.
@@ -424,7 +428,6 @@ def test_viewer_resubscribes_on_a_gap_and_on_a_batch_it_cannot_fold(
 def test_viewer_shows_a_stored_sessions_settled_calls(
     browser_context: Any, serve: Any, tmp_path: Path
 ) -> None:
-    import httpx
 
     from toolfold.harness import Lanes
     from toolfold.server import HarnessCommands, create_app
@@ -436,7 +439,7 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
     server = serve(create_app(lanes=lanes, run_command=commands, repository=repo))
     page = browser_context.new_page()
     try:
-        with httpx.Client(base_url=server.url) as client:
+        with server.client() as client:
             ids = []
             for command in ("seq 1 2500", "echo partial output; exit 3"):
                 r = client.post("/v1/lanes/main/commands", json={"command": command})
@@ -444,7 +447,7 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
                 ids.append(r.json()["tool_call_id"])
                 server.run(commands.wait())
         long_id, failed_id = ids
-        page.goto(f"{server.url}/?lane=other&session=main")
+        page.goto(server.viewer_url("lane=other&session=main"))
         page.wait_for_function(
             "() => window.toolfoldViewer.stored && window.toolfoldViewer.stored.calls"
         )

@@ -39,7 +39,7 @@ def setup(serve: Callable[[Any], Any]) -> Any:
     ) -> tuple[Any, Lanes, httpx.Client]:
         lanes = Lanes(default_lane="main", **host_options)
         server = serve(create_app(lanes=lanes, run_command=run_command, repository=repository))
-        return server, lanes, httpx.Client(base_url=server.url)
+        return server, lanes, server.client()
 
     return _setup
 
@@ -162,7 +162,11 @@ def test_json_api_lists_lanes_and_sessions_and_validates_commands(setup: Any) ->
         assert (
             bad.status_code == 400 and '"command" must be a non-empty string' in bad.json()["error"]
         )
-        notjson = client.post("/v1/lanes/main/commands", content=b"{nope")
+        notjson = client.post(
+            "/v1/lanes/main/commands",
+            content=b"{nope",
+            headers={"Content-Type": "application/json"},
+        )
         assert notjson.status_code == 400 and "not JSON" in notjson.json()["error"]
         badlane = client.get("/v1/lanes/bad%20lane/state")
         assert badlane.status_code == 404 and "'bad lane' is not allowed" in badlane.json()["error"]
@@ -195,7 +199,7 @@ def test_idle_streams_send_keepalive_comments(serve: Callable[[Any], Any]) -> No
     lanes = Lanes(default_lane="main")
     server = serve(create_app(lanes=lanes, keepalive=0.05))
     with (
-        httpx.Client(base_url=server.url) as client,
+        server.client() as client,
         client.stream("GET", "/v1/lanes/main/state") as response,
     ):
         lines = response.iter_lines()
@@ -228,7 +232,7 @@ def test_sessions_come_from_a_store_url(serve: Callable[[Any], Any], tmp_path: A
 
     asyncio.run(make())
     server = serve(create_app(repository=f"jsonl:{tmp_path}"))
-    with httpx.Client(base_url=server.url) as client:
+    with server.client() as client:
         assert client.get("/v1/sessions").json() == {"sessions": ["alpha", "beta"]}
 
 
@@ -240,7 +244,7 @@ def test_shutdown_cancels_running_commands_and_leaves_no_tasks(
     lanes = Lanes(default_lane="main")
     commands = HarnessCommands(lanes)
     server = serve(create_app(lanes=lanes, run_command=commands))
-    with httpx.Client(base_url=server.url) as client:
+    with server.client() as client:
         replica = SSEReplica(client, "/v1/lanes/main/state")
         replica.step()
         # A command that would run for a long time on its own.

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from toolfold.harness import Lanes
@@ -42,7 +41,7 @@ class Served:
         self.lanes = lanes
         self.commands = commands
         self.repo = repo
-        self.client = httpx.Client(base_url=server.url, timeout=60)
+        self.client = server.client(timeout=60)
 
     def post(self, lane: str, command: str) -> str:
         r = self.client.post(f"/v1/lanes/{lane}/commands", json={"command": command})
@@ -247,7 +246,7 @@ def test_bad_and_unknown_sessions_get_clear_json_errors(
 
 def test_calls_without_a_store_answer_501(serve: Callable[[Any], Any]) -> None:
     server = serve(create_app())
-    with httpx.Client(base_url=server.url) as client:
+    with server.client() as client:
         r = client.get("/v1/sessions/main/calls")
         assert r.status_code == 501 and "no session store" in r.json()["error"]
 

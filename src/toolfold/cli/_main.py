@@ -213,20 +213,51 @@ def resume(session_name: str, store: str | None) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=int, help="Port to listen on.")
 @click.option("--store", "store", metavar="URL", help=STORE_HELP)
-def serve(host: str, port: int, store: str | None) -> None:
+@click.option(
+    "--token",
+    metavar="TOKEN",
+    envvar="TOOLFOLD_TOKEN",
+    help="The secret every request must carry (default: $TOOLFOLD_TOKEN, else a random "
+    "one, printed in the viewer URL at start).",
+)
+@click.option(
+    "--allow-host",
+    "allow_host",
+    metavar="NAME",
+    multiple=True,
+    help="Also accept requests whose Host is NAME (repeatable); localhost, 127.0.0.1, "
+    "[::1] and --host are always accepted.",
+)
+@click.option(
+    "--allow-commands",
+    is_flag=True,
+    help="Run posted commands even when --host is not a loopback address "
+    "(anyone on the network with the token can then run commands).",
+)
+def serve(
+    host: str,
+    port: int,
+    store: str | None,
+    token: str | None,
+    allow_host: tuple[str, ...],
+    allow_commands: bool,
+) -> None:
     """Serve the live web viewer and its API (SSE lanes, commands, stored sessions).
 
-    Open http://HOST:PORT/ in a browser; a command posted to lane L runs as a durable
+    Open the http://HOST:PORT/?token=... URL it prints in a browser; every request
+    needs that token (docs/security.md). A command posted to lane L runs as a durable
     bash call in session L of the store (created on first use; spill files under the
     store's directory, spill/L/), so `toolfold show L` lists it and it survives a
-    restart. The viewer also shows any stored session's calls. Ctrl-C stops.
+    restart. The viewer also shows any stored session's calls. On a non-loopback
+    --host, commands are off unless --allow-commands. Ctrl-C stops.
     """
-    from ._serve import serve_command
+    from ._serve import ServeOptions, serve_command
 
     spec = resolve_store(store)
     if not 0 < port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {port}")
-    _exit(_arun(serve_command(spec, host, port), spec))
+    options = ServeOptions.checked(host, port, token, allow_host, allow_commands)
+    _exit(_arun(serve_command(spec, options), spec))
 
 
 @cli.command(context_settings=CONTEXT)

@@ -4,36 +4,143 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
+import secrets
 import signal
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 
 
-async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
-    """Serve until SIGINT/SIGTERM; commands posted to the API run as durable bash calls
-    (lane ``L`` is session ``L`` of the store, spill files under ``spill/L/``)."""
+def _import_server() -> None:
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
 
-        from toolfold.harness import Lanes
-        from toolfold.server import HarnessCommands, create_app, stop_streams
+        import toolfold.server  # noqa: F401
     except ImportError as exc:
         raise CliError(
             f"serve needs the server extra ({exc.name} is not installed); "
             "install it with: pip install 'toolfold[server]'"
         ) from exc
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to any interface
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How ``toolfold serve`` listens and what it lets through (checked up front)."""
+
+    host: str
+    port: int
+    token: str
+    allow_hosts: tuple[str, ...]
+    commands: bool
+    """Whether posted commands run (off on a non-loopback --host without --allow-commands)."""
+
+    @classmethod
+    def checked(
+        cls,
+        host: str,
+        port: int,
+        token: str | None,
+        allow_hosts: tuple[str, ...],
+        allow_commands: bool,
+    ) -> ServeOptions:
+        """Options from the flags, or a ``CliError`` naming the bad token or host name."""
+        _import_server()
+        from toolfold.server import GuardConfig, allowed_hosts
+
+        host = host.strip("[]")  # an IPv6 address, given as in a URL
+        source = "--token (or TOOLFOLD_TOKEN)"
+        try:
+            if token is not None:
+                GuardConfig(token=token)
+        except ValueError as exc:
+            raise CliError(f"{source}: {exc}") from exc
+        try:
+            allowed_hosts(host, allow_hosts)
+        except ValueError as exc:
+            raise CliError(f"--host / --allow-host: {exc}") from exc
+        return cls(
+            host=host,
+            port=port,
+            token=token if token is not None else secrets.token_urlsafe(32),
+            allow_hosts=(host, *allow_hosts),
+            commands=_is_loopback(host) or allow_commands,
+        )
+
+    @property
+    def url(self) -> str:
+        """The viewer's address, with the token."""
+        shown = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{shown}:{self.port}/?token={self.token}"
+
+
+async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
+    """Serve until SIGINT/SIGTERM; commands posted to the API run as durable bash calls
+    (lane ``L`` is session ``L`` of the store, spill files under ``spill/L/``)."""
+    _import_server()
+    import uvicorn
+
+    from toolfold.harness import Lanes
+    from toolfold.server import (
+        CommandRejectedError,
+        CommandRunner,
+        HarnessCommands,
+        create_app,
+        stop_streams,
+    )
+
+    host, port = options.host, options.port
+    if not _is_loopback(host):
+        print(
+            f"toolfold: warning: listening on {host}, not only on this machine: anyone on "
+            "the network who has the token can read the stored sessions"
+            + (
+                " and run commands"
+                if options.commands
+                else "; posted commands are off (--allow-commands turns them on)"
+            )
+            + "; the traffic, token included, is plain HTTP",
+            file=sys.stderr,
+            flush=True,
+        )
     async with open_store(spec, create=True) as repo:
         lanes = Lanes()
-        # The same layout as `toolfold run`: StoreSpec.spill_dir(session) is
-        # <home>/spill/<session>, and the runner adds the session (= lane) name.
-        runner = HarnessCommands(
-            lanes, repository=repo, spill_dir=spec.home / "spill", cwd=Path.cwd()
+        run_command: CommandRunner
+        if options.commands:
+            # The same layout as `toolfold run`: StoreSpec.spill_dir(session) is
+            # <home>/spill/<session>, and the runner adds the session (= lane) name.
+            run_command = HarnessCommands(
+                lanes, repository=repo, spill_dir=spec.home / "spill", cwd=Path.cwd()
+            )
+        else:
+
+            async def run_command(lane: str, command: str) -> str:
+                raise CommandRejectedError(
+                    f"commands are off: this server listens on {host}, beyond this machine; "
+                    "restart toolfold serve with --allow-commands to run them",
+                    status=403,
+                )
+
+        app = create_app(
+            lanes=lanes,
+            run_command=run_command,
+            repository=repo,
+            token=options.token,
+            allow_hosts=options.allow_hosts,
         )
-        app = create_app(lanes=lanes, run_command=runner, repository=repo)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)
         # uvicorn's signal capture re-raises the signal after shutdown and leaves open
@@ -50,14 +157,15 @@ async def serve_command(spec: StoreSpec, host: str, port: int) -> int:
         # Bind here rather than in uvicorn: a port in use is then our one-line error
         # (uvicorn would log and exit 3), and "serving" is printed only once it is true.
         try:
-            sock = socket.create_server((host, port), reuse_port=False)
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.create_server((host, port), family=family, reuse_port=False)
         except OSError as exc:
             raise CliError(
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}; "
                 "pick another --port (or --host)"
             ) from exc
         print(
-            f"toolfold: serving http://{host}:{port}/ (store {spec.describe()}); Ctrl-C stops",
+            f"toolfold: serving {options.url} (store {spec.describe()}); Ctrl-C stops",
             file=sys.stderr,
             flush=True,
         )

@@ -502,6 +502,18 @@ class LaneHost:
         """Whether ``close()`` was called."""
         return self._closed
 
+    @property
+    def idle(self) -> bool:
+        """No subscriber, no operation running and no call running: dropping the host
+        loses nothing but the settled calls its view still shows."""
+        view = self.view
+        operation = view["operation"]
+        return (
+            not self._subscribers
+            and (operation is None or operation["status"] != "running")
+            and all(tool["status"] != "running" for tool in view["tools"].values())
+        )
+
     def backlogs(self) -> list[tuple[int, int]]:
         """``(batches, bytes)`` waiting in each open subscription's buffer."""
         return [(s.buffered_batches, s.buffered_bytes) for s in self._subscribers]
@@ -624,9 +636,25 @@ class Lanes:
             self._hosts[lane] = host
         return host
 
+    def get(self, lane: str) -> LaneHost | None:
+        """The host of ``lane`` if it exists (never creates one)."""
+        return self._hosts.get(lane)
+
     def names(self) -> list[str]:
         """Lane names, in creation order."""
         return list(self._hosts)
+
+    def discard(self, lane: str) -> bool:
+        """Drop the host of ``lane`` if it is ``idle``; returns whether it was dropped.
+
+        A later event of the lane (or ``host(lane)``) starts it again, empty.
+        """
+        host = self._hosts.get(lane)
+        if host is None or not host.idle:
+            return False
+        del self._hosts[lane]
+        host.close()
+        return True
 
     def handle(self, event: HarnessEvent) -> None:
         """Route ``event`` to its lane's host."""

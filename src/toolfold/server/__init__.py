@@ -6,6 +6,10 @@ let ``HarnessCommands(lanes)`` run commands through a harness whose bus does tha
 Given the same store (``HarnessCommands(lanes, repository=repo)`` and
 ``create_app(..., repository=repo)``), posted commands are durable — lane ``L`` is
 session ``L`` — and ``GET /v1/sessions/{name}/calls`` serves a session's history.
+
+Every route sits behind a ``Guard`` (token, Host allowlist, Origin, body limits;
+``docs/security.md``). ``Guard`` is plain ASGI middleware with a ``GuardConfig``, so
+any other HTTP endpoint of toolfold can put the same checks in front of its app.
 """
 
 from __future__ import annotations
@@ -13,16 +17,30 @@ from __future__ import annotations
 from ._app import CommandRunner, SessionLister, ViewerState, create_app, stop_streams
 from ._commands import HarnessCommands
 from ._errors import CommandRejectedError, ServerError
+from ._guard import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    LOOPBACK_HOSTS,
+    Guard,
+    GuardConfig,
+    allowed_hosts,
+)
 from ._sessions import SessionPool, session_pool
 
 __all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
+    "LOOPBACK_HOSTS",
     "CommandRejectedError",
     "CommandRunner",
+    "Guard",
+    "GuardConfig",
     "HarnessCommands",
     "ServerError",
     "SessionLister",
     "SessionPool",
     "ViewerState",
+    "allowed_hosts",
     "create_app",
     "session_pool",
     "stop_streams",

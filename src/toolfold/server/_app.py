@@ -6,11 +6,13 @@ import asyncio
 import contextlib
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -22,6 +24,7 @@ from toolfold.storage import Repository, SessionNotFoundError, StorageError
 
 from ._errors import ServerError
 from ._follow import Followers, follows_across_processes
+from ._guard import Guard, GuardConfig, allowed_hosts
 from ._sessions import SessionPool, session_pool
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
@@ -31,8 +34,21 @@ STATIC_DIR = Path(__file__).resolve().parent / "static"
 MAX_COMMAND_BYTES = 64 * 1024
 """Longest command the API accepts (a command is a shell line, not a payload channel)."""
 
+MAX_BODY_BYTES = 6 * MAX_COMMAND_BYTES + 1024
+"""Largest request body: a command at the limit written as JSON (an escape such as
+``\\u0001`` takes six bytes for one) plus room for the envelope."""
+
 MAX_LANES = 256
-"""Lanes are created on first use; this bounds how many a client can make the server hold."""
+"""Most lanes the server holds. A command creates its lane (a GET only opens the
+default lane or a stored session's); at the limit, an idle lane (no call running,
+nobody subscribed) is dropped to make room, and a new lane is refused only while
+all of them are busy."""
+
+TOKEN_HINT = (
+    "open the viewer URL that `toolfold serve` printed at start (it carries ?token=), "
+    "or send 'Authorization: Bearer <token>' (the token given with --token or TOOLFOLD_TOKEN)"
+)
+"""How a 401 answer says to get the token."""
 
 DEFAULT_CALLS_LIMIT = 100
 """How many of a session's most recent calls ``GET /v1/sessions/{name}/calls`` returns
@@ -67,6 +83,7 @@ class ViewerState:
         run_command: CommandRunner | None,
         repository: SessionLister | None,
         sessions: SessionPool | None = None,
+        guard: GuardConfig | None = None,
     ) -> None:
         self.lanes = lanes
         self.run_command = run_command
@@ -74,6 +91,8 @@ class ViewerState:
         self.sessions = sessions
         self.followers: Followers | None = None
         """Follows stored sessions into their lanes (a store other processes write)."""
+        self.guard = guard
+        """The checks in front of every route (``guard.token`` is the server's token)."""
 
     def stop_streams(self) -> None:
         """End every SSE subscription (call on the app's event loop before stopping the server)."""
@@ -84,18 +103,27 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-def _check_lane(lanes: Lanes, lane: str) -> str | None:
+def _check_lane_name(lane: str) -> str | None:
     if not _LANE_NAME.match(lane):
         return (
             f"lane name {lane!r} is not allowed: use 1-64 characters from "
             "letters, digits, '.', '_' and '-'"
         )
-    if lane not in lanes.names() and len(lanes.names()) >= MAX_LANES:
-        return (
-            f"lane {lane!r} does not exist and the server already holds {MAX_LANES} lanes; "
-            "use an existing lane (GET /v1/lanes)"
-        )
     return None
+
+
+def _make_room(lanes: Lanes, lane: str) -> str | None:
+    """Room for ``lane`` (an idle lane is dropped at the limit), or why there is none."""
+    if lanes.get(lane) is not None or len(lanes.names()) < MAX_LANES:
+        return None
+    # Oldest first: the lanes longest unused are likeliest to be done with.
+    if any(lanes.discard(name) for name in lanes.names()):
+        return None
+    return (
+        f"lane {lane!r} does not exist and all {MAX_LANES} lanes of this server are busy "
+        "(a call running or a viewer subscribed); use an existing lane (GET /v1/lanes) "
+        "or retry once one is idle"
+    )
 
 
 def create_app(
@@ -104,8 +132,15 @@ def create_app(
     run_command: CommandRunner | None = None,
     repository: Repository | SessionPool | SessionLister | str | None = None,
     keepalive: float = 15.0,
+    token: str | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> Starlette:
-    """Build the viewer app.
+    """Build the viewer app, behind a ``Guard`` (see ``toolfold.server.Guard``).
+
+    - ``token`` is the secret every request must carry (a random one when omitted:
+      read it back as ``app.state.toolfold.guard.token``); ``allow_hosts`` are the
+      ``Host`` names accepted besides ``localhost``, ``127.0.0.1`` and ``[::1]``.
+      ``ValueError`` names a token or host that cannot be used.
 
     - ``lanes`` receives the harness's events (attach ``lanes.handle`` to the
       harness bus); a fresh ``Lanes`` is made when omitted.
@@ -121,10 +156,17 @@ def create_app(
       commands durable: both then share one ``SessionPool``.
 
     Routes: ``GET /`` (viewer), ``GET /static/*``, ``GET /v1/lanes``,
-    ``GET /v1/lanes/{lane}/state`` (SSE), ``POST /v1/lanes/{lane}/commands``,
-    ``GET /v1/sessions``, ``GET /v1/sessions/{name}/calls``. An idle SSE stream
-    sends a comment every ``keepalive`` seconds. On shutdown every subscription ends.
+    ``GET /v1/lanes/{lane}/state`` (SSE; 404 for a lane that does not exist),
+    ``POST /v1/lanes/{lane}/commands`` (creates the lane), ``GET /v1/sessions``,
+    ``GET /v1/sessions/{name}/calls``. An idle SSE stream sends a comment every
+    ``keepalive`` seconds. On shutdown every subscription ends.
     """
+    guard = GuardConfig(
+        token=token if token is not None else secrets.token_urlsafe(32),
+        allowed_hosts=allowed_hosts(allow_hosts),
+        max_body_bytes=MAX_BODY_BYTES,
+        token_hint=TOKEN_HINT,
+    )
     owned_store: Any = None
     store: Any
     if isinstance(repository, str):
@@ -134,7 +176,7 @@ def create_app(
     else:
         store = repository
     pool = session_pool(store) if isinstance(store, Repository | SessionPool) else None
-    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store, pool)
+    state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store, pool, guard)
     if pool is not None and follows_across_processes(pool.repository):
         state.followers = Followers(pool, state.lanes)
 
@@ -166,7 +208,7 @@ def create_app(
 
     async def lane_state(request: Request) -> Response:
         lane = request.path_params["lane"]
-        problem = _check_lane(state.lanes, lane)
+        problem = _check_lane_name(lane)
         if problem:
             return _error(404, problem)
         stored = await stored_session(lane)
@@ -176,6 +218,9 @@ def create_app(
                 f"no lane or stored session named {lane!r}; GET /v1/lanes and GET /v1/sessions "
                 "list them (posting a command to a lane creates it)",
             )
+        problem = _make_room(state.lanes, lane)
+        if problem:
+            return _error(503, problem)
         try:
             sub = state.lanes.host(lane).subscribe()
         except LaneError as exc:
@@ -214,7 +259,7 @@ def create_app(
 
     async def post_command(request: Request) -> Response:
         lane = request.path_params["lane"]
-        problem = _check_lane(state.lanes, lane)
+        problem = _check_lane_name(lane)
         if problem:
             return _error(404, problem)
         if state.run_command is None:
@@ -223,12 +268,8 @@ def create_app(
                 "this server has no command runner; start it with "
                 "create_app(lanes=lanes, run_command=HarnessCommands(lanes))",
             )
+        # The guard has already bounded the body (MAX_BODY_BYTES) and its nesting.
         body = await request.body()
-        if len(body) > MAX_COMMAND_BYTES + 1024:
-            return _error(
-                413,
-                f"request body is {len(body)} bytes; commands are limited to {MAX_COMMAND_BYTES}",
-            )
         try:
             payload = json.loads(body)
         except ValueError as exc:
@@ -241,9 +282,17 @@ def create_app(
             )
         if len(command.encode("utf-8", "surrogatepass")) > MAX_COMMAND_BYTES:
             return _error(413, f"command is longer than {MAX_COMMAND_BYTES} bytes; shorten it")
+        problem = _make_room(state.lanes, lane)
+        if problem:
+            return _error(503, problem)
+        # The lane exists from here on, so a viewer can subscribe as soon as we answer.
+        created = state.lanes.get(lane) is None
+        state.lanes.host(lane)
         try:
             tool_call_id = await state.run_command(lane, command)
         except ServerError as exc:
+            if created:
+                state.lanes.discard(lane)  # refused: the lane holds nothing
             return _error(exc.status, str(exc))
         return JSONResponse({"lane": lane, "tool_call_id": tool_call_id}, status_code=202)
 
@@ -329,9 +378,10 @@ def create_app(
     def _running_here(lane: str, call: CallView) -> bool:
         # This server's own commands: its lane view knows whether the call still runs
         # (process_alive deliberately says no for this process's own pid).
-        if lane not in state.lanes.names():
+        host = state.lanes.get(lane)
+        if host is None:
             return False
-        tool = state.lanes.host(lane).view["tools"].get(call.tool_call_id)
+        tool = host.view["tools"].get(call.tool_call_id)
         return bool(tool and tool.get("status") == "running")
 
     @contextlib.asynccontextmanager
@@ -361,6 +411,7 @@ def create_app(
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         lifespan=lifespan,
+        middleware=[Middleware(Guard, config=guard)],
     )
     app.state.toolfold = state
     return app

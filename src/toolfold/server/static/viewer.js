@@ -10,6 +10,15 @@
 (function () {
   const Chord = window.Chord;
   const params = new URLSearchParams(window.location.search);
+  // The server traded ?token= for an HttpOnly cookie when it served this page
+  // (docs/security.md): drop the token from the address bar and the history, so
+  // it is not shared with a copied link or a screenshot. Requests send the cookie.
+  if (params.has("token")) {
+    params.delete("token");
+    const u = new URL(window.location.href);
+    u.search = params.toString();
+    history.replaceState(null, "", u.toString());
+  }
   const viewer = {
     lane: params.get("lane") || "default",
     session: params.get("session") || "",
@@ -467,6 +476,9 @@
       // A lane that did not exist (its GET was a 404) exists now: connect at once.
       if (!viewer.connected) subscribe();
       input.value = "";
+      // A lane exists once a command started in it (a subscription to a lane that
+      // does not exist yet fails and retries): subscribe now rather than at the retry.
+      if (!viewer.connected) subscribe();
     } catch (e) {
       status.textContent = "error: " + e;
     }

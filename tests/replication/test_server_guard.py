@@ -1,0 +1,320 @@
+"""The request guard (``toolfold.server.Guard``) in front of a bare ASGI app, over real uvicorn.
+
+Each check is exercised alone — every other part of the request valid — so a test
+fails if that one check goes: Host, Origin, token (header, cookie, ``?token=``),
+Content-Type, body size (declared and streamed) and JSON nesting, at their exact
+limits. The app behind the guard is an echo that knows nothing of toolfold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolfold.server import LOOPBACK_HOSTS, Guard, GuardConfig, allowed_hosts
+from toolfold.server._guard import _json_too_deep
+
+TOKEN = secrets.token_urlsafe(24)
+LIMIT = 1000
+DEPTH = 5
+
+
+async def echo(scope: Any, receive: Any, send: Any) -> None:
+    """Answers with what it was asked: method, path and the body it read."""
+    if scope["type"] == "lifespan":
+        while True:
+            kind = (await receive())["type"].removeprefix("lifespan.")
+            await send({"type": f"lifespan.{kind}.complete"})
+            if kind == "shutdown":
+                return
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    out = json.dumps(
+        {"method": scope["method"], "path": scope["path"], "body": body.decode()}
+    ).encode()
+    await send(
+        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"json")]}
+    )
+    await send({"type": "http.response.body", "body": out})
+
+
+@pytest.fixture
+def guarded(serve: Callable[..., Any]) -> Iterator[tuple[Any, httpx.Client]]:
+    config = GuardConfig(
+        token=TOKEN,
+        allowed_hosts=allowed_hosts("box.lan"),
+        max_body_bytes=LIMIT,
+        max_json_depth=DEPTH,
+        token_hint="ask the operator",
+    )
+    server = serve(Guard(echo, config), token=TOKEN)
+    with httpx.Client(base_url=server.url, headers=server.auth) as client:
+        yield server, client
+
+
+JSON = {"Content-Type": "application/json"}
+
+
+def _error(r: httpx.Response, status: int) -> str:
+    assert r.status_code == status, (r.status_code, r.text)
+    assert r.headers["content-type"] == "application/json"
+    assert r.headers["connection"] == "close"
+    assert "\n" not in r.text
+    message: str = r.json()["error"]
+    return message
+
+
+def test_a_good_request_reaches_the_app_with_its_body(guarded: Any) -> None:
+    _server, client = guarded
+    r = client.post("/any/path", content=b'{"a": [1, 2]}', headers=JSON)
+    assert r.status_code == 200
+    assert r.json() == {"method": "POST", "path": "/any/path", "body": '{"a": [1, 2]}'}
+    # A chunked body under the limit is read, then replayed whole.
+    parts = [b'{"x": "', b"y" * 300, b'"}']
+    r = client.post("/chunked", content=iter(parts), headers=JSON)
+    assert r.status_code == 200 and r.json()["body"] == b"".join(parts).decode()
+    assert client.get("/").json()["method"] == "GET"
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.2:{port}", "localhost.evil:{port}", ""]
+)
+def test_a_foreign_host_gets_403(guarded: Any, host: str) -> None:
+    server, client = guarded
+    r = client.get("/stored/history", headers={"Host": host.format(port=server.port)})
+    message = _error(r, 403)
+    assert message.startswith(f"Host {host.format(port=server.port)!r} is not allowed")
+    assert "allowed: 127.0.0.1, [::1], box.lan, localhost" in message
+    assert "--allow-host NAME" in message
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1:{port}", "[::1]:{port}", "BOX.lan:99"])
+def test_allowed_hosts_pass_with_any_port(guarded: Any, host: str) -> None:
+    server, client = guarded
+    assert client.get("/", headers={"Host": host.format(port=server.port)}).status_code == 200
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+@pytest.mark.parametrize(
+    "origin",
+    ["http://evil.example", "http://127.0.0.1:1", "https://localhost:{port}", "null"],
+)
+def test_a_foreign_origin_gets_403(guarded: Any, method: str, origin: str) -> None:
+    server, client = guarded
+    origin = origin.format(port=server.port)
+    r = client.request(method, "/x", content=b"{}", headers={**JSON, "Origin": origin})
+    message = _error(r, 403)
+    assert message == (
+        f"Origin {origin!r} is not this server's (http://127.0.0.1:{server.port}): "
+        "requests from other web pages are refused"
+    )
+
+
+def test_the_servers_own_origin_passes(guarded: Any) -> None:
+    server, client = guarded
+    for origin in (f"http://127.0.0.1:{server.port}", f"https://127.0.0.1:{server.port}"):
+        r = client.post("/x", content=b"{}", headers={**JSON, "Origin": origin})
+        assert r.status_code == 200, r.text
+
+
+def test_missing_and_wrong_tokens_get_401_saying_how_to_get_one(guarded: Any) -> None:
+    server, _client = guarded
+    with httpx.Client(base_url=server.url) as anonymous:
+        r = anonymous.get("/")
+        assert _error(r, 401) == (
+            "this server needs its token and the request carried no token: ask the operator"
+        )
+        assert r.headers["www-authenticate"] == 'Bearer realm="toolfold"'
+        for headers in (
+            {"Authorization": f"Bearer {TOKEN}x"},
+            {"Authorization": f"Bearer {TOKEN[:-1]}"},
+            {"Authorization": f"Basic {TOKEN}"},
+            {"Cookie": f"toolfold-token-{server.port}=wrong"},
+            {"Cookie": f"toolfold-token-1={TOKEN}"},  # another port's cookie
+        ):
+            message = _error(anonymous.post("/x", content=b"{}", headers={**JSON, **headers}), 401)
+            assert "carried a wrong token" in message or "carried no token" in message, headers
+        # The token in the query is accepted on a GET only (a POST's address is a
+        # form's action, which a page chooses).
+        r = anonymous.post(f"/x?token={TOKEN}", content=b"{}", headers=JSON)
+        assert _error(r, 401).startswith("this server needs its token")
+        assert anonymous.get(f"/x?token={TOKEN}&token=").status_code == 200
+
+
+def test_query_token_is_traded_for_a_strict_httponly_cookie(guarded: Any) -> None:
+    server, _client = guarded
+    with httpx.Client(base_url=server.url) as browser:
+        r = browser.get(f"/?token={TOKEN}&lane=main")
+        assert r.status_code == 200
+        cookie = r.headers["set-cookie"]
+        assert cookie == (
+            f"toolfold-token-{server.port}={TOKEN}; Path=/; HttpOnly; SameSite=Strict"
+        )
+        assert r.headers["referrer-policy"] == "no-referrer"
+        assert r.headers["cache-control"] == "no-store"
+        # Later requests carry only the cookie (httpx keeps it, like a browser).
+        r = browser.post("/v1/x", content=b"{}", headers=JSON)
+        assert r.status_code == 200 and "set-cookie" not in r.headers
+        # A bearer request is not given a cookie it did not ask for.
+    with httpx.Client(base_url=server.url, headers=server.auth) as api:
+        assert "set-cookie" not in api.get("/").headers
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonx",
+    ],
+)
+def test_a_post_that_is_not_json_gets_415(guarded: Any, content_type: str | None) -> None:
+    _server, client = guarded
+    headers = {"Content-Type": content_type} if content_type else {}
+    r = client.post("/x", content=b'{"command": "id"}', headers=headers)
+    message = _error(r, 415)
+    assert message == (
+        f"Content-Type {content_type or '(none)'!r} is not accepted: "
+        "send a JSON body with 'Content-Type: application/json'"
+    )
+
+
+def test_json_with_a_charset_passes(guarded: Any) -> None:
+    _server, client = guarded
+    r = client.post(
+        "/x", content=b"{}", headers={"Content-Type": "Application/JSON; charset=utf-8"}
+    )
+    assert r.status_code == 200
+
+
+def test_body_limit_from_content_length_at_its_exact_value(guarded: Any) -> None:
+    _server, client = guarded
+    at_limit = b'"' + b"x" * (LIMIT - 2) + b'"'
+    assert client.post("/x", content=at_limit, headers=JSON).json()["body"] == at_limit.decode()
+    over = at_limit + b" "
+    assert _error(client.post("/x", content=over, headers=JSON), 413) == (
+        f"the request body is {LIMIT + 1} bytes; this server accepts at most {LIMIT}"
+    )
+
+
+def test_a_streamed_body_is_refused_once_it_passes_the_limit(guarded: Any) -> None:
+    _server, client = guarded
+    sent: list[int] = []
+
+    def body() -> Iterator[bytes]:
+        for _ in range(100_000):  # 100 MB if the server read it all
+            sent.append(1)
+            yield b"x" * 1000
+
+    # The server answers 413 and closes the connection while the client still sends:
+    # httpx either reads that early answer or sees the connection go away.
+    try:
+        r: httpx.Response | None = client.post("/x", content=body(), headers=JSON)
+    except httpx.TransportError:
+        r = None
+    if r is not None:
+        assert _error(r, 413).startswith(f"the request body passed {LIMIT} bytes")
+    # Far less than the whole body went out before the server hung up.
+    assert len(sent) < 20_000, len(sent)
+
+
+def test_json_nesting_at_its_exact_limit(guarded: Any) -> None:
+    _server, client = guarded
+    ok = b"[" * DEPTH + b"]" * DEPTH
+    assert client.post("/x", content=ok, headers=JSON).status_code == 200
+    deep = b'{"a":' * (DEPTH + 1) + b"1" + b"}" * (DEPTH + 1)
+    assert _error(client.post("/x", content=deep, headers=JSON), 400) == (
+        f"the JSON body nests arrays/objects more than {DEPTH} deep; flatten it"
+    )
+    # Brackets inside strings are text, not nesting.
+    text = json.dumps({"s": '[[[[[[[[[[{{{{{{{{\\"[[[['}).encode()
+    assert client.post("/x", content=text, headers=JSON).status_code == 200
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    return 0
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='[]{}"\\ax\u00e9\U0001f600'),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text(alphabet='[]{}"\\k', max_size=3), children, max_size=3)
+    ),
+    max_leaves=30,
+)
+
+
+@given(JSON_VALUES, st.integers(min_value=0, max_value=8), st.booleans())
+def test_nesting_check_agrees_with_the_parsed_depth(value: Any, limit: int, ascii: bool) -> None:
+    body = json.dumps(value, ensure_ascii=ascii).encode()
+    assert _json_too_deep(body, max(limit, 1)) == (_depth(value) > max(limit, 1))
+
+
+def test_websockets_get_the_same_checks() -> None:
+    config = GuardConfig(token=TOKEN)
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    async def attempt(headers: list[tuple[bytes, bytes]]) -> list[Any]:
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def receive() -> Any:
+            return {"type": "websocket.connect"}
+
+        scope = {"type": "websocket", "path": "/", "headers": headers, "query_string": b""}
+        await Guard(app, config)(scope, receive, send)
+        return sent
+
+    host = (b"host", b"127.0.0.1:1")
+    auth = (b"authorization", f"Bearer {TOKEN}".encode())
+    refused = asyncio.run(attempt([host]))
+    assert refused[0]["type"] == "websocket.close" and refused[0]["code"] == 1008
+    assert "no token" in refused[0]["reason"] and seen == []
+    refused = asyncio.run(attempt([(b"host", b"evil.example"), auth]))
+    assert "is not allowed" in refused[0]["reason"] and seen == []
+    assert asyncio.run(attempt([host, auth])) == [] and seen == ["websocket"]
+
+
+def test_allowed_hosts_normalises_names_and_refuses_what_is_not_one() -> None:
+    assert allowed_hosts() == LOOPBACK_HOSTS == {"localhost", "127.0.0.1", "::1"}
+    assert allowed_hosts("0.0.0.0", ["Box.LAN", "[fe80::1]", "::"], None) == LOOPBACK_HOSTS | {
+        "0.0.0.0",
+        "box.lan",
+        "fe80::1",
+        "::",
+    }
+    for bad in ("box.lan:8765", "http://box.lan", "box.lan/x", "", "a b", "[nope]"):
+        with pytest.raises(ValueError, match="is not a host name: give a bare name"):
+            allowed_hosts(bad)
+
+
+@pytest.mark.parametrize("token", ["", "short", "x" * 15, "has space" * 4, "a;b" * 8, "é" * 20])
+def test_a_token_that_cannot_be_used_is_refused(token: str) -> None:
+    with pytest.raises(ValueError, match=r"must be 16-512 characters of A-Z a-z 0-9"):
+        GuardConfig(token=token)
+    GuardConfig(token="x" * 16)
