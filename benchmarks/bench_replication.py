@@ -229,6 +229,9 @@ def memory_per_subscriber(n: int) -> float:
 
 # --- real HTTP ---------------------------------------------------------------------
 
+BENCH_TOKEN = "benchmark-token-not-a-secret"
+"""The server's token in the benchmark (every request needs one)."""
+
 
 def _serve_child(port: int, n: int, updates: int, interval: float) -> None:
     """Child process: serve the app, wait for n subscribers, publish, report CPU."""
@@ -237,7 +240,7 @@ def _serve_child(port: int, n: int, updates: int, interval: float) -> None:
     from toolfold.server import create_app
 
     lanes = Lanes(buffer_batches=4096)
-    app = create_app(lanes=lanes)
+    app = create_app(lanes=lanes, token=BENCH_TOKEN)
     config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error", lifespan="on")
     server = uvicorn.Server(config)
     events = workload(updates)
@@ -287,7 +290,10 @@ async def _clients(port: int, n: int) -> list[int]:
 
     url = f"http://127.0.0.1:{port}/v1/lanes/bench/state"
     limits = httpx.Limits(max_connections=n + 5, max_keepalive_connections=n + 5)
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(120.0)) as client:
+    auth = {"Authorization": f"Bearer {BENCH_TOKEN}"}
+    async with httpx.AsyncClient(
+        limits=limits, timeout=httpx.Timeout(120.0), headers=auth
+    ) as client:
 
         async def one() -> int:
             # The opening comment and the base (id 0) are not part of the
