@@ -52,6 +52,14 @@ from ._updates import (
     update_to_dict,
     utf8_len,
 )
+from ._window import (
+    count_lines,
+    head_first_line_exceeds,
+    head_window,
+    last_line_bytes,
+    tail_truncated_by,
+    tail_window,
+)
 
 __all__ = [
     "DEFAULT_REMOTE_COMMAND",
@@ -95,9 +103,15 @@ __all__ = [
     "UpdateConsumer",
     "UpdateError",
     "apply_shell_output_update",
+    "count_lines",
+    "head_first_line_exceeds",
+    "head_window",
     "iter_files",
+    "last_line_bytes",
     "run_exec_host",
     "search_file",
+    "tail_truncated_by",
+    "tail_window",
     "update_cost",
     "update_from_dict",
     "update_to_dict",

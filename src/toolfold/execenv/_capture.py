@@ -25,6 +25,13 @@ from typing import Literal
 from ._errors import ExecError
 from ._limits import ShellOutputLimits
 from ._updates import ShellOutputTruncation, utf8_len
+from ._window import (
+    count_lines,
+    head_first_line_exceeds,
+    head_window,
+    tail_truncated_by,
+    tail_window,
+)
 
 # One pass removes complete escape sequences and stray C0 controls (\t \n \r stay: \r is
 # the redraw rule's business). Quantifiers are bounded so an unterminated sequence can
@@ -398,69 +405,27 @@ class OutputCapture:
             buf = self._done + self._cur
             trimmed = self._done_trimmed if self._done else False
         max_lines, cap = self.limits.max_lines, self._cap
-        pos, count, used = len(buf), 0, 0
-        by: Literal["lines", "bytes"] | None = None
-        while pos > 0:
-            if count == max_lines:
-                by = "lines"
-                break
-            start = buf.rfind("\n", 0, pos - 1) + 1
-            seg = buf[start:pos]
-            size = utf8_len(seg)
-            if (start > 0 or not trimmed) and used + size <= cap:
-                used += size
-                count += 1
-                pos = start
-                continue
-            by = "bytes"
-            if count == 0:
-                # The last line alone exceeds the cap: show its last max_bytes bytes.
-                tail = _utf8_tail(seg, cap)
-                if self._cur_abs:
-                    return tail, self._cur_abs - len(tail), by, True
-                return tail, self._last_line_chars + 1 - len(tail), by, True
-            break
-        return buf[pos:], 0, by, False
+        # The window rule the output sink uses too (one implementation, _window.py).
+        text, partial = tail_window(buf, cap, max_lines, at_line_start=not trimmed)
+        by: Literal["lines", "bytes"] | None = (
+            tail_truncated_by(text, max_lines, partial) if len(text) < len(buf) else None
+        )
+        if partial:
+            # The last line alone exceeds the cap: the view is its last max_bytes bytes.
+            if self._cur_abs:
+                return text, self._cur_abs - len(text), by, True
+            return text, self._last_line_chars + 1 - len(text), by, True
+        return text, 0, by, False
 
     def _head_view(self) -> tuple[str, Literal["lines", "bytes"] | None, bool]:
         buf = self._done if self._frozen else self._done + self._cur
-        max_lines, cap = self.limits.max_lines, self._cap
-        pos, count, used, n = 0, 0, 0, len(buf)
-        while pos < n:
-            if count == max_lines:
-                return buf[:pos], "lines", False
-            j = buf.find("\n", pos)
-            end = n if j == -1 else j + 1
-            seg = buf[pos:end]
-            size = utf8_len(seg)
-            if used + size > cap:
-                return buf[:pos] + _utf8_head(seg, cap - used), "bytes", count == 0
-            used += size
-            count += 1
-            pos = end
-        return buf, ("lines" if count == max_lines else None), False
+        text, by = head_window(buf, self._cap, self.limits.max_lines)
+        if len(text) < len(buf):
+            return text, by, head_first_line_exceeds(text, buf)
+        return text, ("lines" if count_lines(buf) == self.limits.max_lines else None), False
 
 
 def _has_control(data: bytes, start: int) -> bool:
     """True when ``data[start:]`` holds a byte the escape/control cleanup acts on."""
     part = data[start:] if start else data
     return len(part.translate(None, _CONTROL_BYTES)) != len(part)
-
-
-def _utf8_tail(text: str, limit: int) -> str:
-    """The longest suffix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes."""
-    raw = text[-limit:].encode("utf-8")
-    if len(raw) <= limit:
-        return text[-limit:]
-    raw = raw[-limit:]
-    i = 0
-    while i < len(raw) and 0x80 <= raw[i] < 0xC0:
-        i += 1
-    return raw[i:].decode("utf-8")
-
-
-def _utf8_head(text: str, limit: int) -> str:
-    """The longest prefix of ``text`` whose UTF-8 encoding fits in ``limit`` bytes."""
-    if limit <= 0:
-        return ""
-    return text[:limit].encode("utf-8")[:limit].decode("utf-8", "ignore")

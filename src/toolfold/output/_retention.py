@@ -4,15 +4,9 @@ The window is applied *before* the tracked text is mutated, so a rolling tail
 reaches the tracker as "drop a prefix, append a suffix" (Chord ``t`` + ``a``),
 never as a whole-window set. Totals are exact over everything written.
 
-Definitions (``T`` is everything written since the last ``replace``):
-
-- lines: ``T.count("\\n")`` plus one for a final line without a newline;
-- **tail** view: the longest suffix of ``T`` that starts at a line start and fits
-  both caps; if no line start fits (the last line alone is over ``max_bytes``),
-  the last ``max_bytes`` bytes on a character boundary (``last_line_partial``);
-- **head** view: the longest prefix of ``T`` within ``max_bytes`` (on a character
-  boundary) and ending at the ``max_lines``-th newline at the latest. It only
-  ever grows, so nothing already shown is removed.
+The window rule itself (what a head or tail view keeps, which cap cut it, when the
+first line exceeds the limit) is the exec env's (``toolfold.execenv._window``): shell
+output and a tool's own text are cut by one implementation.
 """
 
 from __future__ import annotations
@@ -20,8 +14,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from toolfold.execenv import (
+    count_lines,
+    head_first_line_exceeds,
+    head_window,
+    last_line_bytes,
+    tail_truncated_by,
+    tail_window,
+    utf8_len,
+)
+
 from ._errors import OutputPolicyError
 from ._state import Truncation
+
+__all__ = [
+    "OutputPolicy",
+    "Retain",
+    "TextWindow",
+    "clean_text",
+    "count_lines",
+    "head_window",
+    "last_line_bytes",
+    "tail_window",
+    "utf8_len",
+]
 
 Retain = Literal["head", "tail"]
 
@@ -73,23 +89,6 @@ class OutputPolicy:
             )
 
 
-def utf8_len(text: str) -> int:
-    """Bytes of ``text`` in UTF-8 (``str.isascii`` is O(1) in CPython)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
-
-
-def count_lines(text: str) -> int:
-    """Lines in ``text``: newlines, plus one for a final line without a newline."""
-    if not text:
-        return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
-
-
-def last_line_bytes(text: str) -> int:
-    """UTF-8 bytes after the last newline of ``text``."""
-    return utf8_len(text[text.rfind("\n") + 1 :])
-
-
 def clean_text(text: str) -> str:
     """``text`` with lone surrogates replaced by U+FFFD (they cannot be UTF-8 encoded,
     stored or shown to a model)."""
@@ -100,100 +99,6 @@ def clean_text(text: str) -> str:
     except UnicodeEncodeError:
         return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
     return text
-
-
-def _after_nth_newline(text: str, n: int, total: int | None = None) -> int:
-    """Index just after the ``n``-th newline (1-based) of ``text``; it must exist.
-    ``total`` is ``text.count("\\n")`` when the caller already knows it."""
-    if total is None:
-        total = text.count("\n")
-    if n <= total - n + 1:
-        pos = -1
-        for _ in range(n):
-            pos = text.find("\n", pos + 1)
-        return pos + 1
-    # Nearer the end: walk back (total - n + 1) newlines instead.
-    pos = len(text)
-    for _ in range(total - n + 1):
-        pos = text.rfind("\n", 0, pos)
-    return pos + 1
-
-
-def _tail_bytes(text: str, max_bytes: int) -> str:
-    """The last ``max_bytes`` bytes of ``text``, starting on a character boundary."""
-    if text.isascii():
-        return text[-max_bytes:]
-    raw = text.encode("utf-8")
-    start = max(0, len(raw) - max_bytes)
-    # Skip continuation bytes so the view never starts inside a character.
-    while start < len(raw) and (raw[start] & 0xC0) == 0x80:
-        start += 1
-    return raw[start:].decode("utf-8")
-
-
-def tail_window(
-    text: str,
-    max_bytes: int,
-    max_lines: int,
-    *,
-    at_line_start: bool = True,
-    newlines: int | None = None,
-) -> tuple[str, bool]:
-    """The tail view of ``text`` and whether it starts mid-line.
-
-    ``at_line_start=False`` says ``text`` itself begins mid-line (it continues a
-    partial view), so its position 0 is not a line start. Applying this to
-    ``previous_view + new_text`` gives the same view as applying it to everything
-    written, which is what lets the sink window incrementally. ``newlines`` is
-    ``text.count("\\n")`` when the caller keeps that count (so a flush does not
-    rescan the whole window).
-    """
-    if newlines is None:
-        newlines = text.count("\n")
-    lines = newlines + (0 if not text or text.endswith("\n") else 1)
-    start = 0
-    line_start_ok = at_line_start
-    if lines > max_lines:
-        start = _after_nth_newline(text, lines - max_lines, newlines)
-        line_start_ok = True
-    segment = text[start:] if start else text
-    size = utf8_len(segment)
-    if line_start_ok and size <= max_bytes:
-        return segment, False
-    # Find the first line start at or after the bytes that must go (position 0
-    # counts only when it is a real line start, handled above).
-    excess = max(size - max_bytes, 0)
-    if segment.isascii():
-        nl = segment.find("\n", max(excess - 1, 0))
-        if nl != -1 and nl + 1 < len(segment):
-            return segment[nl + 1 :], False
-        return segment[-max_bytes:], True
-    raw = segment.encode("utf-8")
-    nl = raw.find(b"\n", max(excess - 1, 0))
-    if nl != -1 and nl + 1 < len(raw):
-        return raw[nl + 1 :].decode("utf-8"), False
-    return _tail_bytes(segment, max_bytes), True
-
-
-def head_window(text: str, max_bytes: int, max_lines: int) -> tuple[str, Literal["lines", "bytes"]]:
-    """The head view of ``text`` and which cap ends it (meaningful only if it is shorter)."""
-    line_end = len(text)
-    if text.count("\n") >= max_lines:
-        line_end = _after_nth_newline(text, max_lines)
-    if text.isascii():
-        byte_end = min(len(text), max_bytes)
-        if line_end <= byte_end:
-            return text[:line_end], "lines"
-        return text[:byte_end], "bytes"
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text[:line_end], "lines"
-    # A cut inside a character drops that character ("ignore" only drops the
-    # incomplete trailing sequence: the rest is valid UTF-8).
-    by_bytes = raw[:max_bytes].decode("utf-8", "ignore")
-    if line_end <= len(by_bytes):
-        return text[:line_end], "lines"
-    return by_bytes, "bytes"
 
 
 class TextWindow:
@@ -214,7 +119,6 @@ class TextWindow:
         "_chunks",
         "_chunks_bytes",
         "_chunks_newlines",
-        "_first_line_bytes",
         "_first_line_exceeds",
         "_head_cut_by",
         "_last_line_bytes",
@@ -251,8 +155,7 @@ class TextWindow:
         self._total_bytes = self._view_bytes
         self._total_newlines = view.count("\n")
         self._last_line_bytes = last_line_bytes(view)
-        self._first_line_bytes = utf8_len(view.split("\n", 1)[0])
-        self._first_line_exceeds = self._first_line_bytes > self._max_bytes
+        self._first_line_exceeds = False
 
     # -- writing -----------------------------------------------------------------
 
@@ -303,11 +206,6 @@ class TextWindow:
             self._last_line_bytes = utf8_len(text[text.rfind("\n") + 1 :])
         else:
             self._last_line_bytes += size
-        if self._total_newlines == newlines:
-            # Still (or just finished) on the first line of the output.
-            self._first_line_bytes += utf8_len(text.split("\n", 1)[0]) if newlines else size
-            if self._first_line_bytes > self._max_bytes:
-                self._first_line_exceeds = True
 
     def _materialise(self) -> None:
         if not self._chunks:
@@ -337,6 +235,8 @@ class TextWindow:
                 self._capped = True
                 if self._head_cut_by is None:
                     self._head_cut_by = cut_by
+                    # The head view only grows, so the first cut decides this for good.
+                    self._first_line_exceeds = head_first_line_exceeds(view, joined)
                 self._view_newlines = view.count("\n")
                 self._view_bytes = utf8_len(view)
             else:
@@ -372,10 +272,8 @@ class TextWindow:
         if truncated:
             if self._retain == "head":
                 truncated_by = self._head_cut_by or "bytes"
-            elif self._partial or self._view_lines < self._max_lines:
-                truncated_by = "bytes"
             else:
-                truncated_by = "lines"
+                truncated_by = tail_truncated_by(self._view, self._max_lines, self._partial)
         return {
             "truncated": truncated,
             "truncated_by": truncated_by,
@@ -402,7 +300,6 @@ class TextWindow:
         total_lines = int(truncation["total_lines"])
         self._total_newlines = total_lines - (1 if last else 0)
         self._first_line_exceeds = bool(truncation.get("first_line_exceeds_limit", False))
-        self._first_line_bytes = self._total_bytes if self._total_newlines == 0 else 0
         if truncation.get("truncated"):
             if self._retain == "tail":
                 self._partial = bool(truncation.get("last_line_partial", False))
