@@ -262,6 +262,61 @@ def serve(
 
 @cli.command(context_settings=CONTEXT)
 @click.option(
+    "--session",
+    "session",
+    metavar="NAME",
+    help="Session to record calls in (created if missing). Default: a new mcp-DATE-TIME-xxxx session per start.",
+)
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@click.option(
+    "--tools",
+    "tool_specs",
+    multiple=True,
+    metavar="MODULE:ATTR",
+    help="Also serve your own toolfold tools: a Tool, a list of Tools, or a function returning them (repeatable).",
+)
+@click.option("--no-builtin", is_flag=True, help="Leave out the built-in bash, read, grep and pytest.")
+@click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http).")
+@click.option("--port", default=8766, show_default=True, type=int, help="Port to listen on (--http).")
+def mcp(
+    session: str | None,
+    store: str | None,
+    tool_specs: tuple[str, ...],
+    no_builtin: bool,
+    http: bool,
+    host: str,
+    port: int,
+) -> None:
+    """Serve the toolfold tools to any MCP client (stdio by default).
+
+    Results are bounded to a window with a footer and the full output in a spill
+    file (spill/SESSION/ under the store's directory) that `read` pages through;
+    progress is reported while a call runs; a cancel keeps the partial output; every
+    call is recorded in the store (`toolfold show SESSION`, `toolfold serve`). On
+    start, calls an earlier server left unsettled in the session (a crash) are
+    settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_MCP_TOKEN
+    (a token is made and printed when it is unset) and checks Host and Origin.
+    """
+    from ._mcp import McpOptions, mcp_command
+
+    spec = resolve_store(store)
+    if not 0 < port < 65536:
+        raise CliError(f"--port must be between 1 and 65535, got {port}")
+    name = session if session is not None else _new_mcp_session()
+    _check_session_name(name)
+    options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port)
+    _exit(_arun(mcp_command(options), spec))
+
+
+def _new_mcp_session() -> str:
+    from ._run import new_session_name
+
+    return "mcp-" + new_session_name().removeprefix("run-")
+
+
+@cli.command(context_settings=CONTEXT)
+@click.option(
     "--dir",
     "directory",
     metavar="DIR",

@@ -1,0 +1,89 @@
+"""``toolfold mcp``: open the store and session, settle what a crash left, serve MCP."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from dataclasses import dataclass
+
+from ._errors import CliError
+from ._store import StoreSpec, open_store
+
+TOKEN_ENV = "TOOLFOLD_MCP_TOKEN"
+"""Environment variable holding the bearer token of ``toolfold mcp --http``."""
+
+
+@dataclass(frozen=True)
+class McpOptions:
+    """Everything ``toolfold mcp`` was asked to do."""
+
+    spec: StoreSpec
+    session: str
+    tool_specs: tuple[str, ...]
+    builtin: bool
+    http: bool
+    bind: str
+    port: int
+
+
+async def mcp_command(options: McpOptions) -> int:
+    """Serve until the client disconnects (stdio) or a signal arrives (HTTP)."""
+    try:
+        from toolfold.mcp import (
+            McpHost,
+            McpHostError,
+            McpSettings,
+            load_tools,
+            serve_http,
+            serve_stdio,
+            server_tools,
+        )
+    except ImportError as exc:
+        raise CliError(
+            f"mcp needs the mcp extra ({exc.name} is not installed); "
+            "install it with: pip install 'toolfold[mcp]'"
+        ) from exc
+    try:
+        tools = server_tools(load_tools(options.tool_specs), builtin=options.builtin)
+    except McpHostError as exc:
+        raise CliError(str(exc)) from exc
+    token = os.environ.get(TOKEN_ENV) or ""
+    if options.http and not token:
+        token = secrets.token_urlsafe(24)
+        print(
+            f"toolfold: no ${TOKEN_ENV} set; this server's token is {token}",
+            file=sys.stderr,
+            flush=True,
+        )
+    spec = options.spec
+    async with open_store(spec, create=True) as repo:
+        session = await repo.open_session(options.session, create=True)
+        settings = McpSettings(
+            session_name=options.session, spill_dir=spec.spill_dir(options.session), tools=tools
+        )
+        host = McpHost(session, settings)
+        recovered = await host.recover()
+        if recovered:
+            print(
+                f"toolfold: settled {len(recovered)} call(s) an earlier server left unsettled "
+                f"in session {options.session} as interrupted",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(
+            f"toolfold: MCP session {options.session} in store {spec.describe()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        try:
+            if options.http:
+                await serve_http(host, bind=options.bind, port=options.port, token=token)
+            else:
+                await serve_stdio(host)
+        except McpHostError as exc:
+            raise CliError(str(exc)) from exc
+    return 0
+
+
+__all__ = ["TOKEN_ENV", "McpOptions", "mcp_command"]

@@ -1,0 +1,49 @@
+"""toolfold.mcp — toolfold's tools as a Model Context Protocol server (``toolfold mcp``).
+
+An integration on top of the harness: the built-in tools (and a user's own) over
+stdio or Streamable HTTP through the official ``mcp`` SDK, with bounded results, a
+``read`` hint for the spill file, paced progress notifications, cancellation that
+keeps partial output, and every call recorded durably in a session store. Nothing
+else in toolfold imports it; it needs the ``mcp`` extra.
+"""
+
+from __future__ import annotations
+
+from ._errors import McpHostError, ToolSpecError
+from ._host import INSTRUCTIONS, McpHost, McpSettings
+from ._progress import McpHooks, ProgressReporter, status_line
+from ._results import call_tool_result, read_hint
+from ._tools import OUTPUT_SCHEMA, describe, input_schema, load_tools, server_tools, window_note
+from ._transports import (
+    MCP_PATH,
+    http_app,
+    loopback_security,
+    require_token,
+    serve_http,
+    serve_stdio,
+)
+
+__all__ = [
+    "INSTRUCTIONS",
+    "MCP_PATH",
+    "OUTPUT_SCHEMA",
+    "McpHooks",
+    "McpHost",
+    "McpHostError",
+    "McpSettings",
+    "ProgressReporter",
+    "ToolSpecError",
+    "call_tool_result",
+    "describe",
+    "http_app",
+    "input_schema",
+    "load_tools",
+    "loopback_security",
+    "read_hint",
+    "require_token",
+    "serve_http",
+    "serve_stdio",
+    "server_tools",
+    "status_line",
+    "window_note",
+]

@@ -1,0 +1,247 @@
+"""``McpHost``: toolfold tools behind the MCP SDK's low-level ``Server``.
+
+Every ``tools/call`` is one durable harness run in the host's storage session: the
+call is recorded before the tool starts, checkpointed while it runs and settled
+with its bounded result, so ``toolfold show`` lists it and ``toolfold serve`` shows
+it. Each call runs in its own task, apart from the SDK's handler: a client's
+``notifications/cancelled`` (which interrupts the handler) becomes the tool's
+``cancel`` event, so the call settles as *cancelled* with its partial output kept
+instead of being torn down mid-write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime
+import json
+import sys
+import uuid
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from toolfold.execenv import LocalExecEnv
+from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
+from toolfold.history import (
+    list_calls,
+    process_alive,
+    run_record,
+    run_record_address,
+    settled_record,
+)
+from toolfold.storage import Session
+
+from ._progress import McpHooks, ProgressReporter, progress_token
+from ._results import call_tool_result
+from ._tools import OUTPUT_SCHEMA, READ_TOOL, describe, input_schema
+
+SHUTDOWN_GRACE = 10.0
+"""Seconds calls still running when the client goes away get to settle as cancelled."""
+
+INSTRUCTIONS = (
+    "toolfold tools: every result is bounded to a window, and a command's full output "
+    "is kept in a spill file that `read` pages through. Every call is recorded durably."
+)
+
+
+def _version() -> str:
+    try:
+        return version("toolfold")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+@dataclass
+class McpSettings:
+    """What one MCP server serves and where it records it."""
+
+    session_name: str
+    spill_dir: Path
+    tools: list[Tool[Any]]
+    cwd: Path = field(default_factory=Path.cwd)
+    pacing: Pacing = field(default_factory=Pacing)
+
+
+@dataclass
+class _Call:
+    cancel: asyncio.Event
+    task: asyncio.Task[ToolResult]
+
+
+def _summary(name: str, args: Any) -> str:
+    # What `toolfold show` prints for the call: a bash command as typed, else the
+    # tool and its arguments.
+    if name == "bash" and isinstance(args, dict) and isinstance(args.get("command"), str):
+        return str(args["command"])
+    return f"{name} {json.dumps(args, ensure_ascii=False, sort_keys=True)}"
+
+
+class McpHost:
+    """The tools of ``settings`` served over MCP, recorded in ``session``."""
+
+    def __init__(self, session: Session, settings: McpSettings) -> None:
+        self.session = session
+        self.settings = settings
+        self._reporters: dict[str, ProgressReporter] = {}
+        self._context = ToolContext(env=LocalExecEnv(settings.spill_dir), cwd=settings.cwd)
+        self.harness = Harness(
+            settings.tools,
+            context=self._context,
+            hooks=McpHooks(Durability(session), self._reporters),
+            pacing=settings.pacing,
+        )
+        self._can_read = READ_TOOL in self.harness.tools
+        self._calls: dict[str, _Call] = {}
+
+    # -- start-up --------------------------------------------------------------------
+
+    async def recover(self) -> list[ToolResult]:
+        """Settle the calls an earlier server left unsettled in this session (it
+        crashed or was killed) as *interrupted*, with their last checkpointed output.
+
+        Nothing is re-run, not even replay-safe tools: the client that asked is gone.
+        A call whose server process still runs is left alone (and so is the rest,
+        since resume works per session): two servers may share a session."""
+        pending = [c for c in await list_calls(self.session) if not c.settled]
+        if not pending:
+            return []
+        alive = [c for c in pending if process_alive(c.record)]
+        if alive:
+            print(
+                f"toolfold: session {self.settings.session_name!r} has {len(alive)} call(s) "
+                "still running in another process; not settling unsettled calls now",
+                file=sys.stderr,
+                flush=True,
+            )
+            return []
+        tools = [dataclasses.replace(t, replay_safe=False) for t in self.settings.tools]
+        resumer = Harness(tools, context=self._context, session=self.session)
+        results = await resumer.resume()
+        for result in results:
+            if result.state is not None:
+                await self._record_settled(result.tool_call_id, result)
+        return results
+
+    # -- the MCP surface -------------------------------------------------------------
+
+    def server(self) -> Server[Any]:
+        """The SDK's low-level server, with this host's handlers."""
+        return Server(
+            "toolfold",
+            version=_version(),
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+
+    def tool_list(self) -> list[types.Tool]:
+        """The MCP tool definitions (input schemas from the pydantic params)."""
+        return [
+            types.Tool(
+                name=t.name,
+                description=describe(t, can_read=self._can_read),
+                input_schema=input_schema(t),
+                output_schema=OUTPUT_SCHEMA,
+            )
+            for t in self.harness.tools.values()
+        ]
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=self.tool_list())
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        tool = self.harness.tools.get(params.name)
+        if tool is None:
+            known = ", ".join(sorted(self.harness.tools))
+            raise MCPError(
+                types.INVALID_PARAMS, f"unknown tool {params.name!r}; this server offers: {known}"
+            )
+        args: dict[str, Any] = dict(params.arguments or {})
+        call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        reporter: ProgressReporter | None = None
+        if progress_token(ctx.meta) is not None:
+            session = ctx.session
+
+            async def send(progress: float, message: str) -> None:
+                await session.report_progress(progress, None, message)
+
+            reporter = ProgressReporter(send, self.settings.pacing)
+            self._reporters[call_id] = reporter
+        cancel = asyncio.Event()
+        task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
+        self._calls[call_id] = _Call(cancel, task)
+        task.add_done_callback(lambda _: self._calls.pop(call_id, None))
+        try:
+            # Shielded: the SDK interrupts this handler on notifications/cancelled; the
+            # call itself must instead see its cancel event and settle as cancelled.
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if reporter is not None:
+                reporter.stop()
+            cancel.set()
+            raise
+        return call_tool_result(
+            result,
+            retain=tool.output.retain,
+            call_id=call_id,
+            session=self.settings.session_name,
+            can_read=self._can_read,
+        )
+
+    async def _run(
+        self, call_id: str, name: str, args: dict[str, Any], cancel: asyncio.Event
+    ) -> ToolResult:
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        await self.session.commit(
+            [run_record(call_id, _summary(name, args), str(self.settings.spill_dir), started)]
+        )
+        try:
+            [result] = await self.harness.run(
+                [ToolCall(call_id, name, args)], run_id=f"run-{call_id}", cancel=cancel
+            )
+        finally:
+            self._reporters.pop(call_id, None)
+        await self._record_settled(call_id, result)
+        return result
+
+    async def _record_settled(self, call_id: str, result: ToolResult) -> None:
+        if result.state is not None:
+            record = await self.session.get_value(run_record_address(call_id))
+            if isinstance(record, dict):
+                await self.session.commit([settled_record(call_id, record, result.state)])
+
+    # -- shutdown --------------------------------------------------------------------
+
+    @property
+    def running(self) -> int:
+        """Calls in flight."""
+        return len(self._calls)
+
+    async def aclose(self, grace: float = SHUTDOWN_GRACE) -> None:
+        """Cancel the calls still running (the client went away) and let them settle
+        as cancelled; a call that does not stop within ``grace`` is interrupted."""
+        calls = list(self._calls.values())
+        for call in calls:
+            call.cancel.set()
+        tasks = [c.task for c in calls]
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=grace)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
+
+__all__ = ["INSTRUCTIONS", "McpHost", "McpSettings"]

@@ -1,0 +1,100 @@
+"""Helpers for the MCP tests: the official SDK client talking to a real ``toolfold mcp``
+subprocess, and read access to the store it records into."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from toolfold.history import CallView, list_calls
+from toolfold.storage import open_repository
+
+T = TypeVar("T")
+
+TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
+
+
+def clean_env() -> dict[str, str]:
+    """The test environment without a developer's ``TOOLFOLD_STORE`` / token."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("TOOLFOLD_STORE", "TOOLFOLD_MCP_TOKEN")
+    } | {"PYTHONUNBUFFERED": "1"}
+
+
+def store_url(tmp_path: Path) -> str:
+    """A fresh SQLite store under the test's directory."""
+    return f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
+
+
+def stdio_params(
+    tmp_path: Path, *args: str, session: str = "s1", env: dict[str, str] | None = None
+) -> StdioServerParameters:
+    """``toolfold mcp --store <tmp store> --session S ARGS`` in ``tmp_path``."""
+    return StdioServerParameters(
+        command=TOOLFOLD[0],
+        args=[*TOOLFOLD[1:], "mcp", "--store", store_url(tmp_path), "--session", session, *args],
+        env=clean_env() | (env or {}),
+        cwd=str(tmp_path),
+    )
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    tmp_path: Path, *args: str, session: str = "s1", env: dict[str, str] | None = None
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session on a new ``toolfold mcp`` subprocess (stdio);
+    leaving the block closes stdin, which stops the server."""
+    with open(tmp_path / f"server-{session}.err", "a") as errlog:
+        async with (
+            stdio_client(
+                stdio_params(tmp_path, *args, session=session, env=env), errlog=errlog
+            ) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+async def calls(tmp_path: Path, session: str = "s1") -> list[CallView]:
+    """The calls the store holds for ``session`` (read while the server may run)."""
+    repo = open_repository(store_url(tmp_path))
+    try:
+        if session not in await repo.list_sessions():
+            return []
+        s = await repo.open_session(session)
+        return await list_calls(s)
+    finally:
+        await repo.close()
+
+
+def text_of(result: Any) -> str:
+    """The text block of a ``CallToolResult``."""
+    return str(result.content[0].text)
+
+
+def poll(probe: Callable[[], T | None], what: str, *, tries: int = 600, every: float = 0.05) -> T:
+    """Call ``probe`` until it returns something truthy, at most ``tries`` times."""
+    for _ in range(tries):
+        found = probe()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"gave up waiting for {what} after {tries} tries")
+
+
+def kill_group_in(pidfile: Path) -> None:
+    """Kill the process group whose leader's pid a test command wrote to ``pidfile``
+    (bash commands run in their own session and outlive a SIGKILLed server)."""
+    with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
+        os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
