@@ -20,6 +20,7 @@ PUBLIC_PACKAGES = [
     "toolfold.tools",
     "toolfold.server",
     "toolfold.history",
+    "toolfold.mcp",
 ]
 
 

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from toolfold.history import CallView, list_calls
+from toolfold.history import CallView, list_calls, pending_output
 from toolfold.storage import open_repository
 
 T = TypeVar("T")
@@ -26,9 +26,7 @@ TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 def clean_env() -> dict[str, str]:
     """The test environment without a developer's ``TOOLFOLD_STORE`` / token."""
     return {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("TOOLFOLD_STORE", "TOOLFOLD_MCP_TOKEN")
+        k: v for k, v in os.environ.items() if k not in ("TOOLFOLD_STORE", "TOOLFOLD_MCP_TOKEN")
     } | {"PYTHONUNBUFFERED": "1"}
 
 
@@ -74,6 +72,23 @@ async def calls(tmp_path: Path, session: str = "s1") -> list[CallView]:
             return []
         s = await repo.open_session(session)
         return await list_calls(s)
+    finally:
+        await repo.close()
+
+
+async def pending_text(tmp_path: Path, session: str = "s1") -> str:
+    """The text of the first unsettled call's last durable checkpoint ("" if none)."""
+    repo = open_repository(store_url(tmp_path))
+    try:
+        if session not in await repo.list_sessions():
+            return ""
+        s = await repo.open_session(session)
+        for call in await list_calls(s):
+            if not call.settled:
+                state = await pending_output(s, call)
+                if isinstance(state, dict):
+                    return str(state["content"][0]["text"])
+        return ""
     finally:
         await repo.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import signal
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ from mcp_helpers import (
     clean_env,
     connect,
     kill_group_in,
+    pending_text,
     stdio_params,
     store_url,
     text_of,
@@ -67,6 +69,8 @@ async def test_two_megabytes_give_a_bounded_result_a_byte_exact_spill_and_progre
     assert structured["details"] == {"exit_code": 0}
     assert spill.read_bytes() == expected
     assert oct(spill.stat().st_mode & 0o777) == oct(0o600)
+    for directory in (spill.parent, spill.parent.parent):  # spill/<session>, spill/
+        assert oct(directory.stat().st_mode & 0o777) == oct(0o700)
     assert text_of(page).startswith("1\n2\n3\n")
     assert progress, "no progress notification arrived"
     values = [v for v, _ in progress]
@@ -159,6 +163,8 @@ def _rpc(proc: subprocess.Popen[bytes], line: bytes) -> dict[str, Any]:
     assert proc.stdin is not None and proc.stdout is not None
     proc.stdin.write(line + b"\n")
     proc.stdin.flush()
+    ready, _, _ = select.select([proc.stdout], [], [], 60)
+    assert ready, f"no reply to {line!r} within 60 s"
     reply: dict[str, Any] = json.loads(proc.stdout.readline())
     return reply
 
@@ -231,8 +237,7 @@ async def test_kill_9_mid_call_then_a_new_server_settles_it_interrupted(tmp_path
                         await started.wait()
                         # Wait (bounded) for a durable checkpoint holding output.
                         for _ in range(600):
-                            pending = await calls(tmp_path)
-                            if pending and pending[0].record is not None:
+                            if "tick 1\n" in await pending_text(tmp_path):
                                 break
                             await asyncio.sleep(0.05)
                         os.kill(int((tmp_path / "server.pid").read_text()), signal.SIGKILL)

@@ -90,6 +90,11 @@ class McpHost:
         self.session = session
         self.settings = settings
         self._reporters: dict[str, ProgressReporter] = {}
+        # Spill files hold command output: private to the user, like the files in
+        # them (0600). Made here, before the exec env would make them world-readable.
+        for directory in (settings.spill_dir.parent, settings.spill_dir):
+            if not directory.exists():
+                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._context = ToolContext(env=LocalExecEnv(settings.spill_dir), cwd=settings.cwd)
         self.harness = Harness(
             settings.tools,

@@ -33,7 +33,8 @@ def _size(n: int) -> str:
 def status_line(total_lines: int, total_bytes: int, text: str) -> str:
     """``4,000 lines / 38.2 KB so far · last: step 4000`` (one line, bounded)."""
     status = f"{total_lines:,} lines / {_size(total_bytes)} so far"
-    last = text.rstrip("\n").rpartition("\n")[2].strip()
+    # Any whitespace (a carriage return, a Unicode line separator) becomes one space.
+    last = " ".join(text.rstrip("\n").rpartition("\n")[2].split())
     if last:
         if len(last) > MAX_LAST_LINE:
             last = last[: MAX_LAST_LINE - 1] + "…"

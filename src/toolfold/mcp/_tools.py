@@ -25,7 +25,10 @@ def window_note(tool: Tool[Any], *, can_read: bool) -> str:
         f"{policy.max_bytes // 1024} KB); the footer of a cut result says what was left out"
     )
     if can_read and tool.name != READ_TOOL:
-        return note + ", and a command's full output is saved to a spill file you can page with `read`."
+        return (
+            note
+            + ", and a command's full output is saved to a spill file you can page with `read`."
+        )
     return note + "."
 
 
@@ -51,7 +54,14 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "properties": {
         "outcome": {
             "type": "string",
-            "enum": ["ok", "error", "invalid_arguments", "unknown_tool", "cancelled", "interrupted"],
+            "enum": [
+                "ok",
+                "error",
+                "invalid_arguments",
+                "unknown_tool",
+                "cancelled",
+                "interrupted",
+            ],
         },
         "details": {"type": "object"},
         "truncation": {"type": ["object", "null"]},
@@ -125,7 +135,9 @@ def server_tools(extra: Sequence[Tool[Any]], *, builtin: bool) -> list[Tool[Any]
             )
         seen.add(t.name)
     if not tools:
-        raise ToolSpecError("no tools to serve: --no-builtin needs at least one --tools MODULE:ATTR")
+        raise ToolSpecError(
+            "no tools to serve: --no-builtin needs at least one --tools MODULE:ATTR"
+        )
     return tools
 
 

@@ -11,8 +11,12 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import anyio
+import mcp_types as types
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
 
 from ._errors import McpHostError
 from ._host import McpHost
@@ -27,13 +31,52 @@ MCP_PATH = "/mcp"
 """Where the Streamable HTTP endpoint answers."""
 
 
+MAX_ERROR_DETAIL = 200
+"""Characters of the decoder's complaint quoted back in a parse error."""
+
+
+def protocol_error(exc: Exception) -> SessionMessage:
+    """The JSON-RPC error answering a line that is not a JSON-RPC message: -32700 for
+    text that is not JSON, -32600 for JSON that is not a valid message (``id`` is
+    null: it could not be read)."""
+    errors = exc.errors() if isinstance(exc, ValidationError) else []
+    not_json = any(e.get("type") == "json_invalid" for e in errors)
+    code, what = (
+        (types.PARSE_ERROR, "Parse error: the message is not valid JSON")
+        if not_json or not errors
+        else (types.INVALID_REQUEST, "Invalid Request: the JSON is not a JSON-RPC 2.0 message")
+    )
+    detail = " ".join(str(errors[0].get("msg", exc) if errors else exc).split())
+    message = f"{what} ({detail[:MAX_ERROR_DETAIL]}); the server keeps serving"
+    error = types.ErrorData(code=code, message=message)
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
+
+
 async def serve_stdio(host: McpHost) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin; calls
-    still running then are cancelled and settle (cancelled) before this returns."""
+    still running then are cancelled and settle (cancelled) before this returns.
+
+    The SDK's stdio transport hands a line it cannot decode to the server as an
+    exception, which its loop only logs; the client would wait forever for an
+    answer. Lines are relayed here instead, and a bad one is answered with a
+    JSON-RPC error."""
     server = host.server()
     try:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            relay_in, relay_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+
+            async def relay() -> None:
+                async with relay_in:
+                    async for item in read_stream:
+                        if isinstance(item, Exception):
+                            await write_stream.send(protocol_error(item))
+                        else:
+                            await relay_in.send(item)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(relay)
+                await server.run(relay_out, write_stream, server.create_initialization_options())
+                group.cancel_scope.cancel()
     finally:
         await host.aclose()
 
@@ -73,9 +116,11 @@ def loopback_security(bind: str, port: int) -> TransportSecuritySettings:
     """Host and Origin allowlists for a server bound to ``bind:port``: the names a
     local client uses, on this port only (DNS rebinding protection; the MCP spec
     requires servers to validate Origin)."""
-    names = {bind, "127.0.0.1", "localhost", "[::1]"} if bind in (
-        "127.0.0.1", "localhost", "::1"
-    ) else {bind}
+    names = (
+        {bind, "127.0.0.1", "localhost", "[::1]"}
+        if bind in ("127.0.0.1", "localhost", "::1")
+        else {bind}
+    )
     hosts = sorted(f"{n}:{port}" for n in names)
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -136,4 +181,11 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
         await host.aclose()
 
 
-__all__ = ["MCP_PATH", "http_app", "loopback_security", "require_token", "serve_http", "serve_stdio"]
+__all__ = [
+    "MCP_PATH",
+    "http_app",
+    "loopback_security",
+    "require_token",
+    "serve_http",
+    "serve_stdio",
+]

@@ -1,0 +1,136 @@
+"""``toolfold mcp --http``: Streamable HTTP with the official SDK client, and its guards."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp_helpers import TOOLFOLD, calls, clean_env, poll, store_url, text_of
+
+TOKEN = "test-token-0123456789"
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    """A ``toolfold mcp --http`` subprocess; yields its endpoint URL; killed afterwards."""
+    port = _free_port()
+    with open(tmp_path / "server.err", "w") as err:
+        proc = subprocess.Popen(
+            [
+                *TOOLFOLD,
+                "mcp",
+                "--http",
+                "--port",
+                str(port),
+                "--store",
+                store_url(tmp_path),
+                "--session",
+                "h1",
+            ],
+            cwd=tmp_path,
+            env=clean_env() | {"TOOLFOLD_MCP_TOKEN": TOKEN},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def answering() -> bool:
+        assert proc.poll() is None, (tmp_path / "server.err").read_text()
+        try:
+            return httpx.post(url, json=INIT, timeout=2).status_code == 401
+        except httpx.TransportError:
+            return False
+
+    try:
+        poll(answering, "the MCP HTTP server to answer")
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+async def test_the_sdk_client_lists_and_calls_tools_over_http(server: str, tmp_path: Path) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    command = "seq 1 200000"
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+        streamable_http_client(server, http_client=http) as (r, w),
+        ClientSession(r, w) as client,
+    ):
+        await client.initialize()
+        names = [t.name for t in (await client.list_tools()).tools]
+        result = await client.call_tool("bash", {"command": command}, progress_callback=on_progress)
+        failed = await client.call_tool("bash", {"command": "exit 3"})
+    assert names == ["bash", "read", "grep", "pytest"]
+    structured = result.structured_content or {}
+    assert Path(structured["spill_path"]).read_text() == "".join(f"{i}\n" for i in range(1, 200001))
+    assert not result.is_error
+    assert f'call read with path="{structured["spill_path"]}" and offset=1' in text_of(result)
+    assert progress and progress == sorted(set(progress))
+    assert failed.is_error
+    stored = await calls(tmp_path, "h1")
+    assert [c.status for c in stored] == ["ok", "error"]
+
+
+def test_a_request_without_the_token_is_refused(server: str) -> None:
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        reply = httpx.post(server, json=INIT, headers=MCP_HEADERS | headers, timeout=10)
+        assert reply.status_code == 401, (headers, reply.text)
+    ok = httpx.post(
+        server, json=INIT, headers=MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}, timeout=10
+    )
+    assert ok.status_code == 200, ok.text
+
+
+def test_a_foreign_origin_or_host_is_refused_even_with_the_token(server: str) -> None:
+    auth = MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}
+    # A page on another site driving the user's browser (DNS rebinding / CSRF).
+    foreign = httpx.post(
+        server, json=INIT, headers=auth | {"Origin": "http://evil.example"}, timeout=10
+    )
+    assert foreign.status_code == 403, foreign.text
+    port = server.split(":")[2].split("/")[0]
+    rebound = httpx.post(
+        server, json=INIT, headers=auth | {"Host": f"evil.example:{port}"}, timeout=10
+    )
+    assert rebound.status_code == 421, rebound.text
+    local = httpx.post(
+        server, json=INIT, headers=auth | {"Origin": f"http://127.0.0.1:{port}"}, timeout=10
+    )
+    assert local.status_code == 200, local.text
