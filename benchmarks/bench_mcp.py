@@ -1,0 +1,135 @@
+"""``toolfold mcp`` against a minimal ``subprocess.run`` MCP shell server, side by side.
+
+Both servers are driven over stdio by the official SDK client, on the same command:
+
+    .venv/bin/python benchmarks/bench_mcp.py [--mb 100] [--true-calls 20]
+
+Reported per server, for one call of a command printing about ``--mb`` MB of lines:
+
+- bytes to the client: the JSON of every message the client got for the call (the
+  result plus progress notifications), as the client re-serializes them;
+- the server's peak RSS (``VmHWM`` of the server process, read from /proc just
+  before it is stopped);
+- time to the first progress notification (the baseline sends none);
+- total time from sending the call to holding the result;
+- overhead for ``true``: the median round trip of ``--true-calls`` calls.
+
+Not measured: the client's own memory (the baseline's 100 MB result costs the client
+more than the server), what the model does with the text, and the toolfold store's
+fsync cost on other disks (the store here is SQLite on the benchmark's temp dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve().parent
+
+
+def big_command(mb: int) -> str:
+    # Numbered 10-byte lines ("%09g\n"): mb * 100,000 of them make mb MB (10^6 bytes).
+    return f"seq -f '%09g' 1 {mb * 100_000}"
+
+
+def vm_hwm(pid: int) -> int:
+    """Peak resident set of ``pid`` in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+async def measure(
+    name: str, params: StdioServerParameters, command: str, calls: int
+) -> dict[str, Any]:
+    with open(Path(params.cwd or ".") / f"{name}.err", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as client:
+            await client.initialize()
+            who = await client.call_tool("bash", {"command": "echo $PPID"})
+            pid = int(who.content[0].text.split()[0])  # type: ignore[union-attr]
+            progress: list[tuple[float, int]] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                size = len(json.dumps({"progress": value, "total": total, "message": message}))
+                progress.append((time.perf_counter(), size))
+
+            start = time.perf_counter()
+            result = await client.call_tool(
+                "bash", {"command": command}, progress_callback=on_progress
+            )
+            total = time.perf_counter() - start
+            result_bytes = len(result.model_dump_json(by_alias=True, exclude_none=True))
+            rss = vm_hwm(pid)
+            trues = []
+            for _ in range(calls):
+                t0 = time.perf_counter()
+                await client.call_tool("bash", {"command": "true"})
+                trues.append(time.perf_counter() - t0)
+    return {
+        "server": name,
+        "bytes": result_bytes + sum(size for _, size in progress),
+        "progress": len(progress),
+        "first_progress": (progress[0][0] - start) if progress else None,
+        "total": total,
+        "rss": rss,
+        "true_ms": statistics.median(trues) * 1000,
+    }
+
+
+async def run(mb: int, calls: int) -> list[dict[str, Any]]:
+    command = big_command(mb)
+    with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
+        cwd = Path(tmp)
+        naive = StdioServerParameters(
+            command=sys.executable, args=[str(HERE / "mcp_naive_server.py")], cwd=str(cwd)
+        )
+        toolfold = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "toolfold.cli", "mcp", "--store", f"sqlite:{cwd / 'store.db'}"],
+            cwd=str(cwd),
+        )
+        return [
+            await measure("subprocess.run server", naive, command, calls),
+            await measure("toolfold mcp", toolfold, command, calls),
+        ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=100, help="output size of the big command, MB")
+    parser.add_argument("--true-calls", type=int, default=20)
+    args = parser.parse_args()
+    rows = anyio.run(run, args.mb, args.true_calls)
+    base = rows[0]
+    print(f"command: `{big_command(args.mb)}` ({args.mb * 10**6:,} bytes of output)\n")
+    print(
+        "| server | bytes to client | progress msgs | first progress | total | peak RSS | `true` round trip |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        first = f"{row['first_progress']:.2f} s" if row["first_progress"] is not None else "never"
+        print(
+            f"| {row['server']} | {row['bytes']:,} | {row['progress']} | {first} | "
+            f"{row['total']:.2f} s | {row['rss'] / 2**20:.0f} MiB | {row['true_ms']:.1f} ms |"
+        )
+    tf = rows[1]
+    print(
+        f"\nratios toolfold / subprocess.run: bytes {tf['bytes'] / base['bytes']:.5f}, "
+        f"peak RSS {tf['rss'] / base['rss']:.2f}, total time {tf['total'] / base['total']:.2f}, "
+        f"`true` {tf['true_ms'] / base['true_ms']:.2f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
