@@ -112,6 +112,7 @@ def test_a_request_without_the_token_is_refused(server: str) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         reply = httpx.post(server, json=INIT, headers=MCP_HEADERS | headers, timeout=10)
         assert reply.status_code == 401, (headers, reply.text)
+        assert "TOOLFOLD_MCP_TOKEN" in reply.json()["error"]
     ok = httpx.post(
         server, json=INIT, headers=MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}, timeout=10
     )
@@ -129,8 +130,23 @@ def test_a_foreign_origin_or_host_is_refused_even_with_the_token(server: str) ->
     rebound = httpx.post(
         server, json=INIT, headers=auth | {"Host": f"evil.example:{port}"}, timeout=10
     )
-    assert rebound.status_code == 421, rebound.text
+    assert rebound.status_code == 403, rebound.text
     local = httpx.post(
         server, json=INIT, headers=auth | {"Origin": f"http://127.0.0.1:{port}"}, timeout=10
     )
     assert local.status_code == 200, local.text
+
+
+def test_an_unusable_token_is_a_one_line_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*TOOLFOLD, "mcp", "--http", "--port", str(_free_port()), "--store", store_url(tmp_path)],
+        cwd=tmp_path,
+        env=clean_env() | {"TOOLFOLD_MCP_TOKEN": "short"},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    [line] = [x for x in done.stderr.splitlines() if x.startswith("toolfold: error:")]
+    assert "TOOLFOLD_MCP_TOKEN cannot be used" in line and "16-512 characters" in line

@@ -17,8 +17,6 @@ from ._tools import OUTPUT_SCHEMA, describe, input_schema, load_tools, server_to
 from ._transports import (
     MCP_PATH,
     http_app,
-    loopback_security,
-    require_token,
     serve_http,
     serve_stdio,
 )
@@ -38,9 +36,7 @@ __all__ = [
     "http_app",
     "input_schema",
     "load_tools",
-    "loopback_security",
     "read_hint",
-    "require_token",
     "serve_http",
     "serve_stdio",
     "server_tools",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import secrets
 import signal
 import socket
 import sys
@@ -14,9 +13,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.stdio import stdio_server
-from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from toolfold.server import Guard, GuardConfig, allowed_hosts
 
 from ._errors import McpHostError
 from ._host import McpHost
@@ -81,63 +81,30 @@ async def serve_stdio(host: McpHost) -> None:
         await host.aclose()
 
 
-def require_token(app: ASGIApp, token: str) -> ASGIApp:
-    """Refuse every HTTP request without ``Authorization: Bearer <token>`` (401).
-
-    The one wrap that turns the SDK's app into an authenticated one: a shell tool
-    on an open port is remote code execution for anyone who can reach it, and a
-    browser page cannot add this header to a cross-site request."""
-    expected = f"Bearer {token}".encode()
-
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            given = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not secrets.compare_digest(given, expected):
-                body = b"missing or wrong bearer token: send Authorization: Bearer <token>\n"
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b"Bearer"),
-                        ],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await app(scope, receive, send)
-
-    return guarded
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body over HTTP (the SDK's own default): tool arguments, not uploads."""
 
 
-def loopback_security(bind: str, port: int) -> TransportSecuritySettings:
-    """Host and Origin allowlists for a server bound to ``bind:port``: the names a
-    local client uses, on this port only (DNS rebinding protection; the MCP spec
-    requires servers to validate Origin)."""
-    names = (
-        {bind, "127.0.0.1", "localhost", "[::1]"}
-        if bind in ("127.0.0.1", "localhost", "::1")
-        else {bind}
-    )
-    hosts = sorted(f"{n}:{port}" for n in names)
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{h}" for h in hosts],
-    )
+def http_app(host: McpHost, *, token: str, bind: str) -> ASGIApp:
+    """The Streamable HTTP ASGI app at ``/mcp`` behind toolfold's server ``Guard``: a
+    shell tool on an open port is remote code execution for anyone who reaches it, so
+    every request needs the bearer token, a Host naming this server and no foreign
+    Origin (the MCP spec requires Origin validation against DNS rebinding).
 
-
-def http_app(host: McpHost, *, token: str, bind: str, port: int) -> ASGIApp:
-    """The Streamable HTTP ASGI app at ``/mcp``: bearer token, Host and Origin checked."""
+    Raises ``McpHostError`` for a token the guard cannot use."""
     server = host.server()
-    app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        host=bind,
-        transport_security=loopback_security(bind, port),
-    )
-    return require_token(app, token)
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=bind)
+    wildcard = bind in ("0.0.0.0", "::", "")
+    try:
+        config = GuardConfig(
+            token=token,
+            allowed_hosts=allowed_hosts(None if wildcard else bind),
+            max_body_bytes=MAX_BODY_BYTES,
+            token_hint="send it as 'Authorization: Bearer <token>' ($TOOLFOLD_MCP_TOKEN)",
+        )
+    except ValueError as exc:
+        raise McpHostError(f"$TOOLFOLD_MCP_TOKEN cannot be used: {exc}") from exc
+    return Guard(app, config)
 
 
 async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None:
@@ -148,7 +115,7 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
         raise McpHostError(
             "--http needs uvicorn; install it with: pip install 'toolfold[mcp]'"
         ) from exc
-    app = http_app(host, token=token, bind=bind, port=port)
+    app = http_app(host, token=token, bind=bind)
     config = uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on")
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
@@ -184,8 +151,6 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
 __all__ = [
     "MCP_PATH",
     "http_app",
-    "loopback_security",
-    "require_token",
     "serve_http",
     "serve_stdio",
 ]
