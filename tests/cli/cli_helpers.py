@@ -139,6 +139,11 @@ class LineReader:
         with self._lock:
             return any(fragment in line for line in self._lines)
 
+    def lines(self) -> list[str]:
+        """The lines read so far (the child may still be writing)."""
+        with self._lock:
+            return list(self._lines)
+
     def text(self) -> str:
         """Everything read so far (after the child exited: everything)."""
         self._thread.join(timeout=10)
