@@ -33,25 +33,30 @@ from ._window import (
     tail_window,
 )
 
-# One pass removes complete escape sequences and stray C0 controls (\t \n \r stay: \r is
-# the redraw rule's business). Quantifiers are bounded so an unterminated sequence can
-# only be held back for a bounded number of characters across read boundaries.
+# One pass removes complete escape sequences and stray C0 and C1 controls (\t \n \r stay:
+# \r is the redraw rule's business). C1 matters because some terminals act on U+009B
+# (CSI) and friends even in UTF-8. Quantifiers are bounded so an unterminated sequence
+# can only be held back for a bounded number of characters across read boundaries.
 _ESCAPE = re.compile(
     r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}[@-~]"  # CSI: ESC [ params intermediates final
     r"|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: ESC ] ... BEL | ST
     r"|[ -/]{1,4}[0-~]"  # nF: ESC ( B and friends
     r"|[0-Z\\^-~])"  # Fp / Fe / Fs two-character escapes (not [ or ])
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
+    r"|\x9b[0-?]{0,64}[ -/]{0,16}[@-~]"  # 8-bit CSI: U+009B params intermediates final
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
 )
 # A proper prefix of an _ESCAPE sequence at the very end of the text: hold it back until
 # the next read decides it. Leftmost match wins (an OSC can end with the ESC of its ST).
 _ESCAPE_PREFIX = re.compile(
-    r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?\Z"
+    r"(?:\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?"
+    r"|\x9b[0-?]{0,64}[ -/]{0,16})\Z"
 )
 _MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
 # Bytes that _ESCAPE can act on. In UTF-8 they never occur inside a multi-byte sequence,
 # so a read without any of them needs no regex pass (the common case, and the fast one).
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F])
+# 0xC2 leads every C1 control (U+0080-U+009F); it also leads U+00A0-U+00BF, which only
+# costs those reads the regex pass.
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2])
 # Everything of a line up to its last \r that is followed by visible text.
 _CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
 
@@ -147,6 +152,8 @@ class OutputCapture:
                 data = data[skip:]
         if plain is None or self._esc_carry:
             plain = not self._esc_carry and not _has_control(data, 0)
+        if plain and self._decoder.getstate()[0]:
+            plain = False  # the partial code point held from the last read may lead a C1
         text = self._decoder.decode(data)
         if plain:
             if text:
@@ -247,7 +254,7 @@ class OutputCapture:
             text = self._esc_carry + text
             self._esc_carry = ""
         window = max(0, len(text) - _MAX_ESCAPE_PREFIX)
-        if text.find("\x1b", window) != -1:
+        if text.find("\x1b", window) != -1 or text.find("\x9b", window) != -1:
             m = _ESCAPE_PREFIX.search(text, window)
             if m is not None:
                 self._esc_carry = text[m.start() :]
