@@ -78,11 +78,12 @@ def test_corrupt_jsonl_record_is_named(tmp_path: Path) -> None:
     damaged = "".join([lines[0], "{not json\n", *lines[1:]])
     file.write_text(damaged)
     line = one_error_line(toolfold("show", "s1", "--store", url, cwd=tmp_path))
-    assert f"(file {file}, record 2)" in line and "line 2 is not valid JSON" in line
+    where = f"(file {file}, record 2, byte {len(lines[0])})"
+    assert where in line and "fails its checksum" in line
     # `sessions` still lists the healthy session, then fails naming the damaged one.
     listed = toolfold("sessions", "--store", url, cwd=tmp_path)
     line = one_error_line(listed)
-    assert f"(file {file}, record 2)" in line
+    assert where in line
     assert "s2" in listed.stdout and "corrupt" in listed.stdout
     assert file.read_text() == damaged
     shown = toolfold("show", "s2", "1", "--store", url, cwd=tmp_path)

@@ -77,7 +77,16 @@ limits = st.builds(
 # chunks, with control bytes and \r only now and then, so both the skipping and the
 # fallback paths run; everything must still equal the whole-stream reference.
 LINE_PIECES = [b"a\n", b"bb\n", b"\n", b"ccc ddd\n", "é€\n".encode(), b"x" * 40 + b"\n", b"tail"]
-RARE_PIECES = [b"\x1b[31m", "\x9b1m".encode(), b"\r", b"\r\n", b"\xff", b"\xe2\x82", b"\x1b", b"10%\r20%"]
+RARE_PIECES = [
+    b"\x1b[31m",
+    "\x9b1m".encode(),
+    b"\r",
+    b"\r\n",
+    b"\xff",
+    b"\xe2\x82",
+    b"\x1b",
+    b"10%\r20%",
+]
 many_lines = st.tuples(
     st.lists(st.sampled_from(LINE_PIECES), min_size=1, max_size=12),
     st.integers(1, 300),

@@ -30,7 +30,7 @@ from toolfold.storage import (
     set_value,
     value,
 )
-from toolfold.storage._jsonl import JsonlRepository, JsonlSession
+from toolfold.storage._jsonl import JsonlRepository, JsonlSession, _frame
 
 OP = ephemeral_scope("op 1/é")
 PENDING = list_address("pending.tool_output", "op1:inv1", OP)
@@ -152,12 +152,16 @@ async def test_unparsable_last_line_with_newline_is_dropped(env: Env) -> None:
 @pytest.mark.parametrize(
     ("garbage", "expect"),
     [
-        (b"this is not json\n", "line 3 is not valid JSON"),
-        (b"\n", "line 3 is not valid JSON"),
-        (b'[["?",0,3]]\n', "unknown record verb '?'"),
-        (b'[["l",7,3,"x"]]\n', "address id 7 is used but was never defined"),
-        (b'[["l",["hist","h"],1,"x"]]\n', "has seq 1 after seq 1"),
-        (b'{"kind":"session_header"}\n', "a line must be a non-empty JSON array"),
+        # Lines without a valid checksum: damage to a committed record.
+        (b"this is not json\n", "fails its checksum"),
+        (b"\n", "fails its checksum"),
+        (b'[["e",3,"x"]]\n', "fails its checksum"),  # a version 1 line in a version 2 file
+        # Lines with a valid checksum that still are not what our writer produces.
+        (_frame(b"[oops]\n"), "line 3 (byte 119) is not valid JSON"),
+        (_frame(b'[["?",0,3]]\n'), "unknown record verb '?'"),
+        (_frame(b'[["l",7,3,"x"]]\n'), "address id 7 is used but was never defined"),
+        (_frame(b'[["l",["hist","h"],1,"x"]]\n'), "has seq 1 after seq 1"),
+        (_frame(b'[{"kind":"session_header"}]\n'), "got {'kind': 'session_header'}"),
     ],
 )
 async def test_malformed_interior_line_fails_clearly_and_touches_nothing(
@@ -193,14 +197,16 @@ async def test_damaged_side_file_names_the_file(env: Env) -> None:
     side = s.side_path(OP)
     ls = lines(side)
     side.write_bytes(ls[0] + b"garbage\n" + b"".join(ls[1:]))
-    with pytest.raises(CorruptStoreError, match=r"scope-op%201%2F%C3%A9\.scope: line 2"):
+    with pytest.raises(
+        CorruptStoreError, match=r"scope-op%201%2F%C3%A9\.scope: the record at byte \d+ \(line 2\)"
+    ):
         await env.open()
 
 
 async def test_unknown_format_version_is_refused(env: Env) -> None:
     s = await env.open()
     await s.close()
-    data = s.main_path.read_bytes().replace(b'"v":1', b'"v":9', 1)
+    data = s.main_path.read_bytes().replace(b'"v":2', b'"v":9', 1)
     s.main_path.write_bytes(data)
     with pytest.raises(CorruptStoreError, match="format version 9 is not supported"):
         await env.open()
@@ -212,7 +218,10 @@ async def test_duplicate_seq_across_files_is_corruption(env: Env) -> None:
     await s.commit([append_list(PENDING, "side")])  # seq 2
     await s.close()
     side = s.side_path(OP)
-    side.write_bytes(side.read_bytes().replace(b",2,", b",1,"))
+    header, record = lines(side)
+    # Edited with its checksum recomputed: only the seq check can catch it.
+    edited = _frame(b"[" + record[len('["01234567",') :].replace(b",2,", b",1,"))
+    side.write_bytes(header + edited)
     with pytest.raises(CorruptStoreError, match="seq 1 appears twice") as info:
         await env.open()
     assert str(s.main_path) in str(info.value) and str(side) in str(info.value)

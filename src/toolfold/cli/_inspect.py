@@ -15,13 +15,19 @@ from toolfold.storage import CorruptStoreError, StorageError
 from ._calls import CallView, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
 from ._run import model_text
-from ._store import StoreSpec, open_existing_session, open_store, storage_message
+from ._store import (
+    StoreSpec,
+    open_existing_session,
+    open_store,
+    report_notes,
+    storage_message,
+)
 from ._tools import cli_tools
 
 
 async def sessions_command(spec: StoreSpec) -> int:
     """List the sessions of the store with their call counts."""
-    async with open_store(spec, create=False) as repo:
+    async with open_store(spec, create=False, read_only=True) as repo:
         names = await repo.list_sessions()
         if not names:
             print(f"no sessions in store {spec.describe()}")
@@ -31,6 +37,7 @@ async def sessions_command(spec: StoreSpec) -> int:
         for name in names:
             try:
                 session = await repo.open_session(name)
+                report_notes(session)
             except StorageError as exc:
                 if isinstance(exc, CorruptStoreError):
                     damaged.append(exc)
@@ -88,7 +95,7 @@ async def show_command(
 ) -> int:
     """List a session's calls, or print one call's result (settled) or its recovered
     pending output (unsettled)."""
-    async with open_store(spec, create=False) as repo:
+    async with open_store(spec, create=False, read_only=True) as repo:
         session = await open_existing_session(repo, spec, session_name)
         calls = await list_calls(session)
         if wanted is None:

@@ -30,7 +30,7 @@ from toolfold.output import OutputPolicy
 from toolfold.storage import set_value
 
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError
-from ._store import StoreSpec, open_store, resolve_store
+from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_tools
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
 
@@ -197,6 +197,7 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
     spec = settings.spec
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(settings.session, create=True)
+        report_notes(session)
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

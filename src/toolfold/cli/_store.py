@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolfold._fsperm import make_private_dirs
+
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
 
 if TYPE_CHECKING:
@@ -90,9 +92,19 @@ def storage_message(exc: StorageError, spec: StoreSpec) -> str:
     text = " ".join(str(exc).split())
     if isinstance(exc, CorruptStoreError):
         where = f"file {exc.path}" + (f", record {exc.record}" if exc.record is not None else "")
+        where += f", byte {exc.offset}" if exc.offset is not None else ""
         # The backend's text already says what to do (restore, cut the line, move aside).
         return f"store {spec.describe()} is corrupt ({where}): {text}"
     return f"store {spec.describe()} cannot be used: {text}"
+
+
+def report_notes(session: Session) -> None:
+    """Say on stderr what opening ``session`` found and dealt with (a torn last record
+    dropped by a writer, or skipped by a reader)."""
+    import sys
+
+    for note in session.notes:
+        print(f"toolfold: note: {' '.join(note.split())}", file=sys.stderr, flush=True)
 
 
 def prepare(spec: StoreSpec, *, create: bool) -> None:
@@ -111,7 +123,7 @@ def _prepare(spec: StoreSpec, *, create: bool) -> None:
     if spec.kind == "sqlite":
         file = Path(spec.url[len("sqlite:") :])
         if create:
-            file.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(file.parent)
         elif not file.exists():
             raise StoreOpenError(
                 f"no store at {file} (store URL {spec.describe()}); run `toolfold run -- ...` "
@@ -122,7 +134,7 @@ def _prepare(spec: StoreSpec, *, create: bool) -> None:
     elif spec.kind == "jsonl":
         directory = Path(spec.url[len("jsonl:") :])
         if create:
-            directory.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(directory)
         elif not directory.is_dir():
             raise StoreOpenError(
                 f"no store directory {directory} (store URL {spec.describe()}); "
@@ -131,13 +143,18 @@ def _prepare(spec: StoreSpec, *, create: bool) -> None:
 
 
 @contextlib.asynccontextmanager
-async def open_store(spec: StoreSpec, *, create: bool) -> AsyncIterator[Repository]:
-    """Open the repository named by ``spec``; storage failures become ``StoreOpenError``."""
+async def open_store(
+    spec: StoreSpec, *, create: bool, read_only: bool = False
+) -> AsyncIterator[Repository]:
+    """Open the repository named by ``spec``; storage failures become ``StoreOpenError``.
+
+    ``read_only`` (the reading commands): nothing in the store is created, locked,
+    repaired or written — a reader must never change what it reads."""
     from toolfold.storage import StorageError, open_repository
 
     prepare(spec, create=create)
     try:
-        repo = open_repository(spec.url)
+        repo = open_repository(spec.url, read_only=read_only)
     except StorageError as exc:
         raise StoreOpenError(storage_message(exc, spec)) from exc
     try:
@@ -155,7 +172,7 @@ async def open_existing_session(repo: Repository, spec: StoreSpec, name: str) ->
     from toolfold.storage import BackendError, SessionNotFoundError, StorageError
 
     try:
-        return await repo.open_session(name)
+        session = await repo.open_session(name)
     except SessionNotFoundError as exc:
         try:
             names = await repo.list_sessions()
@@ -168,3 +185,5 @@ async def open_existing_session(repo: Repository, spec: StoreSpec, name: str) ->
         ) from exc
     except BackendError as exc:
         raise StoreOpenError(storage_message(exc, spec)) from exc
+    report_notes(session)
+    return session

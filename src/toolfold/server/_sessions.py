@@ -44,7 +44,28 @@ class SessionPool:
     @contextlib.asynccontextmanager
     async def use(self, name: str, *, create: bool = False) -> AsyncIterator[Session]:
         """The open session ``name`` (created when ``create``; storage errors such as
-        ``SessionNotFoundError`` pass through)."""
+        ``SessionNotFoundError`` pass through).
+
+        Without ``create`` the caller only reads: it shares the writer's session when a
+        command holds one, and otherwise gets a read-only session of its own, so a read
+        never locks, repairs or otherwise changes the store."""
+        if not create:
+            async with self._lock:
+                held = self._open.get(name)
+                if held is not None:
+                    held.users += 1
+            if held is None:
+                reader = await self.repository.open_session(name, read_only=True)
+                try:
+                    yield reader
+                finally:
+                    await asyncio.shield(reader.close())
+                return
+            try:
+                yield held.session
+            finally:
+                await asyncio.shield(self._release(name, held))
+            return
         async with self._lock:
             held = self._open.get(name)
             if held is None:

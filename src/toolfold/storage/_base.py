@@ -19,7 +19,13 @@ from typing import Any, Literal, Protocol, Self, TypeVar, overload
 import orjson
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
-from ._errors import ClosedError, CorruptStoreError, SessionExistsError, StorageError
+from ._errors import (
+    ClosedError,
+    CorruptStoreError,
+    ReadOnlyError,
+    SessionExistsError,
+    StorageError,
+)
 from ._writes import (
     JSON,
     EphemeralWrite,
@@ -265,6 +271,10 @@ class Session(_Closable):
         self._line = asyncio.Lock()
         self._closed = False
         self._on_close: Callable[[Session], None] | None = None
+        self._read_only = False
+        #: What opening the session found and dealt with: a torn last record dropped by a
+        #: writer, or skipped by a reader (one line each, naming the file and offset).
+        self.notes: tuple[str, ...] = ()
 
     # -- public API ------------------------------------------------------------
 
@@ -277,6 +287,12 @@ class Session(_Closable):
     def next_seq(self) -> int:
         """The seq the next write would get at the earliest (high-water mark + 1)."""
         return self._next_seq
+
+    @property
+    def read_only(self) -> bool:
+        """True for a session opened with ``read_only=True`` (commits raise
+        :class:`ReadOnlyError`; opening it changed nothing on disk)."""
+        return self._read_only
 
     @overload
     async def commit(self, writes: Sequence[SessionWrite]) -> CommitResult: ...
@@ -294,6 +310,11 @@ class Session(_Closable):
         nothing of the transaction is committed.
         """
         self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(
+                f"session {self._name!r} was opened read-only; open it with "
+                "open_session(name) from a writable repository to commit"
+            )
         async with self._line:
             self._check_open()
             batch = writes() if callable(writes) else writes
@@ -470,15 +491,20 @@ class Repository(_Closable):
     #: A short description of where the store lives, for messages (e.g. the path).
     location: str = "?"
 
-    def __init__(self) -> None:
+    def __init__(self, *, read_only: bool = False) -> None:
         self._open: dict[str, Session] = {}
+        self._readers: set[Session] = set()
         self._closed = False
         self._lock = asyncio.Lock()
+        #: A read-only repository opens every session read-only and never creates,
+        #: deletes or repairs anything (the CLI's reading commands use one).
+        self.read_only = read_only
 
     async def create_session(self, name: str) -> Session:
         """Create and open a new session; :class:`SessionExistsError` if it exists."""
         self._check_open()
         check_session_name(name)
+        self._check_writable(f"create session {name!r}")
         async with self._lock:
             self._check_open()
             if name in self._open:
@@ -487,11 +513,29 @@ class Repository(_Closable):
                 )
             return self._register(await self._create_session(name))
 
-    async def open_session(self, name: str, *, create: bool = False) -> Session:
+    async def open_session(
+        self, name: str, *, create: bool = False, read_only: bool = False
+    ) -> Session:
         """Open an existing session (:class:`SessionNotFoundError` if missing), or create
-        it when ``create`` is true."""
+        it when ``create`` is true.
+
+        ``read_only`` (always the case in a read-only repository) opens a reader: it
+        modifies nothing on disk (no lock, no repair of a torn tail), its commits raise
+        :class:`ReadOnlyError`, and any number of readers may be open beside the one
+        writer. A JSONL reader is a snapshot of the files as they were when it opened.
+        """
         self._check_open()
         check_session_name(name)
+        if read_only or self.read_only:
+            if create:
+                raise ReadOnlyError(
+                    f"cannot create session {name!r} with a read-only open of {self.location}"
+                )
+            session = await self._open_reader(name)
+            session._read_only = True
+            self._readers.add(session)
+            session._on_close = self._forget
+            return session
         async with self._lock:
             self._check_open()
             if name in self._open:
@@ -514,6 +558,7 @@ class Repository(_Closable):
         """
         self._check_open()
         check_session_name(name)
+        self._check_writable(f"delete session {name!r}")
         async with self._lock:
             self._check_open()
             if name in self._open:
@@ -529,7 +574,7 @@ class Repository(_Closable):
             return
         self._closed = True
         try:
-            for session in list(self._open.values()):
+            for session in [*self._open.values(), *self._readers]:
                 await session.close()
         finally:
             await self._close()
@@ -547,8 +592,13 @@ class Repository(_Closable):
         return session
 
     def _forget(self, session: Session) -> None:
+        self._readers.discard(session)
         if self._open.get(session.name) is session:
             del self._open[session.name]
+
+    def _check_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"cannot {what}: repository {self.location} was opened read-only")
 
     # -- backend hooks ------------------------------------------------------------
 
@@ -559,6 +609,11 @@ class Repository(_Closable):
     @abstractmethod
     async def _open_session(self, name: str, *, create: bool) -> Session:
         """Open ``name`` (SessionNotFoundError if missing and not ``create``)."""
+
+    async def _open_reader(self, name: str) -> Session:
+        """Open ``name`` for reading only, changing nothing on disk (SessionNotFoundError
+        if missing). Backends whose open writes nothing can use a plain open."""
+        return await self._open_session(name, create=False)
 
     @abstractmethod
     async def _list_sessions(self) -> list[str]: ...

@@ -8,6 +8,7 @@
           ├── InvalidValueError    a value that is not plain JSON (also a TypeError)
           ├── CorruptStoreError    a store file/record that cannot be read (carries path, record)
           ├── ClosedError          a session or repository used after ``close()``
+          ├── ReadOnlyError        a write through a read-only session or repository
           ├── BackendError         the backend broke underneath us (sqlite3, psycopg, OSError)
           ├── SessionNotFoundError opening/deleting a session that does not exist
           └── SessionExistsError   creating a session that already exists
@@ -39,13 +40,22 @@ class CorruptStoreError(StorageError):
     a file that is not a database.
 
     ``path`` is the offending file (or DSN / table); ``record`` is the line number or
-    record identifier when known, else ``None``.
+    record identifier when known, else ``None``; ``offset`` is the byte offset of the
+    damaged record in ``path`` when known (JSONL).
     """
 
-    def __init__(self, message: str, *, path: str, record: int | str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        record: int | str | None = None,
+        offset: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.path = path
         self.record = record
+        self.offset = offset
 
 
 class ClosedError(StorageError):
@@ -53,6 +63,11 @@ class ClosedError(StorageError):
 
     "Closed by us" — compare :class:`BackendError`, "broke underneath us".
     """
+
+
+class ReadOnlyError(StorageError):
+    """Raised by a commit on a session opened read-only, and by creating or deleting a
+    session through a read-only repository: readers never modify a store."""
 
 
 class BackendError(StorageError):

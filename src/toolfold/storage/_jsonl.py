@@ -20,12 +20,15 @@ import os
 import secrets
 import shutil
 import urllib.parse
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from toolfold._fsperm import PRIVATE_DIR, PRIVATE_FILE, make_private_dirs
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, encode_scope_id
 from ._base import (
@@ -66,7 +69,10 @@ except ImportError:  # pragma: no cover - non-POSIX
 
 __all__ = ["JsonlRepository", "JsonlSession"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2 frames every record line with a CRC-32 (see :func:`_frame`). Version 1
+files (no checksums) are still read, and appended to in their own format."""
+READABLE_VERSIONS = (1, 2)
 MAIN_SUFFIX = ".jsonl"
 SIDE_DIR_SUFFIX = ".jsonl.scopes"
 SIDE_PREFIX = "scope-"
@@ -170,6 +176,8 @@ class _File:
     exists: bool = False
     fd: int | None = None
     table: AddressTable = field(default_factory=AddressTable)
+    #: The file's format version: lines appended to a version 1 file carry no checksum.
+    version: int = FORMAT_VERSION
     #: Set when a failed write could not be taken back: appending more would bury a
     #: torn line inside the file, so the file refuses writes until the session reopens.
     broken: str | None = None
@@ -191,6 +199,49 @@ class _Parsed:
     table: AddressTable
     good_size: int  # bytes up to the end of the last complete line
     total_size: int
+    version: int = FORMAT_VERSION
+
+    @property
+    def torn(self) -> bool:
+        """Whether the file ends in an incomplete record (a write that never finished)."""
+        return self.good_size < self.total_size
+
+    def torn_note(self, *, repaired: bool) -> str:
+        what = (
+            "dropped (the file was cut back to the last complete record)"
+            if repaired
+            else ("ignored; the next writer drops it")
+        )
+        return (
+            f"{self.path}: the last record, {self.total_size - self.good_size} bytes at byte "
+            f"{self.good_size}, is incomplete (a write that never finished, so its commit "
+            f"never returned): {what}"
+        )
+
+
+# A version 2 record line is the transaction's JSON array with the CRC-32 of the rest of
+# the line (the bytes after the checksum's comma, without the newline) as its first
+# element: ["1a2b3c4d",[...],[...]]. The line stays one JSON array, so grep and jq still
+# read it; the fixed-width prefix lets the reader check it before parsing.
+_CRC_PREFIX = b'["'
+_CRC_LEN = len(_CRC_PREFIX) + 8 + 2
+
+
+def _frame(line: bytes) -> bytes:
+    """Add the checksum to an encoded line (``[...]\n`` from ``encode_line``)."""
+    body = line[1:-1]
+    return b'["%08x",' % zlib.crc32(body) + body + b"\n"
+
+
+def _checked(raw: bytes) -> bool:
+    """Whether a version 2 line (without its newline) carries a matching checksum."""
+    if len(raw) <= _CRC_LEN or not raw.startswith(_CRC_PREFIX) or raw[10:12] != b'",':
+        return False
+    try:
+        expected = int(raw[2:10], 16)
+    except ValueError:
+        return False
+    return zlib.crc32(raw[_CRC_LEN:]) == expected
 
 
 def _iter_lines(data: bytes) -> Iterator[tuple[int, int, bytes, bool]]:
@@ -220,34 +271,56 @@ def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Par
             "toolfold JSONL file or its start was damaged — move it away",
             path=where,
             record=1,
+            offset=0,
         )
-    if header.get("v") != FORMAT_VERSION:
+    version = header.get("v")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise CorruptStoreError(
-            f"{where}: format version {header.get('v')!r} is not supported (this toolfold "
-            f"reads version {FORMAT_VERSION}); open it with the toolfold that wrote it",
+            f"{where}: format version {version!r} is not supported (this toolfold "
+            f"reads versions {', '.join(map(str, READABLE_VERSIONS))}); open it with the "
+            "toolfold that wrote it",
             path=where,
             record=1,
+            offset=0,
         )
+    checksummed = version >= 2
     table = AddressTable()
     records: list[tuple[int, Write, JSON, int]] = []
     good = first[1]
     last_seq = 0
     for lineno, end, raw, has_nl in lines:
+        start = good
         is_last = end >= len(data)
         if not has_nl:
             break  # torn: the write of this line never completed
+        if checksummed and not _checked(raw):
+            if is_last and b"\x00" in raw:
+                # A partly persisted write: the file system kept the line's end but not
+                # all of its blocks (they read back as zeros). JSON text never holds NUL.
+                break
+            raise CorruptStoreError(
+                f"{where}: the record at byte {start} (line {lineno}) fails its checksum: "
+                "a committed record was changed on disk (bit rot, or an edit); restore the "
+                "file from a backup — other sessions are not affected",
+                path=where,
+                record=lineno,
+                offset=start,
+            )
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            if is_last:
+            if is_last and not checksummed:
                 break  # torn (e.g. a partly persisted write): drop it
             raise CorruptStoreError(
-                f"{where}: line {lineno} is not valid JSON ({exc}) and is not the last line, "
-                "so it is damage, not an interrupted write; restore the file or cut the "
+                f"{where}: line {lineno} (byte {start}) is not valid JSON ({exc}) and is not "
+                "an interrupted write, so it is damage; restore the file or cut the "
                 "line out by hand",
                 path=where,
                 record=lineno,
+                offset=start,
             ) from exc
+        if checksummed:
+            parsed = parsed[1:]
         for seq, w, payload in decode_line(table, parsed, scope, path=where, lineno=lineno):
             if seq <= last_seq:
                 raise CorruptStoreError(
@@ -255,11 +328,12 @@ def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Par
                     "file must increase — the file was edited or spliced",
                     path=where,
                     record=lineno,
+                    offset=start,
                 )
             last_seq = seq
             records.append((seq, w, payload, lineno))
         good = end
-    return _Parsed(path, header, records, table, good, len(data))
+    return _Parsed(path, header, records, table, good, len(data), version)
 
 
 @dataclass
@@ -269,6 +343,7 @@ class _Loaded:
     sides: dict[EphemeralScope, _File]
     index: _Index
     next_seq: int
+    notes: tuple[str, ...] = ()
 
 
 def _side_name(scope: EphemeralScope) -> str:
@@ -287,10 +362,14 @@ def _lock(fd: int, path: Path) -> None:
         ) from None
 
 
-def _load_session(directory: Path, name: str, main_fd: int) -> _Loaded:
+def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
     """Read a session from disk (main log, then side files), check it, rebuild the
-    index, then — only once everything checked out — repair: truncate torn tails,
-    unlink side files that hold nothing live, remove stale temp files."""
+    index, then — only once everything checked out, and only for a writer (``main_fd``
+    is its locked descriptor) — repair: truncate torn tails, unlink side files that hold
+    nothing live, remove stale temp files. A reader (``main_fd`` None) changes nothing:
+    a torn tail is skipped in memory and a side file that vanished meanwhile (its scope
+    was retired by the writer) is skipped."""
+    repair = main_fd is not None
     main_path = directory / f"{name}{MAIN_SUFFIX}"
     with open(main_path, "rb") as f:
         main = _parse_file(main_path, f.read(), SESSION, "session_header")
@@ -318,8 +397,14 @@ def _load_session(directory: Path, name: str, main_fd: int) -> _Loaded:
                 continue  # not ours (a note, an editor backup): leave it alone
             path = Path(entry.path)
             scope = _side_scope(path, entry.name)
-            with open(path, "rb") as f:
-                parsed = _parse_file(path, f.read(), scope, "scope_header")
+            try:
+                with open(path, "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                if repair:
+                    raise
+                continue  # retired and unlinked by the writer while we were reading
+            parsed = _parse_file(path, data, scope, "scope_header")
             _check_side_header(parsed, scope, session_id)
             sides.append((scope, parsed))
 
@@ -347,24 +432,34 @@ def _load_session(directory: Path, name: str, main_fd: int) -> _Loaded:
                 continue  # dead: an earlier lifetime of the scope, retired
         index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
 
-    # Checks are over; from here on we only repair.
-    main_file = _File(main_path, None, main.good_size, True, main_fd, main.table)
-    if main.good_size < main.total_size:
-        os.ftruncate(main_fd, main.good_size)
+    notes = tuple(p.torn_note(repaired=repair) for p in [main, *(p for _, p in sides)] if p.torn)
+    main_file = _File(main_path, None, main.good_size, True, main_fd, main.table, main.version)
     side_files: dict[EphemeralScope, _File] = {}
+    if not repair:
+        for scope, parsed in sides:
+            side_files[scope] = _File(
+                parsed.path, scope.id, parsed.good_size, True, None, parsed.table, parsed.version
+            )
+        return _Loaded(session_id, main_file, side_files, index, high + 1, notes)
+
+    # Checks are over; from here on we only repair.
+    if main.torn and main_fd is not None:
+        os.ftruncate(main_fd, main.good_size)
     for scope, parsed in sides:
         dead_before = retired.get(scope.id, 0)
         if all(seq < dead_before for seq, *_ in parsed.records):
             with contextlib.suppress(OSError):  # retried at the next open
                 os.unlink(parsed.path)
             continue
-        if parsed.good_size < parsed.total_size:
+        if parsed.torn:
             os.truncate(parsed.path, parsed.good_size)
-        side_files[scope] = _File(parsed.path, scope.id, parsed.good_size, True, None, parsed.table)
+        side_files[scope] = _File(
+            parsed.path, scope.id, parsed.good_size, True, None, parsed.table, parsed.version
+        )
     for tmp in temps:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    return _Loaded(session_id, main_file, side_files, index, high + 1)
+    return _Loaded(session_id, main_file, side_files, index, high + 1, notes)
 
 
 def _no_payload(w: Write) -> bool:
@@ -421,6 +516,7 @@ class JsonlSession(Session):
         self._main = loaded.main
         self._sides = loaded.sides
         self._index = loaded.index
+        self.notes = loaded.notes
         #: Retired scopes whose side file could not be unlinked yet.
         self._cleanup: set[EphemeralScope] = set()
 
@@ -444,6 +540,8 @@ class JsonlSession(Session):
         if file.broken is not None:
             raise BackendError(file.broken)
         line, payloads, token = encode_line(file.table, writes, seqs)
+        if file.version >= 2:
+            line = _frame(line)
         retiring = [w.scope for w in writes if isinstance(w, RetireScope)]
         doomed = [self._sides[sc] for sc in retiring if sc in self._sides]
         try:
@@ -535,7 +633,8 @@ class JsonlSession(Session):
         # temp file + atomic rename: a side file is either absent or has its header, so
         # a crash can never leave a headerless file that reopen would have to guess about.
         if not self._side_dir.is_dir():
-            self._side_dir.mkdir(exist_ok=True)
+            self._side_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
+            os.chmod(self._side_dir, PRIVATE_DIR)  # whatever the umask
             if sync:
                 _sync_dir(self._dir)
         header = orjson.dumps(
@@ -598,8 +697,9 @@ def _atomic_create(path: Path, content: bytes, sync: bool, *, exclusive: bool) -
     when ``exclusive``: then an existing file raises FileExistsError)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE)
         try:
+            os.fchmod(fd, PRIVATE_FILE)  # it holds commands and output; whatever the umask
             view = memoryview(content)
             while view:
                 view = view[os.write(fd, view) :]
@@ -629,8 +729,14 @@ class JsonlRepository(Repository):
     :class:`FsyncPolicy` every commit is fsynced before ``commit()`` returns.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, fsync: FsyncPolicy | None = None):
-        super().__init__()
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        fsync: FsyncPolicy | None = None,
+        read_only: bool = False,
+    ):
+        super().__init__(read_only=read_only)
         self._dir = Path(directory)
         self._policy = fsync if fsync is not None else FsyncPolicy()
         self.location = f"jsonl:{self._dir}"
@@ -650,7 +756,7 @@ class JsonlRepository(Repository):
     def _create_files(self, name: str) -> None:
         path = self._main_path(name)
         try:
-            self._dir.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self._dir)
             if path.exists():
                 raise SessionExistsError(f"session {name!r} already exists in {self.location}")
             # A side directory without a main log is what an interrupted delete leaves:
@@ -682,6 +788,23 @@ class JsonlRepository(Repository):
             return await self._create_session(name)
         loaded = await asyncio.to_thread(self._load, name)
         return JsonlSession(name, self._dir, self._policy, loaded)
+
+    async def _open_reader(self, name: str) -> Session:
+        loaded = await asyncio.to_thread(self._load_reader, name)
+        return JsonlSession(name, self._dir, self._policy, loaded)
+
+    def _load_reader(self, name: str) -> _Loaded:
+        # No lock (a writer may be appending; its in-flight line reads as a torn tail)
+        # and no repair: a reader never changes a file.
+        path = self._main_path(name)
+        try:
+            return _load_session(self._dir, name, None)
+        except FileNotFoundError:
+            raise SessionNotFoundError(
+                f"no session {name!r} in {self.location} (no file {path})"
+            ) from None
+        except OSError as exc:
+            raise BackendError(f"cannot read session {name!r} from {path} ({exc})") from exc
 
     def _load(self, name: str) -> _Loaded:
         path = self._main_path(name)

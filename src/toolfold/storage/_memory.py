@@ -160,8 +160,8 @@ class MemoryRepository(Repository):
 
     location = "memory:"
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, read_only: bool = False) -> None:
+        super().__init__(read_only=read_only)
         self._sessions: dict[str, _MemoryData] = {}
 
     async def _create_session(self, name: str) -> Session:

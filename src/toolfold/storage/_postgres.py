@@ -111,8 +111,10 @@ class PostgresRepository(Repository):
     session management; every open session has its own connection.
     """
 
-    def __init__(self, dsn: str, *, fsync: FsyncPolicy | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, dsn: str, *, fsync: FsyncPolicy | None = None, read_only: bool = False
+    ) -> None:
+        super().__init__(read_only=read_only)
         self.dsn = dsn
         self.location = f"postgresql ({redact(dsn)})"
         self.fsync = fsync if fsync is not None else FsyncPolicy()

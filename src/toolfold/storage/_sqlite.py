@@ -13,11 +13,14 @@ from __future__ import annotations
 import asyncio
 import datetime
 import functools
+import os
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
+
+from toolfold._fsperm import create_private_file, make_private_dirs
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import (
@@ -35,6 +38,7 @@ from ._errors import (
     CorruptStoreError,
     SessionExistsError,
     SessionNotFoundError,
+    StorageError,
 )
 from ._sql import SCHEMA_VERSION, SQLITE, TABLES, payload, scope_column, write_statements
 from ._writes import JSON, Write
@@ -89,6 +93,20 @@ CREATE TABLE IF NOT EXISTS retirements (
 """
 
 
+# SQLite primary result codes (the low byte of an extended code).
+_SQLITE_IOERR = 10
+_SQLITE_CORRUPT = 11
+_SQLITE_FULL = 13
+_SQLITE_NOTADB = 26
+
+
+def _no_space(directory: Path) -> bool:
+    try:
+        return os.statvfs(directory).f_bavail == 0
+    except (OSError, AttributeError):
+        return False
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
@@ -111,8 +129,10 @@ class SqliteRepository(Repository):
     on power loss, the file stays consistent). ``fsync.side`` does not apply: one file.
     """
 
-    def __init__(self, path: str | Path, *, fsync: FsyncPolicy | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, path: str | Path, *, fsync: FsyncPolicy | None = None, read_only: bool = False
+    ) -> None:
+        super().__init__(read_only=read_only)
         self.path = Path(path)
         self.location = f"sqlite:{self.path}"
         self.fsync = fsync if fsync is not None else FsyncPolicy()
@@ -138,16 +158,33 @@ class SqliteRepository(Repository):
         conn = self._connect()
         try:
             return fn(conn, *args)
-        except sqlite3.DatabaseError as exc:
-            if "not a database" in str(exc) or "malformed" in str(exc):
-                raise self._corrupt(exc) from exc
-            raise BackendError(f"SQLite failed on {self.path}: {exc}") from exc
-        except sqlite3.Error as exc:
-            raise BackendError(f"SQLite failed on {self.path}: {exc}") from exc
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            raise self._translate(exc) from exc
 
-    def _corrupt(self, exc: BaseException) -> CorruptStoreError:
+    def _translate(self, exc: sqlite3.Error | UnicodeDecodeError) -> StorageError:
+        """Our error for an sqlite3 one. Only SQLite's own verdict (SQLITE_CORRUPT,
+        SQLITE_NOTADB) or text it cannot decode makes a store "corrupt": a full disk or an
+        I/O error says nothing about the file, and calling a healthy store corrupt would
+        send its user to move it aside."""
+        if isinstance(exc, UnicodeDecodeError):
+            # sqlite3 decodes names and messages as UTF-8: a damaged byte in the schema
+            # surfaces here, not as an sqlite3 error.
+            return self._corrupt(f"text in the file is not valid UTF-8: {exc}")
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+            return self._corrupt(str(exc))
+        if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _no_space(self.path.parent)):
+            # With no byte free SQLite often cannot even map its -shm file: it reports an
+            # I/O error for what is a full disk.
+            return BackendError(
+                f"SQLite cannot write {self.path}: the disk is full ({exc}); the store is "
+                "unchanged since the last commit: free some space and retry"
+            )
+        return BackendError(f"SQLite failed on {self.path}: {exc}")
+
+    def _corrupt(self, why: object) -> CorruptStoreError:
         return CorruptStoreError(
-            f"{self.path} is not a usable toolfold SQLite store ({exc}); move it aside "
+            f"{self.path} is not a usable toolfold SQLite store ({why}); move it aside "
             "or point the store URL at another file",
             path=str(self.path),
         )
@@ -155,10 +192,18 @@ class SqliteRepository(Repository):
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        conn = self._open_reader_connection() if self.read_only else self._open_writer_connection()
+        self._conn = conn
+        return conn
+
+    def _open_writer_connection(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
+            # The database holds commands and their output: 0600, and SQLite gives its
+            # -wal and -shm files the database file's mode.
+            create_private_file(self.path)
         except OSError as exc:
-            raise BackendError(f"cannot create the directory of {self.path}: {exc}") from exc
+            raise BackendError(f"cannot create {self.path}: {exc}") from exc
         try:
             conn = sqlite3.connect(
                 self.path, isolation_level=None, check_same_thread=True, timeout=30.0
@@ -169,15 +214,7 @@ class SqliteRepository(Repository):
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
             sync = "FULL" if self.fsync.main == "commit" else "NORMAL"
             conn.execute(f"PRAGMA synchronous = {sync}")
-            tables = {
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
-            }
-            if tables and "toolfold_meta" not in tables:
-                raise CorruptStoreError(
-                    f"{self.path} is an SQLite database but not a toolfold store "
-                    f"(tables: {', '.join(sorted(tables))}); use another file",
-                    path=str(self.path),
-                )
+            self._check_tables(conn, empty_ok=True)
             conn.execute("BEGIN IMMEDIATE")
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
@@ -188,21 +225,57 @@ class SqliteRepository(Repository):
                     "INSERT INTO toolfold_meta (key, value) VALUES ('schema', ?)",
                     (SCHEMA_VERSION,),
                 )
-            elif row[0] != SCHEMA_VERSION:
-                raise CorruptStoreError(
-                    f"{self.path} holds schema {row[0]!r}, this toolfold reads "
-                    f"{SCHEMA_VERSION!r}; use a matching toolfold version",
-                    path=str(self.path),
-                )
+            else:
+                self._check_version(row[0])
             conn.execute("COMMIT")
-        except CorruptStoreError:
+        except (sqlite3.Error, UnicodeDecodeError, StorageError) as exc:
             conn.close()
-            raise
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise self._corrupt(exc) from exc
-        self._conn = conn
+            if isinstance(exc, StorageError):
+                raise
+            raise self._translate(exc) from exc
         return conn
+
+    def _open_reader_connection(self) -> sqlite3.Connection:
+        # mode=ro: nothing is created or written (no schema, no journal mode change).
+        if not self.path.is_file():
+            raise BackendError(f"no SQLite store at {self.path}")
+        try:
+            conn = sqlite3.connect(
+                f"{self.path.absolute().as_uri()}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=True,
+                timeout=30.0,
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite file {self.path}: {exc}") from exc
+        try:
+            self._check_tables(conn, empty_ok=False)
+            row = conn.execute("SELECT value FROM toolfold_meta WHERE key = 'schema'").fetchone()
+            self._check_version(None if row is None else row[0])
+        except (sqlite3.Error, UnicodeDecodeError, StorageError) as exc:
+            conn.close()
+            if isinstance(exc, StorageError):
+                raise
+            raise self._translate(exc) from exc
+        return conn
+
+    def _check_tables(self, conn: sqlite3.Connection, *, empty_ok: bool) -> None:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if (tables or not empty_ok) and "toolfold_meta" not in tables:
+            raise CorruptStoreError(
+                f"{self.path} is an SQLite database but not a toolfold store "
+                f"(tables: {', '.join(sorted(tables)) or 'none'}); use another file",
+                path=str(self.path),
+            )
+
+    def _check_version(self, found: object) -> None:
+        if found != SCHEMA_VERSION:
+            raise CorruptStoreError(
+                f"{self.path} holds schema {found!r}, this toolfold reads "
+                f"{SCHEMA_VERSION!r}; use a matching toolfold version",
+                path=str(self.path),
+            )
 
     # -- repository hooks -----------------------------------------------------------
 
