@@ -21,6 +21,10 @@ PUBLIC_PACKAGES = [
     "toolfold.server",
     "toolfold.history",
     "toolfold.mcp",
+    "toolfold.integrations",
+    "toolfold.integrations.pydantic_ai",
+    "toolfold.integrations.openai_agents",
+    "toolfold.integrations.langgraph",
 ]
 
 

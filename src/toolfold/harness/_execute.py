@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,21 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _tool_body(tool: Tool[Any], tool_call_id: str, args: Any, grace: float) -> Body:
+def unknown_added_tools(added: Iterable[str] | None, known: Collection[str]) -> str | None:
+    """The error text for ``add_tools`` names that are not tools of the loop, or ``None``."""
+    missing = [name for name in added or () if name not in known]
+    if not missing:
+        return None
+    listed = ", ".join(sorted(known)) or "(none)"
+    return (
+        f"add_tools named unknown tool(s) {', '.join(map(repr, missing))}; "
+        f"available tools: {listed}. No tool was added."
+    )
+
+
+def _tool_body(
+    tool: Tool[Any], tool_call_id: str, args: Any, grace: float, known: Collection[str] | None
+) -> Body:
     async def body(
         sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
     ) -> tuple[Outcome, str | None]:
@@ -109,6 +123,12 @@ def _tool_body(tool: Tool[Any], tool_call_id: str, args: Any, grace: float) -> B
         failure = sink.check_bounds()
         if failure is not None:
             return "error", _error_text(failure)
+        if known is not None:
+            # Checked before settlement, so the transcript and the model see the same
+            # error; a loop would otherwise have nothing to expose next turn.
+            unknown = unknown_added_tools(sink.snapshot().get("added_tools"), known)
+            if unknown is not None:
+                return "error", unknown
         return "ok", None
 
     return body
@@ -207,6 +227,7 @@ async def execute_tool_call(
     cancel: asyncio.Event | None = None,
     hooks: ExecutionHooks | None = None,
     durability: Durability | None = None,
+    known_tools: Collection[str] | None = None,
     cancel_grace: float = DEFAULT_CANCEL_GRACE,
     clock: Clock | None = None,
     pacing: Pacing | None = None,
@@ -225,6 +246,8 @@ async def execute_tool_call(
       output is kept with ``INTERRUPTION_MARKER``, the events are still emitted,
       then ``CancelledError`` propagates.
     - ``terminate(True)`` before a raise is honoured.
+    - ``known_tools`` given (the loop's tool names) → a call whose ``add_tools``
+      names a tool not in it settles as an error naming that tool.
 
     ``durability=Durability(session)`` makes this one call durable on its own (for a
     loop that runs tools a call at a time, outside ``Harness.run``): the call is
@@ -246,7 +269,7 @@ async def execute_tool_call(
     return await _drive(
         name=tool.name,
         policy=tool.output,
-        body=_tool_body(tool, tool_call_id, args, cancel_grace),
+        body=_tool_body(tool, tool_call_id, args, cancel_grace, known_tools),
         call=call,
         bus=bus,
         context=context,
@@ -327,6 +350,7 @@ class Harness:
                 context=self.context,
                 cancel=cancel,
                 hooks=self.hooks,
+                known_tools=self.tools,
                 cancel_grace=self.cancel_grace,
                 clock=self.clock,
                 pacing=self.pacing,
