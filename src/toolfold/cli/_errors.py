@@ -22,6 +22,11 @@ class StoreOpenError(CliError):
     """The store cannot be opened or read: unreadable, corrupt (file and record named)."""
 
 
+class StoreWriteError(CliError):
+    """The store refused a write while ``run`` was recording a call (a full disk): the
+    call is left unsettled with its last checkpoint, for ``toolfold resume``."""
+
+
 class UnknownSessionError(CliError):
     """A session name that the store does not hold."""
 

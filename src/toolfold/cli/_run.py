@@ -27,9 +27,9 @@ from toolfold.execenv import (
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy
-from toolfold.storage import set_value
+from toolfold.storage import StorageError, set_value
 
-from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError
+from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_tools
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
@@ -242,19 +242,42 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal(signum))
         view.start()
+        store_failure: StorageError | None = None
         try:
             try:
                 results = await task
             except asyncio.CancelledError:
                 results = []
+            except BaseExceptionGroup as group:
+                # The call ran, but the store refused to record its end (a full disk):
+                # the harness raises it from the call's task group.
+                store_failure = _storage_failure(group)
+                if store_failure is None:
+                    raise
+                results = []
         finally:
             await view.stop()
             for signum in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(signum)
+        if store_failure is not None:
+            raise StoreWriteError(
+                f"store {spec.describe()} could not record the end of call {call_id}: "
+                f"{' '.join(str(store_failure).split())} — the call is left unsettled with "
+                "its output up to its last checkpoint; once the store can be written again, "
+                f"run `toolfold resume {settings.session}{_store_flag(spec)}`"
+            ) from store_failure
         if results and results[0].state is not None:
             # Keep the truncation totals and spill path beside the settled result, so
             # readers of the store (the web viewer) can say what the window shows.
-            await session.commit([settled_record(call_id, record, results[0].state)])
+            try:
+                await session.commit([settled_record(call_id, record, results[0].state)])
+            except StorageError as exc:
+                # The call itself settled; only the viewer's totals are missing.
+                print(
+                    f"toolfold: note: the totals of call {call_id} were not recorded: "
+                    f"{' '.join(str(exc).split())}",
+                    file=sys.stderr,
+                )
         message: dict[str, Any] | None = watcher.settled
         if message is None and results:
             message = results[0].to_message().to_json()
@@ -292,15 +315,29 @@ def _summary(
     if spec.kind == "memory":
         parts.append("memory: store, nothing kept")
     else:
-        # The hint must work as typed: name the store unless it is the one a bare
-        # command would find (the default, or $TOOLFOLD_STORE).
-        try:
-            bare = resolve_store(None).url
-        except StoreURLError:
-            bare = None
-        store = "" if spec.url == bare else f" --store {spec.describe()}"
-        parts.append(f"`toolfold show {settings.session} {call_id}{store}`")
+        parts.append(f"`toolfold show {settings.session} {call_id}{_store_flag(spec)}`")
     print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
+
+
+def _store_flag(spec: StoreSpec) -> str:
+    """`` --store URL`` for a hint that must work as typed, unless ``spec`` is the store a
+    bare command finds anyway (the default, or ``$TOOLFOLD_STORE``)."""
+    try:
+        bare = resolve_store(None).url
+    except StoreURLError:
+        bare = None
+    return "" if spec.url == bare else f" --store {spec.describe()}"
+
+
+def _storage_failure(group: BaseExceptionGroup[BaseException]) -> StorageError | None:
+    """The storage error behind ``group`` when storage errors are all it holds."""
+    matched, rest = group.split(StorageError)
+    if matched is None or rest is not None:
+        return None
+    first: BaseException = matched
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, StorageError) else None
 
 
 __all__ = [
