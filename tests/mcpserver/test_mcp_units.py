@@ -52,20 +52,20 @@ def _state(truncated: bool, spill: str | None, **t: Any) -> dict[str, Any]:
 
 
 def test_read_hint_points_at_the_missing_part() -> None:
-    tail = read_hint(_state(True, "/s/x.log"), retain="tail", can_read=True)
+    tail = read_hint(_state(True, "/s/x.log"), retain="tail", reader="read")
     assert tail == (
         '[To see the rest, call read with path="/s/x.log" and offset=1; '
         "each read's footer names the offset to continue from.]"
     )
-    head = read_hint(_state(True, "/s/x.log"), retain="head", can_read=True)
+    head = read_hint(_state(True, "/s/x.log"), retain="head", reader="read")
     assert "offset=11" in head
     partial = read_hint(
-        _state(True, "/s/x.log", last_line_partial=True), retain="head", can_read=True
+        _state(True, "/s/x.log", last_line_partial=True), retain="head", reader="read"
     )
     assert "offset=10" in partial
-    assert read_hint(_state(False, "/s/x.log"), retain="tail", can_read=True) == ""
-    assert read_hint(_state(True, None), retain="tail", can_read=True) == ""
-    assert read_hint(_state(True, "/s/x.log"), retain="tail", can_read=False) == ""
+    assert read_hint(_state(False, "/s/x.log"), retain="tail", reader="read") == ""
+    assert read_hint(_state(True, None), retain="tail", reader="read") == ""
+    assert read_hint(_state(True, "/s/x.log"), retain="tail", reader=None) == ""
 
 
 @given(

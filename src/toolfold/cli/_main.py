@@ -260,7 +260,7 @@ def serve(
     _exit(_arun(serve_command(spec, options), spec))
 
 
-@cli.command(context_settings=CONTEXT)
+@cli.group(context_settings=CONTEXT, invoke_without_command=True)
 @click.option(
     "--session",
     "session",
@@ -279,7 +279,9 @@ def serve(
 @click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http).")
 @click.option("--port", default=8766, show_default=True, type=int, help="Port to listen on (--http).")
+@click.pass_context
 def mcp(
+    ctx: click.Context,
     session: str | None,
     store: str | None,
     tool_specs: tuple[str, ...],
@@ -297,7 +299,10 @@ def mcp(
     start, calls an earlier server left unsettled in the session (a crash) are
     settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_MCP_TOKEN
     (a token is made and printed when it is unset) and checks Host and Origin.
+    `toolfold mcp proxy -- COMMAND...` puts the same bounds in front of any MCP server.
     """
+    if ctx.invoked_subcommand is not None:
+        return
     from ._mcp import McpOptions, mcp_command
 
     spec = resolve_store(store)
@@ -307,6 +312,67 @@ def mcp(
     _check_session_name(name)
     options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port)
     _exit(_arun(mcp_command(options), spec))
+
+
+@mcp.command("proxy", context_settings=CONTEXT)
+@click.option(
+    "--session",
+    "session",
+    metavar="NAME",
+    help="Session to record calls in (created if missing). Default: a new mcp-DATE-TIME-xxxx session per start.",
+)
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@click.option(
+    "--retain",
+    type=click.Choice(["head", "tail"]),
+    default="head",
+    show_default=True,
+    help="Keep the start or the end of a long result in the window.",
+)
+@click.option("--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200).")
+@click.option("--max-lines", type=int, metavar="N", help="Window size in lines (default 2000).")
+@click.option(
+    "--upstream-url",
+    metavar="URL",
+    help="Proxy a Streamable HTTP server at URL instead of running a command.",
+)
+@click.option(
+    "--with-builtin",
+    is_flag=True,
+    help="Also offer toolfold's built-in tools, prefixed (toolfold_bash, ...).",
+)
+@click.argument("command", nargs=-1, metavar="-- UPSTREAM_COMMAND...")
+def mcp_proxy(
+    session: str | None,
+    store: str | None,
+    retain: str,
+    max_bytes: int | None,
+    max_lines: int | None,
+    upstream_url: str | None,
+    with_builtin: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
+
+    Runs UPSTREAM_COMMAND as a child MCP server over stdio (or connects to
+    --upstream-url) and serves its tools to the client: each result's text is cut
+    to a window with a footer, its full text goes to a spill file that
+    `toolfold_read` pages through, and every call is recorded in the store.
+    """
+    from ._mcp import ProxyOptions, proxy_command
+    from ._run import output_policy
+
+    if bool(command) == bool(upstream_url):
+        raise CliError(
+            "give the upstream either as a command after -- or as --upstream-url URL, not "
+            f"{'both' if command else 'neither'}"
+        )
+    spec = resolve_store(store)
+    policy = output_policy(retain, max_bytes, max_lines)
+    name = session if session is not None else _new_mcp_session()
+    _check_session_name(name)
+    options = ProxyOptions(spec, name, command, upstream_url, policy, with_builtin)
+    _exit(_arun(proxy_command(options), spec))
 
 
 def _new_mcp_session() -> str:

@@ -7,6 +7,8 @@ import secrets
 import sys
 from dataclasses import dataclass
 
+from toolfold.output import OutputPolicy
+
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 
@@ -86,4 +88,55 @@ async def mcp_command(options: McpOptions) -> int:
     return 0
 
 
-__all__ = ["TOKEN_ENV", "McpOptions", "mcp_command"]
+@dataclass(frozen=True)
+class ProxyOptions:
+    """Everything ``toolfold mcp proxy`` was asked to do."""
+
+    spec: StoreSpec
+    session: str
+    command: tuple[str, ...]
+    url: str | None
+    policy: OutputPolicy
+    with_builtin: bool
+
+
+async def proxy_command(options: ProxyOptions) -> int:
+    """Serve the upstream's tools over stdio until the client disconnects."""
+    try:
+        from toolfold.mcp import McpSettings, ProxyHost, Upstream, UpstreamSpec, serve_stdio
+    except ImportError as exc:
+        raise CliError(
+            f"mcp proxy needs the mcp extra ({exc.name} is not installed); "
+            "install it with: pip install 'toolfold[mcp]'"
+        ) from exc
+    spec = options.spec
+    async with open_store(spec, create=True) as repo:
+        session = await repo.open_session(options.session, create=True)
+        spill_dir = spec.spill_dir(options.session)
+        settings = McpSettings(session_name=options.session, spill_dir=spill_dir, tools=[])
+        upstream = Upstream(
+            UpstreamSpec(command=options.command, url=options.url),
+            stderr_path=spill_dir.parent / f"{options.session}.upstream-stderr.log",
+        )
+        host = ProxyHost(
+            session, settings, upstream, options.policy, with_builtin=options.with_builtin
+        )
+        recovered = await host.recover()
+        if recovered:
+            print(
+                f"toolfold: settled {len(recovered)} call(s) an earlier proxy left unsettled "
+                f"in session {options.session} as interrupted",
+                file=sys.stderr,
+                flush=True,
+            )
+        print(
+            f"toolfold: MCP proxy for {upstream.spec.describe()}, session {options.session} "
+            f"in store {spec.describe()}",
+            file=sys.stderr,
+            flush=True,
+        )
+        await serve_stdio(host)
+    return 0
+
+
+__all__ = ["TOKEN_ENV", "McpOptions", "ProxyOptions", "mcp_command", "proxy_command"]

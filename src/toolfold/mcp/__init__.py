@@ -12,6 +12,7 @@ from __future__ import annotations
 from ._errors import McpHostError, ToolSpecError
 from ._host import INSTRUCTIONS, McpHost, McpSettings
 from ._progress import McpHooks, ProgressReporter, status_line
+from ._proxy import READER, ForwardedProgress, ProxyHost, UpstreamArgs, proxy_note
 from ._results import call_tool_result, read_hint
 from ._tools import OUTPUT_SCHEMA, describe, input_schema, load_tools, server_tools, window_note
 from ._transports import (
@@ -20,22 +21,31 @@ from ._transports import (
     serve_http,
     serve_stdio,
 )
+from ._upstream import Upstream, UpstreamError, UpstreamSpec
 
 __all__ = [
     "INSTRUCTIONS",
     "MCP_PATH",
     "OUTPUT_SCHEMA",
+    "READER",
+    "ForwardedProgress",
     "McpHooks",
     "McpHost",
     "McpHostError",
     "McpSettings",
     "ProgressReporter",
+    "ProxyHost",
     "ToolSpecError",
+    "Upstream",
+    "UpstreamArgs",
+    "UpstreamError",
+    "UpstreamSpec",
     "call_tool_result",
     "describe",
     "http_app",
     "input_schema",
     "load_tools",
+    "proxy_note",
     "read_hint",
     "serve_http",
     "serve_stdio",

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -51,7 +51,8 @@ INSTRUCTIONS = (
 )
 
 
-def _version() -> str:
+def package_version() -> str:
+    """toolfold's installed version (what the server reports as its version)."""
     try:
         return version("toolfold")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
@@ -67,6 +68,13 @@ class McpSettings:
     tools: list[Tool[Any]]
     cwd: Path = field(default_factory=Path.cwd)
     pacing: Pacing = field(default_factory=Pacing)
+
+
+class Stoppable(Protocol):
+    """A progress reporter the handler can silence when the client cancels."""
+
+    def stop(self) -> None:
+        """Send nothing more."""
 
 
 @dataclass
@@ -102,7 +110,7 @@ class McpHost:
             hooks=McpHooks(Durability(session), self._reporters),
             pacing=settings.pacing,
         )
-        self._can_read = READ_TOOL in self.harness.tools
+        self.reader: str | None = READ_TOOL if READ_TOOL in self.harness.tools else None
         self._calls: dict[str, _Call] = {}
 
     # -- start-up --------------------------------------------------------------------
@@ -140,33 +148,47 @@ class McpHost:
         """The SDK's low-level server, with this host's handlers."""
         return Server(
             "toolfold",
-            version=_version(),
+            version=package_version(),
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
 
-    def tool_list(self) -> list[types.Tool]:
+    async def tool_list(self) -> list[types.Tool]:
         """The MCP tool definitions (input schemas from the pydantic params)."""
         return [
             types.Tool(
                 name=t.name,
-                description=describe(t, can_read=self._can_read),
+                description=describe(t, reader=self.reader),
                 input_schema=input_schema(t),
                 output_schema=OUTPUT_SCHEMA,
             )
-            for t in self.harness.tools.values()
+            for t in self.settings.tools
         ]
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.tool_list())
+        return types.ListToolsResult(tools=await self.tool_list())
+
+    async def resolve(self, name: str) -> Tool[Any] | None:
+        """The tool a ``tools/call`` names, or ``None`` (a JSON-RPC error follows)."""
+        return next((t for t in self.settings.tools if t.name == name), None)
+
+    def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
+        """The MCP result of a settled call."""
+        return call_tool_result(
+            result,
+            retain=tool.output.retain,
+            call_id=call_id,
+            session=self.settings.session_name,
+            reader=self.reader,
+        )
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        tool = self.harness.tools.get(params.name)
+        tool = await self.resolve(params.name)
         if tool is None:
             known = ", ".join(sorted(self.harness.tools))
             raise MCPError(
@@ -174,15 +196,7 @@ class McpHost:
             )
         args: dict[str, Any] = dict(params.arguments or {})
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
-        reporter: ProgressReporter | None = None
-        if progress_token(ctx.meta) is not None:
-            session = ctx.session
-
-            async def send(progress: float, message: str) -> None:
-                await session.report_progress(progress, None, message)
-
-            reporter = ProgressReporter(send, self.settings.pacing)
-            self._reporters[call_id] = reporter
+        reporter = self.progress_for(tool, call_id, ctx) if progress_token(ctx.meta) else None
         cancel = asyncio.Event()
         task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
         self._calls[call_id] = _Call(cancel, task)
@@ -196,13 +210,20 @@ class McpHost:
                 reporter.stop()
             cancel.set()
             raise
-        return call_tool_result(
-            result,
-            retain=tool.output.retain,
-            call_id=call_id,
-            session=self.settings.session_name,
-            can_read=self._can_read,
-        )
+        return self.result_for(tool, result, call_id)
+
+    def progress_for(
+        self, tool: Tool[Any], call_id: str, ctx: ServerRequestContext[Any]
+    ) -> Stoppable:
+        """The progress reporter of a call whose request carries a progress token."""
+        session = ctx.session
+
+        async def send(progress: float, message: str) -> None:
+            await session.report_progress(progress, None, message)
+
+        reporter = ProgressReporter(send, self.settings.pacing)
+        self._reporters[call_id] = reporter
+        return reporter
 
     async def _run(
         self, call_id: str, name: str, args: dict[str, Any], cancel: asyncio.Event

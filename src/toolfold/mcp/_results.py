@@ -9,17 +9,15 @@ import mcp_types as types
 
 from toolfold.harness import ToolResult
 
-from ._tools import READ_TOOL
 
-
-def read_hint(state: Any, *, retain: str, can_read: bool) -> str:
+def read_hint(state: Any, *, retain: str, reader: str | None) -> str:
     """One line telling the model how to page through what the window left out with
     ``read``, or ``""`` when nothing was cut or the full output was not kept.
 
     The tool's own footer already names the spill file; this adds the call to make,
     with the offset where the missing part starts (tail window: line 1; head window:
     the first line not shown)."""
-    if not can_read or not isinstance(state, dict):
+    if reader is None or not isinstance(state, dict):
         return ""
     truncation = state.get("truncation")
     spill = state.get("spill_path")
@@ -31,20 +29,21 @@ def read_hint(state: Any, *, retain: str, can_read: bool) -> str:
     else:
         offset = 1
     return (
-        f"[To see the rest, call {READ_TOOL} with path={json.dumps(str(spill))} and "
+        f"[To see the rest, call {reader} with path={json.dumps(str(spill))} and "
         f"offset={offset}; each read's footer names the offset to continue from.]"
     )
 
 
 def call_tool_result(
-    result: ToolResult, *, retain: str, call_id: str, session: str, can_read: bool
+    result: ToolResult, *, retain: str, call_id: str, session: str, reader: str | None
 ) -> types.CallToolResult:
-    """The bounded text (with its footer, then the ``read`` hint), then the image
+    """The bounded text (with its footer, then the hint naming the ``reader`` tool, if
+    one is offered), then the image
     blocks; ``isError`` for every outcome but ok; ``structuredContent`` with the
     details and the truncation record."""
     state: dict[str, Any] = dict(result.state) if result.state is not None else {}
     text = result.text
-    hint = read_hint(state, retain=retain, can_read=can_read)
+    hint = read_hint(state, retain=retain, reader=reader)
     if hint:
         text = text + ("" if text.endswith("\n") or not text else "\n") + hint
     blocks: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]

@@ -15,7 +15,7 @@ READ_TOOL = "read"
 """The built-in tool a truncated result points the model at for the rest."""
 
 
-def window_note(tool: Tool[Any], *, can_read: bool) -> str:
+def window_note(tool: Tool[Any], *, reader: str | None) -> str:
     """The sentence every tool description gains: what the window is and where the
     rest goes, so the model knows a cut result is not the whole story."""
     policy = tool.output
@@ -24,19 +24,19 @@ def window_note(tool: Tool[Any], *, can_read: bool) -> str:
         f"Output is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
         f"{policy.max_bytes // 1024} KB); the footer of a cut result says what was left out"
     )
-    if can_read and tool.name != READ_TOOL:
+    if reader is not None and tool.name != reader:
         return (
             note
-            + ", and a command's full output is saved to a spill file you can page with `read`."
+            + f", and a command's full output is saved to a spill file you can page with `{reader}`."
         )
     return note + "."
 
 
-def describe(tool: Tool[Any], *, can_read: bool) -> str:
+def describe(tool: Tool[Any], *, reader: str | None) -> str:
     """The MCP description of ``tool``: its own description plus :func:`window_note`."""
     own = tool.description.strip()
     sep = " " if own.endswith(".") else ". " if own else ""
-    return f"{own}{sep}{window_note(tool, can_read=can_read)}"
+    return f"{own}{sep}{window_note(tool, reader=reader)}"
 
 
 def input_schema(tool: Tool[Any]) -> dict[str, Any]:

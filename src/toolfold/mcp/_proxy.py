@@ -1,0 +1,393 @@
+"""``ProxyHost``: any MCP server's tools, with toolfold's bounds, spill files and store.
+
+Every upstream tool is listed unchanged but for one sentence added to its
+description. A call is one durable harness run of a stand-in tool whose body calls
+the upstream: the result's text goes through the call's ``ToolOutput`` (so the model
+gets the window and a footer), the full text goes byte-exact to a spill file, images
+pass through within the sink's image bounds, ``isError`` and ``structuredContent`` are
+kept (a ``structuredContent`` bigger than the window is moved to a spill file and a
+note takes its place). The proxy adds ``toolfold_read`` to page through spill files;
+with ``--with-builtin`` the built-in tools come too, as ``toolfold_bash`` and so on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ConfigDict
+
+from toolfold.execenv import (
+    AdaptivePublisher,
+    CallbackError,
+    ShellOutputMetadata,
+    ShellOutputTruncation,
+)
+from toolfold.harness import Pacing, Tool, ToolContext, ToolError, ToolResult
+from toolfold.output import OutputError, OutputPolicy, ToolOutput
+from toolfold.storage import Session
+from toolfold.tools import READ, builtin_tools
+
+from ._host import McpHost, McpSettings, Stoppable, package_version
+from ._upstream import Upstream, UpstreamError
+
+PREFIX = "toolfold_"
+"""Prefix of the proxy's own tools, so they never collide with an upstream's."""
+
+READER = f"{PREFIX}read"
+
+PROXY_INSTRUCTIONS = (
+    "Tools of another MCP server, through toolfold: a long result is cut to a window and "
+    f"its full text kept in a spill file that `{READER}` pages through. Every call is "
+    "recorded durably."
+)
+
+_TRUNCATION_FIELDS = [f.name for f in dataclasses.fields(ShellOutputTruncation)]
+
+
+def proxy_note(policy: OutputPolicy) -> str:
+    """The sentence each upstream tool's description gains."""
+    end = "end" if policy.retain == "tail" else "start"
+    return (
+        f"A long result is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
+        f"{policy.max_bytes // 1024} KB); the full text is saved to a spill file you can "
+        f"page with `{READER}`."
+    )
+
+
+class UpstreamArgs(BaseModel):
+    """Whatever arguments the upstream tool takes (it validates them itself)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass
+class _Passed:
+    """What a proxied result carries besides its text: blocks that are neither text nor
+    image, and the (possibly replaced) ``structuredContent``."""
+
+    blocks: list[types.ContentBlock]
+    structured: Any
+
+
+class ForwardedProgress:
+    """The upstream's progress notifications, forwarded to the client paced by an
+    ``AdaptivePublisher`` (only the latest is sent when they come faster)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], pacing: Pacing) -> None:
+        self._session = ctx.session
+        self._latest: tuple[float, float | None, str | None] | None = None
+        self._stopped = False
+        self._publisher: AdaptivePublisher[tuple[float, float | None, str | None]] = (
+            AdaptivePublisher(
+                produce=self._produce,
+                consume=self._consume,
+                min_interval=pacing.min_interval,
+                target_rate=pacing.target_rate,
+            )
+        )
+
+    @property
+    def sent(self) -> int:
+        """How many notifications were handed to the transport."""
+        return self._publisher.publications
+
+    async def update(self, progress: float, total: float | None, message: str | None) -> None:
+        """The upstream's progress callback."""
+        self._latest = (progress, total, message)
+        self._publisher.mark_dirty()
+
+    def _produce(self) -> tuple[tuple[float, float | None, str | None], int] | None:
+        if self._latest is None or self._stopped:
+            return None
+        latest, self._latest = self._latest, None
+        return latest, 64 + len(latest[2] or "")
+
+    async def _consume(self, payload: tuple[float, float | None, str | None]) -> None:
+        await self._session.report_progress(*payload)
+
+    def stop(self) -> None:
+        """Send nothing more."""
+        self._stopped = True
+
+    async def close(self) -> None:
+        """Deliver the latest pending update, then stop (before the result is returned)."""
+        with contextlib.suppress(CallbackError):  # the client went away; progress is advisory
+            await self._publisher.finish()
+        self._stopped = True
+
+
+def _internal_name(name: str) -> str:
+    # A Tool name is [A-Za-z][A-Za-z0-9_-]{0,63}; MCP allows dots and more.
+    clean = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:60]
+    return clean if clean[:1].isalpha() else f"u_{clean}"[:64]
+
+
+class ProxyHost(McpHost):
+    """An MCP server in front of one upstream MCP server (see the module docstring)."""
+
+    def __init__(
+        self,
+        session: Session,
+        settings: McpSettings,
+        upstream: Upstream,
+        policy: OutputPolicy,
+        *,
+        with_builtin: bool = False,
+    ) -> None:
+        own = builtin_tools() if with_builtin else [READ]
+        settings.tools = [dataclasses.replace(t, name=f"{PREFIX}{t.name}") for t in own]
+        super().__init__(session, settings)
+        self.reader = READER
+        self.upstream = upstream
+        self.policy = policy
+        self._by_name: dict[str, Tool[Any]] = {}
+        self._listed: list[types.Tool] = []
+        self._passed: dict[str, _Passed] = {}
+        self._forwards: dict[str, ForwardedProgress] = {}
+
+    def server(self) -> Server[Any]:
+        """The low-level server: tools, plus resources and prompts passed through."""
+        return Server(
+            "toolfold-proxy",
+            version=package_version(),
+            instructions=PROXY_INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+        )
+
+    # -- tools -----------------------------------------------------------------------
+
+    async def _refresh(self) -> None:
+        try:
+            listed = await self.upstream.call(lambda s: s.list_tools())
+        except UpstreamError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+        note = proxy_note(self.policy)
+        tools: list[types.Tool] = []
+        for t in listed.tools:
+            if t.name.startswith(PREFIX):
+                continue  # the proxy's own names: never shadowed by an upstream tool
+            own = (t.description or "").strip()
+            sep = " " if own.endswith(".") else ". " if own else ""
+            tools.append(t.model_copy(update={"description": f"{own}{sep}{note}"}))
+            if t.name not in self._by_name:
+                self._by_name[t.name] = self._stand_in(t.name)
+        self._listed = tools
+
+    async def tool_list(self) -> list[types.Tool]:
+        await self._refresh()
+        return [*self._listed, *await super().tool_list()]
+
+    async def resolve(self, name: str) -> Tool[Any] | None:
+        own = await super().resolve(name)
+        if own is not None:
+            return own
+        if name not in self._by_name:
+            await self._refresh()
+        stand_in = self._by_name.get(name)
+        if stand_in is not None and stand_in.name not in self.harness.tools:
+            self.harness.tools[stand_in.name] = stand_in
+        return stand_in
+
+    def _stand_in(self, upstream_name: str) -> Tool[Any]:
+        host = self
+
+        async def execute(
+            tool_call_id: str,
+            params: UpstreamArgs,
+            cancel: Any,
+            out: ToolOutput,
+            context: ToolContext,
+        ) -> None:
+            await host._proxy_call(upstream_name, tool_call_id, params, cancel, out)
+
+        return Tool(
+            name=_internal_name(upstream_name),
+            description=f"{upstream_name} on the {self.upstream.spec.describe()}",
+            params=UpstreamArgs,
+            execute=execute,
+            output=self.policy,
+        )
+
+    def progress_for(
+        self, tool: Tool[Any], call_id: str, ctx: ServerRequestContext[Any]
+    ) -> Stoppable:
+        if tool.params is not UpstreamArgs:
+            return super().progress_for(tool, call_id, ctx)
+        forward = ForwardedProgress(ctx, self.settings.pacing)
+        self._forwards[call_id] = forward
+        return forward
+
+    async def _proxy_call(
+        self, name: str, call_id: str, params: UpstreamArgs, cancel: Any, out: ToolOutput
+    ) -> None:
+        args = dict(params.model_extra or {})
+        forward = self._forwards.pop(call_id, None)
+        callback = forward.update if forward is not None else None
+        task = asyncio.ensure_future(
+            self.upstream.call(lambda s: s.call_tool(name, args, progress_callback=callback))
+        )
+        waiter = asyncio.ensure_future(cancel.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                # The client cancelled: cancelling the SDK call sends the upstream
+                # notifications/cancelled for it.
+                task.cancel()
+                await asyncio.wait({task})
+            if forward is not None:
+                await forward.close()
+        if task.cancelled():
+            return
+        try:
+            result: types.CallToolResult = task.result()
+        except UpstreamError as exc:
+            raise ToolError(str(exc)) from exc
+        except MCPError as exc:
+            raise ToolError(
+                f"the {self.upstream.spec.describe()} answered {name!r} with error "
+                f"{exc.code}: {exc.message}"
+            ) from exc
+        self._adopt(name, call_id, result, out)
+        if result.is_error:
+            raise ToolError(f"the {self.upstream.spec.describe()} reported an error (isError)")
+
+    def _spill(self, data: bytes, name: str, suffix: str) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        path = (
+            self.settings.spill_dir
+            / f"mcp-{_internal_name(name)}-{stamp}-{secrets.token_hex(4)}{suffix}"
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+
+    def _adopt(
+        self, name: str, call_id: str, result: types.CallToolResult, out: ToolOutput
+    ) -> None:
+        texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
+        text = "\n".join(texts)
+        blocks: list[types.ContentBlock] = []
+        dropped: list[str] = []
+        for block in result.content:
+            if isinstance(block, types.ImageContent):
+                try:
+                    out.image({"type": "image", "data": block.data, "mime_type": block.mime_type})
+                except OutputError as exc:
+                    dropped.append(f"[An image was left out: {exc}]")
+            elif not isinstance(block, types.TextContent):
+                blocks.append(block)
+        data = text.encode("utf-8", "surrogatepass")
+        lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+        spill = None
+        if len(data) > self.policy.max_bytes or lines > self.policy.max_lines:
+            spill = self._spill(data, name, ".txt")
+        out.write(text)
+        t = out.truncation
+        notes = list(dropped)
+        if spill is not None and t["truncated"]:
+            out.capture(
+                ShellOutputMetadata(
+                    truncation=ShellOutputTruncation(**{k: t[k] for k in _TRUNCATION_FIELDS}),  # type: ignore[literal-required]
+                    spill_path=str(spill),
+                    last_line_bytes=t["last_line_bytes"],
+                )
+            )
+            which = "last" if self.policy.retain == "tail" else "first"
+            notes.insert(
+                0,
+                f"[Showing the {which} {t['output_lines']:,} of {t['total_lines']:,} lines "
+                f"({t['output_bytes']:,} of {t['total_bytes']:,} bytes). Full output: {spill}]",
+            )
+        structured = result.structured_content
+        if structured is not None:
+            raw = json.dumps(structured, ensure_ascii=False).encode()
+            if len(raw) > self.policy.max_bytes:
+                moved = self._spill(raw, name, ".json")
+                structured = {
+                    "toolfold_note": f"structuredContent of {len(raw):,} bytes was moved to "
+                    f"{moved}; page it with {READER}"
+                }
+                notes.append(f"[structuredContent ({len(raw):,} bytes) saved to {moved}]")
+        if notes:
+            current = out.text
+            sep = "\n" if current and not current.endswith("\n") else ""
+            out.footer(sep + "\n".join(notes))
+        self._passed[call_id] = _Passed(blocks, structured)
+
+    def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
+        passed = self._passed.pop(call_id, None)
+        base = super().result_for(tool, result, call_id)
+        if tool.params is not UpstreamArgs:
+            return base
+        return base.model_copy(
+            update={
+                "content": [*base.content, *(passed.blocks if passed else [])],
+                "structured_content": passed.structured if passed else None,
+            }
+        )
+
+    # -- passthrough -----------------------------------------------------------------
+
+    async def _forward(self, fn: Any) -> Any:
+        try:
+            return await self.upstream.call(fn)
+        except UpstreamError as exc:
+            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+
+    async def _list_resources(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        cursor = params.cursor if params is not None else None
+        return await self._forward(lambda s: s.list_resources(cursor=cursor))  # type: ignore[no-any-return]
+
+    async def _list_resource_templates(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        cursor = params.cursor if params is not None else None
+        return await self._forward(lambda s: s.list_resource_templates(cursor=cursor))  # type: ignore[no-any-return]
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        return await self._forward(lambda s: s.read_resource(params.uri))  # type: ignore[no-any-return]
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        cursor = params.cursor if params is not None else None
+        return await self._forward(lambda s: s.list_prompts(cursor=cursor))  # type: ignore[no-any-return]
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        return await self._forward(lambda s: s.get_prompt(params.name, params.arguments))  # type: ignore[no-any-return]
+
+    async def aclose(self, grace: float = 10.0) -> None:
+        await super().aclose(grace)
+        await self.upstream.aclose()
+
+
+__all__ = ["READER", "ForwardedProgress", "ProxyHost", "UpstreamArgs", "proxy_note"]

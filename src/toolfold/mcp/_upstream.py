@@ -1,0 +1,196 @@
+"""One upstream MCP server for the proxy: started on first use, restarted after a crash.
+
+The SDK's client transports are async context managers that must be entered and
+left in one task, so one background task owns each connection for its lifetime;
+calls use the ``ClientSession`` it publishes. When the upstream dies, that task
+ends and ``dead`` is set: calls in flight fail at once with the upstream's stderr
+tail, and the next call starts a new upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from ._errors import McpHostError
+
+STDERR_TAIL = 2000
+"""Characters of the upstream's stderr quoted in an error result."""
+
+START_TIMEOUT = 60.0
+"""Seconds an upstream gets to answer ``initialize``."""
+
+
+class UpstreamError(McpHostError):
+    """The upstream server could not be started, or died."""
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """Where the upstream is: a command run over stdio, or a Streamable HTTP URL."""
+
+    command: tuple[str, ...] = ()
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """How messages name the upstream."""
+        return f"upstream {self.url}" if self.url else f"upstream `{shlex.join(self.command)}`"
+
+
+class Upstream:
+    """The connection to one upstream server (see the module docstring)."""
+
+    def __init__(self, spec: UpstreamSpec, stderr_path: Path) -> None:
+        if not spec.command and not spec.url:
+            raise UpstreamError("no upstream: give a command after -- or --upstream-url URL")
+        self.spec = spec
+        self.stderr_path = stderr_path
+        self._session: ClientSession | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.dead = asyncio.Event()
+        self.dead.set()
+        self._lock = asyncio.Lock()
+        self.starts = 0
+        """How many times the upstream was started (a restart counts again)."""
+
+    async def session(self) -> ClientSession:
+        """The live session, starting the upstream if it is not running."""
+        async with self._lock:
+            if self._session is not None and not self.dead.is_set():
+                return self._session
+            loop = asyncio.get_running_loop()
+            ready: asyncio.Future[ClientSession] = loop.create_future()
+            self.dead = asyncio.Event()
+            self._stop = asyncio.Event()
+            self.starts += 1
+            self._task = asyncio.create_task(
+                self._own(ready, self.dead, self._stop), name="mcp upstream"
+            )
+            try:
+                return await asyncio.wait_for(asyncio.shield(ready), START_TIMEOUT)
+            except TimeoutError:
+                self._stop.set()
+                raise UpstreamError(
+                    f"{self.spec.describe()} did not answer initialize within "
+                    f"{START_TIMEOUT:g} s{self.stderr_tail()}"
+                ) from None
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[ClientSession]:
+        if self.spec.url:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            async with (
+                httpx2.AsyncClient(headers=self.spec.headers) as http,
+                streamable_http_client(self.spec.url, http_client=http) as (r, w),
+                ClientSession(r, w) as session,
+            ):
+                yield session
+            return
+        params = StdioServerParameters(
+            command=self.spec.command[0], args=list(self.spec.command[1:])
+        )
+        fd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (r, w),
+                ClientSession(r, w) as session,
+            ):
+                yield session
+
+    async def _own(
+        self, ready: asyncio.Future[ClientSession], dead: asyncio.Event, stop: asyncio.Event
+    ) -> None:
+        # `dead` and `stop` are this connection's own: after a crash a new connection
+        # may start while this one is still being torn down.
+        session: ClientSession | None = None
+        try:
+            async with self._connect() as session:
+                await session.initialize()
+                self._session = session
+                ready.set_result(session)
+                await stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(
+                    UpstreamError(
+                        f"{self.spec.describe()} could not start: {exc}{self.stderr_tail()}"
+                    )
+                )
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            if self._session is session:
+                self._session = None
+            dead.set()
+
+    def stderr_tail(self) -> str:
+        """``; its stderr ended with: ...`` (empty when it wrote nothing)."""
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - STDERR_TAIL))
+                tail = f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its stderr ended with: {tail}" if tail else ""
+
+    async def call(self, coro_factory: Any) -> Any:
+        """Run ``await coro_factory(session)``; if the upstream dies first, raise
+        ``UpstreamError`` naming it and its stderr tail."""
+        session = await self.session()
+        dead = self.dead
+        call = asyncio.ensure_future(coro_factory(session))
+        watch = asyncio.ensure_future(dead.wait())
+        try:
+            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            call.cancel()
+            raise
+        finally:
+            watch.cancel()
+        if not call.done():
+            if self._session is session:
+                self._session = None
+            call.cancel()
+            with contextlib.suppress(BaseException):
+                await call
+            raise UpstreamError(
+                f"{self.spec.describe()} exited during the call{self.stderr_tail()}"
+            )
+        exc = call.exception()
+        closed = isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
+        if exc is not None and (closed or dead.is_set()):
+            # Forget this connection now (its teardown may still be running), so the
+            # next call starts a new upstream.
+            dead.set()
+            if self._session is session:
+                self._session = None
+            raise UpstreamError(
+                f"{self.spec.describe()} exited during the call ({exc}){self.stderr_tail()}"
+            ) from exc
+        return call.result()
+
+    async def aclose(self) -> None:
+        """Stop the upstream (if running) and wait for its task."""
+        self._stop.set()
+        if self._task is not None:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(self._task, 10)
+
+
+__all__ = ["Upstream", "UpstreamError", "UpstreamSpec"]

@@ -1,0 +1,244 @@
+"""``toolfold mcp proxy`` in front of real third-party MCP servers, driven by the SDK client.
+
+The upstreams are installed on first use (the package registries are needed once):
+``mcp-server-git`` from PyPI into its own virtualenv, and
+``@modelcontextprotocol/server-everything`` from npm, both under ``.venv/mcp-upstreams/``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_helpers import TOOLFOLD, calls, clean_env, store_url, text_of
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAMS = ROOT / ".venv" / "mcp-upstreams"
+COMMITS = 50_000
+
+
+@pytest.fixture(scope="session")
+def git_server() -> Path:
+    venv = UPSTREAMS / "git"
+    exe = venv / "bin" / "mcp-server-git"
+    if not exe.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "mcp-server-git"], check=True, timeout=900
+        )
+    return exe
+
+
+@pytest.fixture(scope="session")
+def everything_server() -> Path:
+    prefix = UPSTREAMS / "npm"
+    exe = prefix / "node_modules" / ".bin" / "mcp-server-everything"
+    if not exe.exists():
+        npm = shutil.which("npm")
+        assert npm, "npm is needed to install @modelcontextprotocol/server-everything"
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--silent",
+                "--prefix",
+                str(prefix),
+                "@modelcontextprotocol/server-everything",
+            ],
+            check=True,
+            timeout=900,
+        )
+    return exe
+
+
+@pytest.fixture(scope="session")
+def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git repository with 50,000 commits (made with fast-import in a few seconds)."""
+    repo = tmp_path_factory.mktemp("repo")
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    parts = []
+    for i in range(COMMITS):
+        message = f"commit number {i}: adjust the frobnicator\n"
+        parts.append(
+            f"commit refs/heads/main\ncommitter Dev <dev@example.com> {1_700_000_000 + i} +0000\n"
+            f"data {len(message)}\n{message}\n"
+        )
+    subprocess.run(
+        ["git", "fast-import", "--quiet"], cwd=repo, input="".join(parts).encode(), check=True
+    )
+    return repo
+
+
+@contextlib.asynccontextmanager
+async def session_on(
+    params: StdioServerParameters, errlog_path: Path
+) -> AsyncIterator[ClientSession]:
+    with open(errlog_path, "a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as client:
+            await client.initialize()
+            yield client
+
+
+def proxy(tmp_path: Path, *upstream: str, session: str = "p1") -> StdioServerParameters:
+    return StdioServerParameters(
+        command=TOOLFOLD[0],
+        args=[
+            *TOOLFOLD[1:],
+            "mcp",
+            "proxy",
+            "--store",
+            store_url(tmp_path),
+            "--session",
+            session,
+            "--",
+            *upstream,
+        ],
+        env=clean_env(),
+        cwd=str(tmp_path),
+    )
+
+
+async def test_git_log_of_50k_commits_is_bounded_and_spilled_byte_exact(
+    tmp_path: Path, git_server: Path, big_repo: Path
+) -> None:
+    args = {"repo_path": str(big_repo), "max_count": COMMITS}
+    direct = StdioServerParameters(command=str(git_server), env=clean_env(), cwd=str(tmp_path))
+    with anyio.fail_after(240):
+        async with session_on(direct, tmp_path / "git.err") as client:
+            raw = text_of(await client.call_tool("git_log", args))
+        async with session_on(proxy(tmp_path, str(git_server)), tmp_path / "proxy.err") as client:
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            result = await client.call_tool("git_log", args)
+    assert len(raw.encode()) > 2_000_000  # megabytes from the upstream
+    assert "git_log" in listed and "toolfold_read" in listed
+    assert "spill file" in (listed["git_log"].description or "")
+    text = text_of(result)
+    assert not result.is_error
+    assert len(text.encode()) < 60 * 1024
+    assert text.startswith(raw[:1000])  # head window: the newest commits
+    spill = Path(text.split("Full output: ")[1].split("]")[0])
+    assert spill.read_bytes() == raw.encode()
+    assert f'call toolfold_read with path="{spill}"' in text
+    [call] = await calls(tmp_path, "p1")
+    assert call.status == "ok" and call.tool_name == "git_log"
+
+
+async def test_everything_progress_images_structured_content_and_big_text(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
+    big = "x" * 200_000
+    with anyio.fail_after(120):
+        async with session_on(
+            proxy(tmp_path, str(everything_server), "stdio"), tmp_path / "proxy.err"
+        ) as client:
+            long = await client.call_tool(
+                "trigger-long-running-operation",
+                {"duration": 2, "steps": 10},
+                progress_callback=on_progress,
+            )
+            image = await client.call_tool("get-tiny-image", {})
+            structured = await client.call_tool("get-structured-content", {"location": "Chicago"})
+            echo = await client.call_tool("echo", {"message": big})
+    assert not long.is_error and progress and progress == sorted(set(progress))
+    assert any(isinstance(b, types.ImageContent) for b in image.content)
+    assert structured.structured_content and "temperature" in str(structured.structured_content)
+    assert len(text_of(echo).encode()) < 60 * 1024
+    spill = Path(text_of(echo).split("Full output: ")[1].split("]")[0])
+    assert big in spill.read_text()
+    stored = await calls(tmp_path, "p1")
+    assert [c.status for c in stored] == ["ok"] * 4
+
+
+async def test_cancel_settles_cancelled_and_the_proxy_keeps_serving(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    started = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    with anyio.fail_after(120):
+        async with session_on(
+            proxy(tmp_path, str(everything_server), "stdio"), tmp_path / "proxy.err"
+        ) as client:
+            async with anyio.create_task_group() as group:
+
+                async def call() -> None:
+                    await client.call_tool(
+                        "trigger-long-running-operation",
+                        {"duration": 60, "steps": 60},
+                        progress_callback=on_progress,
+                    )
+
+                group.start_soon(call)
+                await started.wait()
+                group.cancel_scope.cancel()
+            after = await client.call_tool("echo", {"message": "still here"})
+            assert "still here" in text_of(after)
+            for _ in range(600):
+                found = [c for c in await calls(tmp_path, "p1") if c.tool_name != "echo"]
+                if found and found[0].settled:
+                    break
+                await anyio.sleep(0.05)
+    assert found[0].status == "cancelled"
+
+
+async def test_an_upstream_crash_is_an_error_result_and_the_next_call_restarts_it(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    pids = tmp_path / "upstream.pids"
+    wrapper = f"echo $$ >> {pids}; exec {everything_server} stdio"
+    started = anyio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        started.set()
+
+    try:
+        with anyio.fail_after(120):
+            async with session_on(
+                proxy(tmp_path, "sh", "-c", wrapper), tmp_path / "proxy.err"
+            ) as client:
+                results: list[Any] = []
+                async with anyio.create_task_group() as group:
+
+                    async def call() -> None:
+                        results.append(
+                            await client.call_tool(
+                                "trigger-long-running-operation",
+                                {"duration": 60, "steps": 60},
+                                progress_callback=on_progress,
+                            )
+                        )
+
+                    group.start_soon(call)
+                    await started.wait()
+                    os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
+                [crashed] = results
+                again = await client.call_tool("echo", {"message": "restarted"})
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert crashed.is_error
+    assert "exited during the call" in text_of(crashed) and "upstream `sh -c" in text_of(crashed)
+    assert "restarted" in text_of(again)
+    assert len(pids.read_text().split()) == 2
+    stored = await calls(tmp_path, "p1")
+    assert [c.status for c in stored] == ["error", "ok"]
