@@ -15,6 +15,15 @@ from pathlib import Path
 
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._limits import CaptureOptions
+from ._reaper import (
+    EXEC_ID_VAR,
+    become_subreaper,
+    command_processes,
+    new_exec_id,
+    reap_exited,
+    reap_killed,
+    signal_all,
+)
 from ._session import CaptureSession, UpdateConsumer
 from ._updates import ShellOutputMetadata, ShellOutputView
 
@@ -201,6 +210,12 @@ class LocalExecEnv:
             on_failure=on_failure,
         )
         protocol = _ExecProtocol(session, loop)
+        # Every process of this command carries the marker, so the teardown can find
+        # the ones that left the group and were adopted by us (see _reaper).
+        become_subreaper()
+        exec_id = new_exec_id()
+        child_env = dict(env) if env is not None else dict(os.environ)
+        child_env[EXEC_ID_VAR] = exec_id
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: protocol,
@@ -211,7 +226,7 @@ class LocalExecEnv:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 cwd=cwd,
-                env=dict(env) if env is not None else None,
+                env=child_env,
                 start_new_session=True,
             )
         )
@@ -220,7 +235,9 @@ class LocalExecEnv:
             # SIGKILL the shell alone, leaving whatever the shell already forked running.
             transport, _ = await asyncio.shield(spawn)
         except asyncio.CancelledError:
-            await asyncio.shield(asyncio.ensure_future(self._stop_when_started(spawn, session)))
+            await asyncio.shield(
+                asyncio.ensure_future(self._stop_when_started(spawn, session, exec_id))
+            )
             raise
         except OSError as exc:
             raise ExecStartError(
@@ -261,7 +278,9 @@ class LocalExecEnv:
             for fut in (finished, cancel_wait):
                 if fut is not None and not fut.done():
                     fut.cancel()
-            teardown = asyncio.ensure_future(self._teardown(transport, protocol, session, kill))
+            teardown = asyncio.ensure_future(
+                self._teardown(transport, protocol, session, kill, exec_id)
+            )
             # Teardown survives cancellation of exec: the group is killed and the final
             # state published even when the caller's task is being cancelled.
             view = await asyncio.shield(teardown)
@@ -298,6 +317,7 @@ class LocalExecEnv:
         self,
         spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _ExecProtocol]],
         session: CaptureSession,
+        exec_id: str,
     ) -> None:
         # exec was cancelled while the shell was starting: let the start finish (a few
         # loop iterations: connecting the pipes), then tear the whole group down.
@@ -305,7 +325,7 @@ class LocalExecEnv:
             transport, protocol = await spawn
         except OSError:
             return
-        await self._teardown(transport, protocol, session, kill=True)
+        await self._teardown(transport, protocol, session, True, exec_id)
 
     async def _teardown(
         self,
@@ -313,32 +333,52 @@ class LocalExecEnv:
         protocol: _ExecProtocol,
         session: CaptureSession,
         kill: bool,
+        exec_id: str,
     ) -> ShellOutputView:
         try:
             if kill:
-                await self._kill_group(transport, protocol)
+                await self._kill_group(transport, protocol, exec_id)
+            else:
+                # Ended by itself: what it left running on purpose (output redirected)
+                # stays; remember it, so it is reaped once it exits.
+                reap_exited(command_processes(exec_id, None))
         finally:
             transport.close()
             view = await session.finish()
         return view
 
     async def _kill_group(
-        self, transport: asyncio.SubprocessTransport, protocol: _ExecProtocol
+        self, transport: asyncio.SubprocessTransport, protocol: _ExecProtocol, exec_id: str
     ) -> None:
         pid = transport.get_pid()
         both = asyncio.gather(protocol.exited, protocol.pipes_closed)
+        # Found while the shell still lives (its subtree is intact): the processes that
+        # left its group (setsid) get the same signals as the group.
+        shell = None if protocol.exited.done() else pid
+        killed = command_processes(exec_id, shell)
         try:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGTERM)
+            signal_all(killed, signal.SIGTERM)
             # Pipes closing too means no group member still holds them (all exited).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(both), self.kill_grace)
             # Whatever survived SIGTERM (or ignored it) is killed; killpg reaches members
-            # even after the leader exited, as long as the group exists.
+            # even after the leader exited, as long as the group exists. Escaped ones
+            # are looked up again: a process may have forked or been orphaned meanwhile.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+            for _ in range(3):
+                more = command_processes(exec_id, None) - killed
+                killed |= more
+                signal_all(killed, signal.SIGKILL)
+                if not more:
+                    break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(protocol.exited), 5.0)
+            # The orphans among them are our children now (we are their subreaper).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.to_thread(reap_killed, killed), 5.0)
             # A process that left the group may still hold the pipes: read what is
             # buffered for a moment, then close them regardless.
             with contextlib.suppress(TimeoutError):

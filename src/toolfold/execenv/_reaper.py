@@ -1,0 +1,163 @@
+"""Finding, killing and reaping every process of one command, including those that left
+its process group (``setsid cmd &``) or were orphaned by a parent that exited.
+
+Two mechanisms, both Linux-only (elsewhere only the process group is killed):
+
+- **Child subreaper.** ``prctl(PR_SET_CHILD_SUBREAPER)`` makes this Python process the
+  parent of every orphan in its subtree, instead of init. An escaped process therefore
+  stays findable below us, and its exit status comes to us.
+- **A per-command marker.** Each command's shell gets ``TOOLFOLD_EXEC_ID=<random>`` in its
+  environment, which every descendant inherits (``setsid`` does not touch it). A
+  process adopted by us has lost its link to the shell that started it; the marker in
+  ``/proc/<pid>/environ`` tells which command it belongs to.
+
+The processes of a command are: the shell's current descendants (walking
+``/proc/<pid>/task/<tid>/children``), plus every process below us whose environment
+carries the command's marker, plus their descendants. We never signal or reap anything
+else: other children of this process (an unrelated ``subprocess.run``, another
+command's shell) are not ours to touch. See docs/execenv.md ("Escaped processes").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import secrets
+import signal
+import sys
+from collections.abc import Iterable
+
+__all__ = [
+    "EXEC_ID_VAR",
+    "become_subreaper",
+    "command_processes",
+    "new_exec_id",
+    "reap_exited",
+    "reap_killed",
+    "signal_all",
+]
+
+EXEC_ID_VAR = "TOOLFOLD_EXEC_ID"
+"""The environment variable that marks every process of one command."""
+
+_PR_SET_CHILD_SUBREAPER = 36
+_subreaper: bool | None = None
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its subtree (once; Linux only).
+
+    It applies to the whole process: orphans of *any* child it started are reparented
+    to it. Only processes of our commands are reaped here (``reap_adopted``); an orphan
+    of some other child stays a zombie until this process exits, as it would under
+    init until init reaped it.
+    """
+    global _subreaper
+    if _subreaper is None:
+        _subreaper = False
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError, AttributeError):
+                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+                _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _subreaper
+
+
+def new_exec_id() -> str:
+    """A fresh marker for one command."""
+    return secrets.token_hex(8)
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        with (
+            contextlib.suppress(OSError, ValueError),
+            open(f"/proc/{pid}/task/{tid}/children", "rb") as f,
+        ):
+            found.extend(int(c) for c in f.read().split())
+    return found
+
+
+def _descendants(roots: Iterable[int]) -> set[int]:
+    seen: set[int] = set()
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        for child in _children(pid):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
+
+
+def _marked(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False  # gone, or not ours to read
+
+
+def command_processes(exec_id: str, shell_pid: int | None) -> set[int]:
+    """Every live process of one command except its shell (see the module doc): the
+    shell's descendants (pass ``shell_pid`` only while the shell is alive and unreaped,
+    so its pid cannot have been reused), and every process below us carrying the
+    command's marker, with their descendants."""
+    marker = f"{EXEC_ID_VAR}={exec_id}".encode()
+    me = os.getpid()
+    marked = {p for p in _descendants([me]) if p != shell_pid and _marked(p, marker)}
+    found = marked | _descendants(marked)
+    if shell_pid is not None:
+        found |= _descendants([shell_pid])
+    found.discard(me)
+    if shell_pid is not None:
+        found.discard(shell_pid)
+    return found
+
+
+def signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
+    """Send ``sig`` to each pid that still exists."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+#: Adopted processes of our commands that were left running (a daemon started on
+#: purpose, its output redirected): reaped once they exit, so a long-lived host does not
+#: collect zombies.
+_left_running: set[int] = set()
+
+
+def reap_exited(pids: Iterable[int]) -> None:
+    """Reap those of ``pids`` (and of earlier left-running ones) that are our children
+    and have exited; remember the ones still running. Only ever called with processes
+    of our commands other than their shells (asyncio reaps a shell), so nothing another
+    part of this process waits for is taken from it."""
+    running: set[int] = set()
+    for pid in set(pids) | _left_running:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue  # not our child (its parent lives and reaps it), or reaped already
+        if done == 0:
+            running.add(pid)
+    _left_running.clear()
+    _left_running.update(running)
+
+
+def reap_killed(pids: Iterable[int]) -> None:
+    """Wait for killed processes that are our children (adopted orphans) and reap them
+    (blocking: run it in a thread; SIGKILLed processes exit promptly). Twice: a process
+    whose parent was killed with it becomes our child only once that parent is gone."""
+    todo = set(pids)
+    for _ in range(2):
+        for pid in list(todo):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+                todo.discard(pid)
