@@ -27,7 +27,7 @@ CHROMIUM_ARGS = [
 
 
 class ServerThread:
-    """Serve an ASGI app with uvicorn on 127.0.0.1:<free port> in a background thread.
+    """Serve an ASGI app with uvicorn on <host, 127.0.0.1>:<free port> in a background thread.
 
     The socket is bound before the thread starts, so a client may connect at once
     (the kernel queues it until uvicorn accepts): no readiness polling needed.
@@ -35,7 +35,7 @@ class ServerThread:
     sends it.
     """
 
-    def __init__(self, app: Any, token: str | None = None) -> None:
+    def __init__(self, app: Any, token: str | None = None, host: str = "127.0.0.1") -> None:
         import uvicorn
 
         self.app = app
@@ -43,10 +43,10 @@ class ServerThread:
         self.auth = {"Authorization": f"Bearer {self.token}"}
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(128)
         self.port: int = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.server = uvicorn.Server(
             uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
         )
@@ -99,8 +99,8 @@ class ServerThread:
 def serve() -> Iterator[Callable[..., ServerThread]]:
     started: list[ServerThread] = []
 
-    def _serve(app: Any, token: str | None = None) -> ServerThread:
-        server = ServerThread(app, token).start()
+    def _serve(app: Any, token: str | None = None, host: str = "127.0.0.1") -> ServerThread:
+        server = ServerThread(app, token, host).start()
         started.append(server)
         return server
 

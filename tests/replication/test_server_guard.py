@@ -81,6 +81,8 @@ def test_a_good_request_reaches_the_app_with_its_body(guarded: Any) -> None:
     r = client.post("/any/path", content=b'{"a": [1, 2]}', headers=JSON)
     assert r.status_code == 200
     assert r.json() == {"method": "POST", "path": "/any/path", "body": '{"a": [1, 2]}'}
+    # Behind the token, nothing is for a cache (it would answer someone without it).
+    assert r.headers["cache-control"] == "no-store"
     # A chunked body under the limit is read, then replayed whole.
     parts = [b'{"x": "', b"y" * 300, b'"}']
     r = client.post("/chunked", content=iter(parts), headers=JSON)

@@ -209,9 +209,7 @@ class Guard:
             else:
                 await _refuse(send, refused)
             return
-        if set_cookie is not None:
-            send = _with_cookie(send, set_cookie)
-        await self.app(scope, replay or receive, send)
+        await self.app(scope, replay or receive, _uncached(send, set_cookie))
 
     def _check_host(self, headers: dict[str, list[str]]) -> None:
         given = headers.get("host", [])
@@ -348,21 +346,26 @@ def _port(scope: Scope) -> str:
     return str(server[1]) if server and len(server) > 1 and server[1] is not None else "0"
 
 
-def _with_cookie(send: Send, cookie: str) -> Send:
-    async def send_with_cookie(message: Message) -> None:
+def _uncached(send: Send, cookie: str | None) -> Send:
+    """``send`` adding ``Cache-Control: no-store`` unless the app chose a policy: a
+    response behind the token must not be served from a cache to someone without it
+    (or outlive the token). With the cookie traded for ``?token=``: ``Set-Cookie``,
+    and ``no-store`` and ``no-referrer`` whatever the app said, since the address
+    still holds the token until the page drops it."""
+
+    async def uncached_send(message: Message) -> None:
         if message["type"] == "http.response.start":
-            message = dict(message)
-            message["headers"] = [
-                *message.get("headers", []),
-                (b"set-cookie", cookie.encode("latin-1")),
-                # The address still holds the token until the page drops it: keep it
-                # out of Referer headers and caches.
-                (b"referrer-policy", b"no-referrer"),
-                (b"cache-control", b"no-store"),
-            ]
+            headers = list(message.get("headers", []))
+            if cookie is not None:
+                headers = [h for h in headers if h[0].lower() != b"cache-control"]
+                headers.append((b"set-cookie", cookie.encode("latin-1")))
+                headers.append((b"referrer-policy", b"no-referrer"))
+            if not any(name.lower() == b"cache-control" for name, _ in headers):
+                headers.append((b"cache-control", b"no-store"))
+            message = {**message, "headers": headers}
         await send(message)
 
-    return send_with_cookie
+    return uncached_send
 
 
 async def _refuse(send: Send, refused: _Refused) -> None:
