@@ -169,8 +169,17 @@ def test_token_is_traded_for_a_cookie_and_other_pages_cannot_use_it(
         assert not pwned.exists()
         assert server.call(lambda: len(lanes.host("main").view["order"])) == 1
 
-        # 4. Without the cookie, the viewer gets the 401 that says where the token is.
+        # 4. Without the cookie, the viewer gets the 401 that says where the token is:
+        # an open viewer that must subscribe again says so instead of retrying...
         browser_context.clear_cookies()
+        page.evaluate(
+            "() => window.toolfoldViewer.source.onmessage({lastEventId: '9', data: '[]'})"
+        )
+        page.wait_for_function("() => window.toolfoldViewer.authError")
+        conn = page.inner_text("#conn")
+        assert conn.startswith("refused: this server needs its token"), conn
+        assert "printed at start (it carries ?token=)" in conn
+        # ... and a page opened without it is the error itself.
         r = page.goto(f"{server.url}/?lane=main")  # not from a cache: it asks the server
         assert r is not None and r.status == 401
         assert "printed at start (it carries ?token=)" in page.inner_text("body")

@@ -30,6 +30,7 @@
     connected: false,
     subscriptions: 0,      // how many times we (re)subscribed
     resubscribeReasons: [],
+    authError: null,       // the server refused the token: reopen the URL it printed
     batches: 0,
     source: null,
     state() { return this.replica ? this.replica.value : null; },
@@ -61,7 +62,21 @@
       if (viewer.source !== src) return;
       // EventSource would retry on its own with Last-Event-ID, which the server
       // does not honour; close it and take the one resubscribe path instead.
-      resubscribe("connection error", 1000);
+      src.close();
+      // EventSource hides the status: ask the API whether the token was refused
+      // (the cookie gone, the server restarted with another token), which no
+      // retry can fix, and say so instead of retrying forever.
+      fetch("/v1/lanes").then(async (r) => {
+        if (viewer.source !== src) return;
+        if (r.status === 401 || r.status === 403) {
+          const body = await r.json().catch(() => ({}));
+          viewer.source = null;
+          viewer.authError = body.error || "HTTP " + r.status;
+          setConn(false, "refused: " + viewer.authError);
+          return;
+        }
+        resubscribe("connection error", 1000);
+      }, () => { if (viewer.source === src) resubscribe("connection error", 1000); });
     };
   }
 
