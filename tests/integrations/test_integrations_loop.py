@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from integrations_helpers import FRAMEWORKS, TEST_TOOLS, Gate, drive
 
-from toolfold.chord import apply
+from toolfold.chord import Decoder, apply
 from toolfold.execenv import LocalExecEnv
-from toolfold.harness import INTERRUPTION_MARKER, EventBus, ToolContext, ToolUpdate
+from toolfold.harness import INTERRUPTION_MARKER, EventBus, Lanes, ToolContext, ToolUpdate
 from toolfold.integrations import ToolLoop, ToolNotAvailableError
 from toolfold.storage import MemoryRepository
 from toolfold.tools import builtin_tools
@@ -123,16 +124,27 @@ async def test_a_lane_subscriber_folds_exactly_what_the_model_got(
             folds[event.tool_call_id] = apply(folds.get(event.tool_call_id), event.ops)
 
     bus.add_listener(fold)
-    loop = make_loop(tmp_path, bus=bus)
+    lanes = Lanes()
+    bus.add_listener(lanes.handle)
+    subscription = lanes.host("agent").subscribe()
+    replica: Any = None
+    decoder = Decoder()
+    loop = make_loop(tmp_path, bus=bus, lane="agent")
     script = [
         [("c1", "bash", {"command": "seq 1 30000"}), ("c2", "flaky", {})],
         [("c3", "spend", {})],
         "done",
     ]
     t = await drive(framework, loop, script)
+    while (batch := subscription.next_nowait()) is not None:
+        replica = apply(replica, decoder.decode(json.loads(batch.data)))
     assert set(t.seen) == {"c1", "c2", "c3"}
     for call_id, seen in t.seen.items():
-        assert folds[call_id]["content"][0]["text"] == seen
+        assert folds[call_id]["content"][0]["text"] == seen  # the bus's op batches
+        lane_tool = replica["tools"][call_id]  # the lane's replica, over the wire codec
+        assert lane_tool["output"]["content"][0]["text"] == seen
+        assert lane_tool["status"] == ("error" if call_id == "c2" else "ok")
+    assert replica["operation"] == {"run_id": loop.run_id, "status": "done"}
 
 
 async def test_with_a_session_every_call_settles_durably(framework: str, tmp_path: Path) -> None:
