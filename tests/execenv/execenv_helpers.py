@@ -7,8 +7,6 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from toolfold.execenv._capture import _ESCAPE
-
 
 @dataclass
 class _Handle:
@@ -47,9 +45,82 @@ class FakeClock:
         self.t = target
 
 
+def _run_of(text: str, i: int, lo: str, hi: str, most: int) -> int:
+    """The end of the run of at most ``most`` characters in ``lo``..``hi`` starting at ``i``
+    (it may be longer than ``most``: the caller then sees a character that is not a final)."""
+    j = i
+    while j < len(text) and lo <= text[j] <= hi and j - i <= most:
+        j += 1
+    return j
+
+
+def _csi_end(text: str, i: int) -> int | None:
+    """Parameters (0x30-0x3F, at most 64), intermediates (0x20-0x2F, at most 16), then a
+    final character (0x40-0x7E): the index after it, or None."""
+    j = _run_of(text, i, "0", "?", 64)
+    if j - i > 64:
+        return None
+    k = _run_of(text, j, " ", "/", 16)
+    if k - j > 16:
+        return None
+    return k + 1 if k < len(text) and "@" <= text[k] <= "~" else None
+
+
+def _escape_end(text: str, i: int) -> int | None:
+    """``text[i]`` is ESC: the index after the whole sequence, or None when it is not one."""
+    j = i + 1
+    if j >= len(text):
+        return None
+    c = text[j]
+    if c == "[":
+        return _csi_end(text, j + 1)
+    if c == "]":  # OSC: at most 512 characters other than BEL, ESC and newline, then BEL or ST
+        k = j + 1
+        while k < len(text) and text[k] not in "\x07\x1b\n" and k - j - 1 < 512:
+            k += 1
+        if text.startswith("\x07", k):
+            return k + 1
+        if text.startswith("\x1b\\", k):
+            return k + 2
+        return None
+    if " " <= c <= "/":  # nF: 1-4 intermediates, then a final 0x30-0x7E
+        k = _run_of(text, j, " ", "/", 4)
+        if k - j <= 4 and k < len(text) and "0" <= text[k] <= "~":
+            return k + 1
+        return None
+    if "0" <= c <= "~" and c not in "[]":  # a two-character escape
+        return j + 1
+    return None
+
+
+def strip_controls(text: str) -> str:
+    """Terminal control noise removed, written from docs/execenv.md's definition as a
+    character scanner (sharing nothing with the capture's regular expression): complete
+    ESC sequences (CSI, OSC, nF, two-character) and 8-bit CSI sequences go whole; any other
+    C0 control but tab, newline and CR, DEL and every C1 control go one by one (so an ESC or
+    U+009B that starts no complete sequence goes alone)."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        end = (
+            _escape_end(text, i) if c == "\x1b" else _csi_end(text, i + 1) if c == "\x9b" else None
+        )
+        if end is not None:
+            i = end
+            continue
+        code = ord(c)
+        if (code < 0x20 and c not in "\t\n\r") or 0x7F <= code <= 0x9F:
+            i += 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def reference_clean(raw: bytes) -> str:
     """The cleaned stream, computed on the whole output at once."""
-    text = _ESCAPE.sub("", raw.decode("utf-8", "replace"))
+    text = strip_controls(raw.decode("utf-8", "replace"))
     out = []
     for line in text.split("\n"):
         segments = [s for s in line.split("\r") if s]
