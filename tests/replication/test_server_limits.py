@@ -168,6 +168,16 @@ def test_a_get_never_creates_a_lane(app_with_runner: Any) -> None:
             assert r.status_code == 404
         assert r.json()["error"].startswith("no lane or stored session named 'probe299'")
         assert _names(client) == []
+        # The default lane can be watched before anything ran in it; once its viewer
+        # leaves, the lane holds no call and is not kept.
+        with client.stream("GET", "/v1/lanes/default/state") as sse:
+            lines = sse.iter_lines()
+            assert next(lines) == ": toolfold lane default"
+            assert _names(client) == ["default"]
+        for _ in range(500):  # the server notices the disconnect
+            if _names(client) == []:
+                break
+        assert _names(client) == []
         # The lane limit is untouched: a command still creates its lane.
         assert _post(client, "real", "true").status_code == 202
         assert _names(client) == ["real"]

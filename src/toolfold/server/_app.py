@@ -250,6 +250,11 @@ def create_app(
                     yield f"id: {batch.id}\ndata: {batch.data}\n\n"
             finally:
                 sub.close()
+                # A lane that holds no call and that nobody watches any more (a GET
+                # opened it: the default lane, a stored session's) is not kept.
+                host = state.lanes.get(lane)
+                if host is not None and not host.view["order"]:
+                    state.lanes.discard(lane)
 
         return StreamingResponse(
             events(),
