@@ -21,6 +21,7 @@ from toolfold.execenv import (
 )
 
 BOUND = 60.0  # a hang fails the test instead of stalling the suite
+EXIT_BOUND = 5.0  # from "should be dead" to dead
 
 
 def dead(pid: int) -> bool:
@@ -35,8 +36,9 @@ async def exits(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie counts), waiting on its pidfd.
 
     A killed process closes its files (our pipes reach EOF) a moment before the kernel
-    marks it exited, so this synchronises on the exit itself; a process that was not
-    killed makes it return False after BOUND seconds.
+    marks it exited, so this synchronises on the exit itself. It is called once the process
+    should already be dead, so a process that was not killed makes it return False within
+    EXIT_BOUND seconds, and it is SIGKILLed then: a failing test leaves nothing running.
     """
     try:
         fd = os.pidfd_open(pid)
@@ -51,9 +53,11 @@ async def exits(pid: int) -> bool:
 
     loop.add_reader(fd, readable)
     try:
-        await asyncio.wait_for(done, BOUND)
+        await asyncio.wait_for(done, EXIT_BOUND)
         return True
     except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
         return False
     finally:
         loop.remove_reader(fd)

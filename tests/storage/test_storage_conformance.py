@@ -346,12 +346,14 @@ async def test_recovery_paging_backwards_to_base(store: Store, limit: int) -> No
     full = await _tagged_list(s)
     got: list[ListElement] = []
     cursor: int | None = None
-    while True:
+    for _ in range(len(full) + 1):  # bounded: a cursor bug fails here, not at the timeout
         page = await s.read_list(addr, cursor=cursor, order="desc", limit=limit, stop_at_tag="base")
         got += page
         if not page or page[-1].tag == "base":
             break
         cursor = page[-1].seq
+    else:
+        pytest.fail(f"paging did not reach the base in {len(full) + 1} pages: cursor {cursor}")
     assert got == full[8:][::-1]
 
 
@@ -362,9 +364,14 @@ async def test_paging_reads_everything_exactly_once(store: Store, order: str) ->
     full = await _tagged_list(s)
     got: list[ListElement] = []
     cursor: int | None = None
-    while page := await s.read_list(addr, cursor=cursor, order=order, limit=3, stop_at_tag="base"):  # type: ignore[arg-type]
+    for _ in range(len(full) + 1):  # bounded: a cursor bug fails here, not at the timeout
+        page = await s.read_list(addr, cursor=cursor, order=order, limit=3, stop_at_tag="base")  # type: ignore[arg-type]
+        if not page:
+            break
         got += page
         cursor = page[-1].seq
+    else:
+        pytest.fail(f"paging did not end in {len(full) + 1} pages: cursor {cursor}")
     assert got == (full if order == "asc" else full[::-1])
 
 
