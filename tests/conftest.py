@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, settings
 # machine with the same code. `python3 dev.py test --random` loads "random" instead: fresh
 # examples each run, to look for what the fixed ones miss. Tests that set their own
 # max_examples keep it in both profiles.
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+_common = dict(
+    deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 settings.register_profile("ci", derandomize=True, print_blob=True, **_common)
 settings.register_profile("random", derandomize=False, print_blob=True, **_common)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

@@ -222,7 +222,7 @@ class KillSession:
                 if isinstance(w, AppendList) and w.address.namespace == "pending.tool_output":
                     inv = w.address.key.split(":", 1)[1]
                     assert self.hooks is not None
-                    lists[inv] = self.hooks.sinks[inv]._tracker.target
+                    lists[inv] = self.hooks.sinks[inv]._current_target()
                 if isinstance(w, SetValue) and w.address.namespace == "op.tool_memo_seed":
                     memo.append(w.address.key.split(":", 1)[1])
             if lists or memo:

@@ -415,7 +415,9 @@ class OutputCapture:
         # The window rule the output sink uses too (one implementation, _window.py).
         text, partial = tail_window(buf, cap, max_lines, at_line_start=not trimmed)
         by: Literal["lines", "bytes"] | None = (
-            tail_truncated_by(text, max_lines, partial) if len(text) < len(buf) else None
+            tail_truncated_by(count_lines(text), max_lines, partial)
+            if len(text) < len(buf)
+            else None
         )
         if partial:
             # The last line alone exceeds the cap: the view is its last max_bytes bytes.

@@ -143,9 +143,9 @@ def head_window(text: str, max_bytes: int, max_lines: int) -> tuple[str, Literal
     return by_bytes, "bytes"
 
 
-def tail_truncated_by(view: str, max_lines: int, partial: bool) -> Literal["lines", "bytes"]:
-    """Which cap cut a (truncated) tail view."""
-    return "bytes" if partial or count_lines(view) < max_lines else "lines"
+def tail_truncated_by(view_lines: int, max_lines: int, partial: bool) -> Literal["lines", "bytes"]:
+    """Which cap cut a (truncated) tail view of ``view_lines`` lines."""
+    return "bytes" if partial or view_lines < max_lines else "lines"
 
 
 def head_first_line_exceeds(view: str, text: str) -> bool:

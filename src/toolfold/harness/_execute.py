@@ -41,7 +41,6 @@ class Pacing:
     target_rate: float = 100 * 1024
 
 
-
 Body = Callable[[ToolOutput, ToolContext, asyncio.Event], Awaitable[tuple[Outcome, str | None]]]
 
 

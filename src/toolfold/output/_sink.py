@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfold.chord import ChordError, Op, track
+from toolfold.chord import ChordError, Op, track, utf16_len
 
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._json import dumps, loads
@@ -46,6 +46,20 @@ def _split_footer(text: str, truncation: Truncation) -> str:
         return ""
     footer = text[len(window) :]
     return footer if len(footer) <= MAX_FOOTER_CHARS else ""
+
+
+_TEXT = ("content", 0, "text")
+"""Where the text block lives in the state."""
+
+
+def _string_ops(old: str, new: str) -> list[Op]:
+    """``t`` + ``a`` (or ``a``, or ``s``) turning ``old`` into ``new`` at the text path,
+    found by Chord's own string diff over the whole of ``old`` (used for ``replace``,
+    which does not say what it kept)."""
+    tracker = track({"text": old}, max_overlap_scan=max(utf16_len(old), 1))
+    tracker.flush()
+    tracker.state["text"] = new
+    return [[op[0], list(_TEXT), *op[2:]] for op in tracker.flush()]
 
 
 _STATE_OVERHEAD = 1024
@@ -111,7 +125,7 @@ class OpStream:
             self._base = False
             self._backlog = []
             self._backlog_bytes = 0
-            data = dumps(self._sink._tracker.target)
+            data = dumps(self._sink._current_target())
             self.last_take_bytes = len(data) + 8
             return [["r", loads(data)]]
         ops, self._backlog = self._backlog, []
@@ -165,6 +179,14 @@ class ToolOutput:
         self._text_dirty = False
         self._notice = ""
         self._footer = ""
+        # The text slot is the sink's own: the window reports what it dropped and
+        # appended, and _stage() turns that into `t` / `a` ops (the tracker would
+        # have to rediscover the slide by comparing the old text with the new).
+        # The tracker's copy of the text is refreshed only when a whole state is
+        # needed (a base batch, a snapshot).
+        self._text_ops: list[Op] = []
+        self._suffix = ""  # footer + notice as the replicas hold them
+        self._replaced_from: str | None = None  # the replicas' text before a replace()
         self._image_bytes = 0
         self._image_decoded = 0
         state: dict[str, Any] = {
@@ -176,6 +198,8 @@ class ToolOutput:
         if seed is not None:
             state = self._seeded(seed)
         self._details_good = dumps(state["details"])
+        self._window.drain()  # the initial state carries the text: nothing to send
+        self._suffix = self._footer
         self._tracker = track(state)
         # The first flush of a tracker is a base batch; streams start from their own
         # base anyway, so that batch carries nothing a stream needs.
@@ -308,15 +332,26 @@ class ToolOutput:
             self._changed()
 
     def replace(self, text: str) -> None:
-        """Replace the retained text wholesale (Chord still finds a ``t`` + ``a`` slide)."""
+        """Replace the retained text wholesale (the op stream still finds a ``t`` + ``a``
+        slide when the new text overlaps the old)."""
         self._check_open("replace()")
         if not isinstance(text, str):
             raise OutputValueError(
                 f"replace() takes a str, got {type(text).__name__}: {text!r:.80}"
             )
-        self._window.replace(clean_text(text))
+        self._replace_window(clean_text(text))
         self._text_dirty = True
         self._changed()
+
+    def _replace_window(self, text: str) -> None:
+        if self._replaced_from is None:
+            self._stage()  # what the replicas will hold before this replace
+            self._replaced_from = self._window.text + self._suffix
+        else:
+            # A replace is already pending: one diff from the replicas' text to the
+            # final one covers both (and whatever was written in between).
+            self._window.drain()
+        self._window.replace(text)
 
     def footer(self, text: str) -> None:
         """Set a closing note shown after the retained text, outside the window.
@@ -379,8 +414,8 @@ class ToolOutput:
         """Pipe one execution-environment update into the sink.
 
         ``Replace`` → ``replace``, ``Append`` → ``write`` (the source already bounded
-        it), ``Slide`` → ``replace`` of the slid text (the tracker turns it into
-        ``t`` + ``a``), ``Metadata`` → ``capture``. The metadata is captured first,
+        it), ``Slide`` → drop and append (sent as ``t`` + ``a``), ``Metadata`` →
+        ``capture``. The metadata is captured first,
         so source text is never counted twice, and observers are notified once per
         update (never a state with new totals but old text).
         """
@@ -389,13 +424,13 @@ class ToolOutput:
         self._check_open("feed()")
         if isinstance(update, Replace):
             self._capture(update.output.metadata)
-            self._window.replace(clean_text(update.output.text))
+            self._replace_window(clean_text(update.output.text))
         elif isinstance(update, Append):
             self._capture(update.metadata)
             self._window.write(clean_text(update.text))
         elif isinstance(update, Slide):
             self._capture(update.metadata)
-            self._window.replace(self._window.text[update.drop :] + clean_text(update.text))
+            self._window.slide(update.drop, clean_text(update.text))
         elif isinstance(update, Metadata):
             self._capture(update.metadata)
         else:
@@ -541,7 +576,7 @@ class ToolOutput:
     def snapshot(self) -> ToolOutputState:
         """A deep copy of the current state (everything written so far)."""
         self._pump()
-        copied: ToolOutputState = loads(dumps(self._tracker.target))
+        copied: ToolOutputState = loads(dumps(self._current_target()))
         return copied
 
     def open_stream(self) -> OpStream:
@@ -551,18 +586,52 @@ class ToolOutput:
         return stream
 
     def _has_pending(self) -> bool:
-        return self._text_dirty or bool(self._tracker.dirty)
+        return self._text_dirty or bool(self._text_ops) or bool(self._tracker.dirty)
+
+    def _current_target(self) -> Any:
+        """The tracked state with its text brought up to date (see ``_stage``).
+
+        Writing the plain target bypasses the tracker on purpose: this slot's ops are
+        the sink's own (``_stage``), and the tracker never holds a record for it."""
+        target = self._tracker.target
+        text = self._window.text + self._suffix
+        block = target["content"][0]
+        if block["text"] is not text:
+            block["text"] = text
+        return target
+
+    def _stage(self) -> None:
+        """Turn what the window (and the footer or notice) changed into pending text ops."""
+        deltas = self._window.drain()
+        suffix = self._footer + self._notice
+        old_suffix = self._suffix
+        if not deltas and suffix == old_suffix:
+            return
+        ops: list[Op]
+        if self._replaced_from is not None:
+            ops = _string_ops(self._replaced_from, self._window.text + suffix)
+            self._replaced_from = None
+        elif (
+            any(kind == "s" for kind, _ in deltas)
+            or not suffix.startswith(old_suffix)
+            or (old_suffix and any(kind == "a" for kind, _ in deltas))
+        ):
+            # An append behind a footer, or a changed footer: set the whole text.
+            ops = [["s", list(_TEXT), self._window.text + suffix]]
+        else:
+            ops = [[kind, list(_TEXT), value] for kind, value in deltas]
+            if len(suffix) > len(old_suffix):
+                ops.append(["a", list(_TEXT), suffix[len(old_suffix) :]])
+        self._text_ops.extend(ops)
+        self._suffix = suffix
 
     def _sync_text(self) -> None:
+        self._stage()
         target = self._tracker.target
-        state = self._tracker.state
-        text = self._window.text + self._footer + self._notice
-        if target["content"][0]["text"] != text:
-            state["content"][0]["text"] = text
         truncation = self._window.truncation()
         current = target["truncation"]
         if current != truncation:
-            tracked = state["truncation"]
+            tracked = self._tracker.state["truncation"]
             for key, value in truncation.items():
                 if current.get(key) != value or key not in current:
                     tracked[key] = value
@@ -592,10 +661,17 @@ class ToolOutput:
             return
         if self._text_dirty:
             self._sync_text()
-        if not self._tracker.dirty:
+        if not self._tracker.dirty and not self._text_ops:
             return
         self._check_details()
-        batch = self._tracker.flush()
+        text_ops, self._text_ops = self._text_ops, []
+        rest = self._tracker.flush()
+        if rest and rest[0][0] == "r":
+            # The tracker collapsed into a base: it carries the whole current state.
+            rest[0][1]["content"][0]["text"] = self._window.text + self._suffix
+            batch = rest
+        else:
+            batch = text_ops + rest
         if not batch or not self._streams:
             return
         size = len(dumps(batch))
