@@ -1,7 +1,7 @@
 """Runs one big command through RemoteExecEnv over ssh in a process of its own, so its
 peak memory can be measured; prints the transport and memory figures as JSON.
 
-Used by tests/remote/test_remote_ssh.py and benchmarks/bench_remote.py.
+Used by tests/remote/test_remote_ssh.py (benchmarks/bench_remote.py has its own child).
 """
 
 from __future__ import annotations

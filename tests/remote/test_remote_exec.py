@@ -252,3 +252,31 @@ def _wait_update(updates: list[ShellOutputUpdate]) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("no update arrived")
+
+
+async def test_a_host_sending_an_endless_line_is_cut_off_not_buffered() -> None:
+    # A broken (or hostile) exec host must not make the client buffer without bound:
+    # past MAX_LINE_BYTES the connection is dropped with a ProtocolError.
+    hello = json.dumps(
+        {
+            "op": "hello",
+            "protocol": PROTOCOL_VERSION,
+            "toolfold": "x",
+            "pid": 1,
+            "python": "py",
+            "cwd": "/",
+            "spill_dir": "/",
+        }
+    )
+    flood = (
+        "import sys; sys.stdout.write(sys.argv[1] + '\\n'); sys.stdout.flush(); "
+        "sys.stdin.readline(); chunk = 'x' * (1 << 20)\n"
+        "while True: sys.stdout.write(chunk)"
+    )
+    fake = CommandTransport([sys.executable, "-c", flood, hello], remote_command="")
+    env = RemoteExecEnv(fake, stop_timeout=2)  # the fake ignores its closed stdin
+    try:
+        with pytest.raises(TransportError, match="longer than 67108864 bytes"):
+            await env.exec("true")
+    finally:
+        await env.aclose()

@@ -82,6 +82,7 @@ class _Connection:
         self.closed = False
         self.info: HostInfo | None = None
         self.reader: asyncio.Task[None] | None = None
+        self.discard: asyncio.Future[None] | None = None
         self.stderr_pump = asyncio.ensure_future(self._pump_stderr())
 
     async def _pump_stderr(self) -> None:
@@ -124,6 +125,14 @@ class _Connection:
         self.env.bytes_received += len(line)
         return decode(line)
 
+    async def _discard_stdout(self) -> None:
+        stdout = self.process.stdout
+        if stdout is None:  # pragma: no cover - started with stdout=PIPE
+            return
+        with contextlib.suppress(Exception):
+            while await stdout.read(1 << 16):
+                pass
+
     async def read_loop(self) -> None:
         failure: TransportError | None = None
         try:
@@ -136,6 +145,10 @@ class _Connection:
             stdin = self.process.stdin
             if stdin is not None and not stdin.is_closing():
                 stdin.close()  # the host kills what it runs when its input closes
+            if failure is not None:
+                # Nobody reads the rest, but the pipe must reach EOF: asyncio's
+                # Process.wait() only returns once its pipes are closed.
+                self.discard = asyncio.ensure_future(self._discard_stdout())
             if self.pending:
                 with contextlib.suppress(TimeoutError):
                     # ssh exits a moment after the channel closes; its status and stderr
@@ -354,8 +367,13 @@ class RemoteExecEnv:
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 c.process.kill()
-            await c.process.wait()
-        for task in (c.reader, c.stderr_pump):
+            if c.discard is None:
+                c.discard = asyncio.ensure_future(c._discard_stdout())
+            # Bounded too: something that escaped the transport process may still hold
+            # its pipes, and asyncio's wait() also waits for them.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(c.process.wait()), 5.0)
+        for task in (c.reader, c.stderr_pump, c.discard):
             if task is not None:
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(task, 2.0)
