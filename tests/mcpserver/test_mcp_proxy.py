@@ -242,3 +242,23 @@ async def test_an_upstream_crash_is_an_error_result_and_the_next_call_restarts_i
     assert len(pids.read_text().split()) == 2
     stored = await calls(tmp_path, "p1")
     assert [c.status for c in stored] == ["error", "ok"]
+
+
+async def test_an_upstream_message_over_the_cap_is_an_error_and_never_buffered(
+    tmp_path: Path, git_server: Path, big_repo: Path
+) -> None:
+    params = proxy(tmp_path, str(git_server))
+    params = params.model_copy(
+        update={
+            "args": [*params.args[:-2], "--max-message-bytes", "1000000", "--", str(git_server)]
+        }
+    )
+    with anyio.fail_after(240):
+        async with session_on(params, tmp_path / "proxy.err") as client:
+            big = await client.call_tool(
+                "git_log", {"repo_path": str(big_repo), "max_count": COMMITS}
+            )
+            small = await client.call_tool("git_log", {"repo_path": str(big_repo), "max_count": 2})
+    assert big.is_error
+    assert "more than 1,000,000 bytes" in text_of(big) and "--max-message-bytes" in text_of(big)
+    assert not small.is_error and "commit number 49999" in text_of(small)

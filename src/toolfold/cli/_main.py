@@ -275,10 +275,16 @@ def serve(
     metavar="MODULE:ATTR",
     help="Also serve your own toolfold tools: a Tool, a list of Tools, or a function returning them (repeatable).",
 )
-@click.option("--no-builtin", is_flag=True, help="Leave out the built-in bash, read, grep and pytest.")
+@click.option(
+    "--no-builtin", is_flag=True, help="Leave out the built-in bash, read, grep and pytest."
+)
 @click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http).")
-@click.option("--port", default=8766, show_default=True, type=int, help="Port to listen on (--http).")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http)."
+)
+@click.option(
+    "--port", default=8766, show_default=True, type=int, help="Port to listen on (--http)."
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -341,6 +347,14 @@ def mcp(
     is_flag=True,
     help="Also offer toolfold's built-in tools, prefixed (toolfold_bash, ...).",
 )
+@click.option(
+    "--max-message-bytes",
+    type=int,
+    default=256 * 1024 * 1024,
+    show_default=True,
+    metavar="N",
+    help="Largest upstream message read (stdio); a bigger one is an error, never buffered.",
+)
 @click.argument("command", nargs=-1, metavar="-- UPSTREAM_COMMAND...")
 def mcp_proxy(
     session: str | None,
@@ -350,6 +364,7 @@ def mcp_proxy(
     max_lines: int | None,
     upstream_url: str | None,
     with_builtin: bool,
+    max_message_bytes: int,
     command: tuple[str, ...],
 ) -> None:
     """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
@@ -371,7 +386,11 @@ def mcp_proxy(
     policy = output_policy(retain, max_bytes, max_lines)
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
-    options = ProxyOptions(spec, name, command, upstream_url, policy, with_builtin)
+    if max_message_bytes < 1024:
+        raise CliError(f"--max-message-bytes must be at least 1024, got {max_message_bytes}")
+    options = ProxyOptions(
+        spec, name, command, upstream_url, policy, with_builtin, max_message_bytes
+    )
     _exit(_arun(proxy_command(options), spec))
 
 

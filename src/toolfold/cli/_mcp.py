@@ -98,6 +98,7 @@ class ProxyOptions:
     url: str | None
     policy: OutputPolicy
     with_builtin: bool
+    max_message_bytes: int
 
 
 async def proxy_command(options: ProxyOptions) -> int:
@@ -115,7 +116,11 @@ async def proxy_command(options: ProxyOptions) -> int:
         spill_dir = spec.spill_dir(options.session)
         settings = McpSettings(session_name=options.session, spill_dir=spill_dir, tools=[])
         upstream = Upstream(
-            UpstreamSpec(command=options.command, url=options.url),
+            UpstreamSpec(
+                command=options.command,
+                url=options.url,
+                max_message_bytes=options.max_message_bytes,
+            ),
             stderr_path=spill_dir.parent / f"{options.session}.upstream-stderr.log",
         )
         host = ProxyHost(

@@ -20,9 +20,9 @@ from typing import Any
 
 import mcp_types as types
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from ._capped_stdio import DEFAULT_MAX_MESSAGE_BYTES, capped_stdio_client
 from ._errors import McpHostError
 
 STDERR_TAIL = 2000
@@ -43,6 +43,8 @@ class UpstreamSpec:
     command: tuple[str, ...] = ()
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    """Largest upstream message read over stdio (see ``capped_stdio_client``)."""
 
     def describe(self) -> str:
         """How messages name the upstream."""
@@ -101,13 +103,15 @@ class Upstream:
             ):
                 yield session
             return
-        params = StdioServerParameters(
-            command=self.spec.command[0], args=list(self.spec.command[1:])
-        )
         fd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "w") as errlog:
             async with (
-                stdio_client(params, errlog=errlog) as (r, w),
+                capped_stdio_client(
+                    list(self.spec.command),
+                    errlog=errlog,
+                    cap=self.spec.max_message_bytes,
+                    who=self.spec.describe(),
+                ) as (r, w),
                 ClientSession(r, w) as session,
             ):
                 yield session
