@@ -303,14 +303,31 @@ async def test_unwritable_spill_dir_fails_clearly_and_kills_the_child(tmp_path: 
 async def test_spill_write_failure_kills_the_child(
     env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    def broken(fd: int, data: list[bytes]) -> None:
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(_spill, "_write_all", broken)
+    pidfile = tmp_path / "pid"
+    with pytest.raises(SpillError, match=r"writing spill file .*exec-.*Input/output error"):
+        await asyncio.wait_for(env.exec(f"echo $$ > {pidfile}; exec yes"), BOUND)
+    assert dead(int(pidfile.read_text()))
+
+
+async def test_a_full_disk_stops_the_spill_not_the_command(
+    env: LocalExecEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection: the first spill write finds the disk full (the tmpfs test in
+    # test_execenv_spill_limits.py does it for real).
     def full(fd: int, data: list[bytes]) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(_spill, "_write_all", full)
-    pidfile = tmp_path / "pid"
-    with pytest.raises(SpillError, match=r"writing spill file .*exec-.*No space left on device"):
-        await asyncio.wait_for(env.exec(f"echo $$ > {pidfile}; exec yes"), BOUND)
-    assert dead(int(pidfile.read_text()))
+    result = await asyncio.wait_for(env.exec("yes | head -c 4000000"), BOUND)
+    assert result.exit_code == 0
+    assert result.truncation.total_bytes == 4_000_000
+    assert result.truncation.total_lines == 2_000_000
+    assert result.spill_path is not None
+    assert result.spill_note == "the first 0 B only: the disk filled up"
 
 
 async def test_consumer_error_fails_the_exec_and_kills_the_child(

@@ -77,6 +77,11 @@ def cli() -> None:
 @click.option("--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200).")
 @click.option("--max-lines", type=int, metavar="N", help="Window size in lines (default 2000).")
 @click.option(
+    "--max-spill",
+    metavar="SIZE",
+    help="Cap of the spill file holding the full output: bytes, or with K, M or G (default 1G).",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -120,6 +125,7 @@ def run(
     retain: str,
     max_bytes: int | None,
     max_lines: int | None,
+    max_spill: str | None,
     as_json: bool,
     ssh: str | None,
     ssh_options: tuple[str, ...],
@@ -138,11 +144,19 @@ def run(
     --exec-host the command runs on another machine or in a container, bounded there
     (spill files stay there); only the window crosses the connection.
     """
-    from ._run import RunSettings, new_session_name, output_policy, remote_settings, run_call
+    from ._run import (
+        RunSettings,
+        new_session_name,
+        output_policy,
+        remote_settings,
+        run_call,
+        spill_cap,
+    )
 
     remote = remote_settings(ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd)
     spec = resolve_store(store)
     policy = output_policy(retain, max_bytes, max_lines)
+    cap = spill_cap(max_spill)
     name = session if session is not None else new_session_name()
     _check_session_name(name)
     text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
@@ -154,6 +168,7 @@ def run(
         live=sys.stdout.isatty() and sys.stderr.isatty(),
         as_json=as_json,
         remote=remote,
+        max_spill=cap,
     )
     _exit(_arun(run_call(settings), spec))
 

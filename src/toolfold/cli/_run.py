@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import re
 import shlex
 import signal
 import sys
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolfold.execenv import (
+    DEFAULT_MAX_SPILL,
     DEFAULT_REMOTE_COMMAND,
     CommandTransport,
     ExecConfigError,
@@ -71,6 +73,22 @@ def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> 
     )
 
 
+_SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
+
+
+def spill_cap(text: str | None) -> int:
+    """``--max-spill``: bytes, or a number with K, M or G (powers of 1024)."""
+    if text is None:
+        return DEFAULT_MAX_SPILL
+    m = _SIZE.fullmatch(text.strip())
+    if m is None or int(m.group(1)) < 1:
+        raise InvalidLimitError(
+            f"--max-spill must be a positive size such as 1048576, 512M or 2G, got {text!r}; "
+            "the default is 1G"
+        )
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
+
+
 def new_session_name() -> str:
     """A fresh session name: ``run-YYYYmmdd-HHMMSS-xxxx`` (sortable, unique enough)."""
     now = datetime.datetime.now(datetime.UTC)
@@ -99,6 +117,7 @@ class RunSettings:
     live: bool
     as_json: bool = False
     remote: RemoteSettings | None = None
+    max_spill: int = DEFAULT_MAX_SPILL
 
 
 @dataclass(frozen=True)
@@ -203,7 +222,11 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         record = new_run_record(settings.command, where, started)
         await session.commit([set_value(run_record_address(call_id), record)])
-        harness = Harness(cli_tools(settings.policy), context=context, session=session)
+        harness = Harness(
+            cli_tools(settings.policy, max_spill=settings.max_spill),
+            context=context,
+            session=session,
+        )
         watcher = CallWatcher()
         harness.bus.add_listener(watcher.handle)
         title = (

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 
 from toolfold.harness import MISSING, Tool, ToolContext
 from toolfold.output import OutputPolicy, ToolOutput
-from toolfold.tools import BASH, builtin_tools
+from toolfold.tools import BASH, bash_tool, builtin_tools
 
 
 class StepsParams(BaseModel):
@@ -61,12 +61,18 @@ DEMO_STEPS: Tool[StepsParams] = Tool(
 )
 
 
-def cli_tools(bash_policy: OutputPolicy | None = None) -> list[Tool[Any]]:
-    """The built-in tools (``bash`` with ``bash_policy`` when given) plus ``demo_steps``."""
+def cli_tools(
+    bash_policy: OutputPolicy | None = None, *, max_spill: int | None = None
+) -> list[Tool[Any]]:
+    """The built-in tools (``bash`` with ``bash_policy`` and a ``max_spill`` cap when
+    given) plus ``demo_steps``."""
     tools: list[Tool[Any]] = []
     for tool in builtin_tools():
-        if tool.name == BASH.name and bash_policy is not None:
-            tool = dataclasses.replace(tool, output=bash_policy)
+        if tool.name == BASH.name:
+            if max_spill is not None:
+                tool = bash_tool(max_spill=max_spill)
+            if bash_policy is not None:
+                tool = dataclasses.replace(tool, output=bash_policy)
         tools.append(tool)
     tools.append(DEMO_STEPS)
     return tools

@@ -29,7 +29,7 @@ from ._errors import (
 )
 from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
 from ._fileops import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS, iter_files, search_file
-from ._limits import CaptureOptions, ShellOutputLimits
+from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
 from ._protocol import PROTOCOL_VERSION
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
@@ -62,6 +62,7 @@ from ._window import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_SPILL",
     "DEFAULT_REMOTE_COMMAND",
     "DEFAULT_SPILL_DIR",
     "PROTOCOL_VERSION",

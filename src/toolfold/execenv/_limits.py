@@ -12,6 +12,9 @@ DEFAULT_MAX_LINES = 2000
 DEFAULT_MIN_INTERVAL = 0.1
 DEFAULT_TARGET_RATE = 100 * 1024
 DEFAULT_SPILL_HIGH_WATER = 8 * 1024 * 1024
+DEFAULT_MAX_SPILL = 1 << 30
+"""Per-command spill cap: ``yes`` writes gigabytes in seconds, and a spill that fills the
+disk would also stop the store from recording the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +48,11 @@ class ShellOutputLimits:
 class CaptureOptions:
     """What ``exec`` captures and how it publishes.
 
-    ``spill`` enables the lazy spill file. ``min_interval`` (seconds) and
-    ``target_rate`` (bytes/second) drive the adaptive publisher;
-    ``spill_high_water`` bounds the spill write buffer (pipes stop being read while
-    it is full).
+    ``spill`` enables the lazy spill file; ``max_spill`` caps its size in bytes (at
+    the cap spilling stops, the view and totals stay exact, and the metadata's
+    ``spill_note`` says so). ``min_interval`` (seconds) and ``target_rate``
+    (bytes/second) drive the adaptive publisher; ``spill_high_water`` bounds the spill
+    write buffer (pipes stop being read while it is full).
     """
 
     limits: ShellOutputLimits = field(default_factory=ShellOutputLimits)
@@ -56,6 +60,7 @@ class CaptureOptions:
     min_interval: float = DEFAULT_MIN_INTERVAL
     target_rate: float = DEFAULT_TARGET_RATE
     spill_high_water: int = DEFAULT_SPILL_HIGH_WATER
+    max_spill: int = DEFAULT_MAX_SPILL
 
     def __post_init__(self) -> None:
         if not isinstance(self.limits, ShellOutputLimits):
@@ -77,4 +82,13 @@ class CaptureOptions:
         ):
             raise ExecConfigError(
                 f"CaptureOptions.spill_high_water must be a positive int (bytes), got {self.spill_high_water!r}"
+            )
+        if (
+            isinstance(self.max_spill, bool)
+            or not isinstance(self.max_spill, int)
+            or self.max_spill < 1
+        ):
+            raise ExecConfigError(
+                f"CaptureOptions.max_spill must be a positive int (bytes), got {self.max_spill!r}; "
+                f"the default is {DEFAULT_MAX_SPILL} (1 GiB)"
             )

@@ -57,6 +57,7 @@ class ShellExecResult(ShellOutputMetadata):
                 truncation=self.truncation,
                 spill_path=self.spill_path,
                 last_line_bytes=self.last_line_bytes,
+                spill_note=self.spill_note,
             ),
         )
 
@@ -294,6 +295,7 @@ class LocalExecEnv:
             truncation=meta.truncation,
             spill_path=meta.spill_path,
             last_line_bytes=meta.last_line_bytes,
+            spill_note=meta.spill_note,
             exit_code=exit_code,
             text=view.text,
             timed_out=timed_out,

@@ -21,7 +21,7 @@ from ._errors import (
     ProtocolError,
     SpillError,
 )
-from ._limits import CaptureOptions, ShellOutputLimits
+from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import ShellExecResult
 from ._updates import Replace, update_from_dict, update_to_dict
 
@@ -70,6 +70,7 @@ def capture_to_dict(options: CaptureOptions) -> dict[str, Any]:
         "min_interval": options.min_interval,
         "target_rate": options.target_rate,
         "spill_high_water": options.spill_high_water,
+        "max_spill": options.max_spill,
     }
 
 
@@ -86,6 +87,7 @@ def capture_from_dict(d: Any) -> CaptureOptions:
             min_interval=d["min_interval"],
             target_rate=d["target_rate"],
             spill_high_water=d["spill_high_water"],
+            max_spill=d.get("max_spill", DEFAULT_MAX_SPILL),
         )
     except KeyError as exc:
         raise ExecConfigError(f"exec 'capture' lacks the field {exc.args[0]!r}") from exc
@@ -121,6 +123,7 @@ def result_from_dict(d: Any) -> ShellExecResult:
         truncation=meta.truncation,
         spill_path=meta.spill_path,
         last_line_bytes=meta.last_line_bytes,
+        spill_note=meta.spill_note,
         exit_code=exit_code,
         text=view.output.text,
         **{flag: bool(value) for flag, value in flags.items()},

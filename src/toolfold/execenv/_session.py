@@ -14,7 +14,7 @@ from ._capture import CaptureSnapshot, OutputCapture
 from ._errors import CallbackError, ExecError, SpillError
 from ._limits import CaptureOptions
 from ._publisher import AdaptivePublisher, Clock
-from ._spill import SpillFile
+from ._spill import SpillFile, human_size
 from ._updates import (
     Append,
     Metadata,
@@ -71,6 +71,10 @@ class CaptureSession:
         self._spill_dir = spill_dir if self.options.spill else None
         self._prefix: list[bytes] = []
         self.spill: SpillFile | None = None
+        self._spill_budget = 0
+        self._budget_note: str | None = None  # why the budget is below max_spill
+        #: Set once the spill stopped short of the whole output (or was never written).
+        self._spill_note: str | None = None
         self._on_pause = on_pause
         self._on_resume = on_resume
         self._on_failure = on_failure
@@ -98,14 +102,38 @@ class CaptureSession:
         if self.failure is not None:
             return  # the command is being killed; nothing more is published
         self.capture.feed(data)
-        if self._spill_dir is not None:
+        if self._spill_dir is not None and self._spill_note is None:
             if self.spill is None:
                 self._prefix.append(data)
                 if self.capture.exceeds_cap:
                     self._start_spill()
             else:
-                self.spill.write(data)
+                self._spill_write(data)
         self.publisher.mark_dirty()
+
+    def _spill_write(self, data: bytes) -> None:
+        if self.spill is None:  # pragma: no cover - guarded by the callers
+            return
+        room = self._spill_budget - self.spill.queued
+        if len(data) <= room:
+            self.spill.write(data)
+            return
+        # The cap: keep its first bytes exactly, then stop spilling. The view and the
+        # totals go on from the capture, which never depended on the spill.
+        self.spill.write(data[:room])
+        self._stop_spill(
+            self._budget_note
+            or f"the first {human_size(self._spill_budget)} only: the spill cap (max_spill)"
+        )
+
+    def _stop_spill(self, note: str) -> None:
+        if self._spill_note is None:
+            self._spill_note = note
+            self._prefix = []
+            self.publisher.force()  # the footer must say so as soon as it is true
+
+    def _spill_full(self, size: int) -> None:
+        self._stop_spill(f"the first {human_size(size)} only: the disk filled up")
 
     def _start_spill(self) -> None:
         if self._spill_dir is None:  # pragma: no cover - guarded by the callers
@@ -116,15 +144,25 @@ class CaptureSession:
             on_pause=self._on_pause,
             on_resume=self._on_resume,
             on_error=self._fail,
+            on_full=self._spill_full,
         )
         prefix = b"".join(self._prefix)
         self._prefix = []
         try:
-            spill.open(prefix)
+            path, budget, note = spill.open(prefix, max_size=self.options.max_spill)
         except SpillError as exc:
             self._fail(exc)
             return
+        if path is None:  # no room on the disk at all: no file, and the metadata says why
+            self._stop_spill(note or "not written")
+            return
         self.spill = spill
+        self._spill_budget = budget
+        self._budget_note = note
+        if len(prefix) > budget:
+            self._stop_spill(
+                note or f"the first {human_size(budget)} only: the spill cap (max_spill)"
+            )
         # The path must be visible at once (the model may need it), whatever the deadline.
         self.publisher.force()
 
@@ -152,6 +190,7 @@ class CaptureSession:
             truncation=snap.truncation,
             spill_path=self.spill_path,
             last_line_bytes=snap.last_line_bytes,
+            spill_note=self._spill_note,
         )
 
     def _produce(self) -> tuple[ShellOutputUpdate, int] | None:
@@ -186,6 +225,7 @@ class CaptureSession:
         if (
             self._spill_dir is not None
             and self.spill is None
+            and self._spill_note is None
             and self.failure is None
             and self.capture.exceeds_cap
         ):

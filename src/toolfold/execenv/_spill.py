@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import os
 import queue
 import secrets
@@ -14,6 +16,87 @@ from pathlib import Path
 from ._errors import SpillError
 
 _MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+_MAX_RESERVE = 64 << 20
+
+
+def free_space_reserve(fs_size: int) -> int:
+    """Bytes a spill leaves free on its file system: a tenth of it, at most 64 MiB. The
+    store usually shares the disk and must still be able to record the call."""
+    return min(_MAX_RESERVE, fs_size // 10)
+
+
+def human_size(n: int) -> str:
+    """``1536`` -> ``"1.5 KiB"``."""
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def _refuse(path: Path, why: str) -> SpillError:
+    return SpillError(
+        f"spill directory {str(path)!r} {why}; toolfold follows no link it did not create "
+        "in its spill directories — remove it, or give LocalExecEnv a directory it owns",
+        str(path),
+    )
+
+
+def _private_dir_at(parent_fd: int | None, path: Path, *, owned: bool) -> int:
+    """Open directory ``path`` (its last component, relative to ``parent_fd``) without
+    following a symbolic link, creating it 0700 if missing. ``owned``: an existing one
+    must belong to us."""
+    name = path.name if parent_fd is not None else str(path)
+    try:
+        os.mkdir(name, 0o700, dir_fd=parent_fd)
+        created = True
+    except FileExistsError:
+        created = False
+    try:
+        fd = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
+            raise _refuse(path, f"is a symbolic link (to {os.readlink(path)!r})") from exc
+        raise
+    try:
+        if created:
+            os.fchmod(fd, 0o700)  # whatever the umask
+        elif owned and os.fstat(fd).st_uid != os.geteuid():
+            raise _refuse(path, f"belongs to another user (uid {os.fstat(fd).st_uid})")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_spill_dir(directory: Path) -> int:
+    """A descriptor of the spill directory, created (0700) with its parent if missing.
+
+    Neither the directory nor its parent may be a symbolic link (for the CLI these are
+    ``spill/`` and ``spill/<session>/``, both toolfold's), and an existing directory
+    must be ours: otherwise anyone able to plant a link there (a store in a shared
+    directory such as /tmp) would choose where a command's output is written. Files
+    are then created relative to the descriptor, so nothing can be swapped in between.
+    Ancestors above the parent are the user's path and are followed.
+    """
+    directory = Path(os.path.abspath(directory))
+    parent = directory.parent
+    if parent == directory.parent.parent:  # the parent is the root directory
+        return _private_dir_at(None, directory, owned=True)
+    parent.parent.mkdir(parents=True, exist_ok=True)
+    top = os.open(parent.parent, os.O_RDONLY | _DIRECTORY | os.O_CLOEXEC)
+    try:
+        pfd = _private_dir_at(top, parent, owned=False)
+    finally:
+        os.close(top)
+    try:
+        return _private_dir_at(pfd, directory, owned=True)
+    finally:
+        os.close(pfd)
 
 
 def _write_all(fd: int, chunks: list[bytes]) -> None:
@@ -56,8 +139,12 @@ class SpillFile:
         on_pause: Callable[[], None] | None = None,
         on_resume: Callable[[], None] | None = None,
         on_error: Callable[[SpillError], None] | None = None,
+        on_full: Callable[[int], None] | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self._on_full = on_full
+        #: Set when the disk filled up under the spill: nothing more is written.
+        self.full = False
         self.path: Path | None = None
         self._high_water = high_water
         self._on_pause = on_pause
@@ -85,42 +172,87 @@ class SpillFile:
     @property
     def buffered(self) -> int:
         """Bytes queued and not yet written (0 after a failure: they never will be)."""
-        return 0 if self._error is not None else self._queued - self._written
+        return 0 if self._error is not None or self.full else self._queued - self._written
+
+    @property
+    def queued(self) -> int:
+        """Bytes handed to ``write`` so far (the prefix included)."""
+        return self._queued
 
     @property
     def bytes_written(self) -> int:
         """Bytes on disk so far."""
         return self._written
 
-    def open(self, prefix: bytes) -> Path:
+    def open(self, prefix: bytes, *, max_size: int | None = None) -> tuple[Path | None, int, str | None]:
         """Create the directory (if needed) and a new file in it; queue ``prefix``.
 
-        Raises ``SpillError`` naming the path when either cannot be created.
+        Checks free space first: the file may hold at most ``max_size`` bytes and must
+        leave :func:`free_space_reserve` free. Returns ``(path, budget, note)``: the
+        bytes it may hold, and why that is less than ``max_size`` (or why nothing was
+        created: ``path`` None). Raises ``SpillError`` naming the path when the
+        directory or file cannot be created, or the directory is not safe to use.
         """
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            dir_fd = open_spill_dir(self.directory)
+        except SpillError:
+            raise
         except OSError as exc:
             raise SpillError(
                 f"cannot create spill directory {str(self.directory)!r}: {exc.strerror or exc}; "
                 "give LocalExecEnv a writable directory it owns",
                 str(self.directory),
             ) from exc
-        path = self.directory / spill_file_name()
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise SpillError(
-                f"cannot create spill file {str(path)!r}: {exc.strerror or exc}; "
-                "give LocalExecEnv a writable directory it owns",
-                str(path),
-            ) from exc
+            budget, note = self._budget(dir_fd, max_size)
+            if budget <= 0:
+                return None, 0, note
+            name = spill_file_name()
+            path = self.directory / name
+            try:
+                self._fd = os.open(
+                    name,
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW,
+                    0o600,
+                    dir_fd=dir_fd,
+                )
+                os.fchmod(self._fd, 0o600)
+            except OSError as exc:
+                raise SpillError(
+                    f"cannot create spill file {str(path)!r}: {exc.strerror or exc}; "
+                    "give LocalExecEnv a writable directory it owns",
+                    str(path),
+                ) from exc
+        finally:
+            os.close(dir_fd)
         self.path = path
-        self.write(prefix)
-        return path
+        self.write(prefix[:budget])
+        return path, budget, note
+
+    def _budget(self, dir_fd: int, max_size: int | None) -> tuple[int, str | None]:
+        cap = max_size if max_size is not None else 1 << 62
+        try:
+            st = os.fstatvfs(dir_fd)
+        except OSError:
+            return cap, None
+        free = st.f_bavail * st.f_frsize
+        reserve = free_space_reserve(st.f_blocks * st.f_frsize)
+        room = free - reserve
+        if room >= cap:
+            return cap, None
+        if room <= 0:
+            return 0, (
+                f"not written: only {human_size(free)} free in {str(self.directory)!r}, "
+                f"and a spill leaves {human_size(reserve)} free"
+            )
+        return room, (
+            f"the first {human_size(room)} only: {human_size(free)} was free and a spill "
+            f"leaves {human_size(reserve)} free"
+        )
 
     def write(self, data: bytes) -> None:
         """Queue ``data`` after everything queued before."""
-        if self._error is not None or self._closing or not data:
+        if self._error is not None or self.full or self._closing or not data:
             return
         if self._thread is None:
             self._start()
@@ -178,7 +310,15 @@ class SpillFile:
                     _write_all(fd, batch)
                 except OSError as exc:
                     failed = True
-                    loop.call_soon_threadsafe(self._write_failed, exc, self._written)
+                    if exc.errno in _FULL and self._on_full is not None:
+                        # A full disk ends the spill, not the command: what is on disk
+                        # stays, and the metadata says how much that is.
+                        size = self._written
+                        with contextlib.suppress(OSError):
+                            size = os.fstat(fd).st_size
+                        loop.call_soon_threadsafe(self._disk_full, size)
+                    else:
+                        loop.call_soon_threadsafe(self._write_failed, exc, self._written)
                 else:
                     self._written += sum(len(c) for c in batch)
                     if self._want_resume and (
@@ -194,6 +334,12 @@ class SpillFile:
     def _writer_done(self) -> None:
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
+
+    def _disk_full(self, size: int) -> None:
+        self.full = True
+        self._resume()  # nothing more is written: let the pipes be read again
+        if self._on_full is not None:
+            self._on_full(size)
 
     def _write_failed(self, exc: OSError, written: int) -> None:
         self._fail(

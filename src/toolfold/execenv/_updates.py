@@ -46,11 +46,15 @@ class ShellOutputMetadata:
     ``spill_path`` is set from the moment the spill file exists. ``last_line_bytes``
     is the exact raw byte length of the last line (without its ``\\n``), even when
     that line is far larger than any buffer; ``None`` until there is output.
+    ``spill_note`` is set when the spill file does not hold the whole output (it
+    stopped at the ``max_spill`` cap or for lack of disk space, or was never
+    written): a short phrase saying how much it holds and why.
     """
 
     truncation: ShellOutputTruncation
     spill_path: str | None = None
     last_line_bytes: int | None = None
+    spill_note: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,6 +174,7 @@ def _metadata_to_dict(meta: ShellOutputMetadata) -> dict[str, Any]:
         "truncation": {name: getattr(t, name) for name in _TRUNCATION_FIELDS},
         "spill_path": meta.spill_path,
         "last_line_bytes": meta.last_line_bytes,
+        "spill_note": meta.spill_note,
     }
 
 
@@ -229,6 +234,10 @@ def _metadata_from_dict(d: Any) -> ShellOutputMetadata:
         truncation=ShellOutputTruncation(**values),
         spill_path=_field(d, "spill_path", (str, type(None)), "metadata"),
         last_line_bytes=_field(d, "last_line_bytes", (int, type(None)), "metadata"),
+        # Optional on the wire: an exec host from before the spill cap does not send it.
+        spill_note=_field(d, "spill_note", (str, type(None)), "metadata")
+        if "spill_note" in d
+        else None,
     )
 
 

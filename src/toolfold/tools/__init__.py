@@ -10,7 +10,7 @@ from typing import Any
 
 from toolfold.harness import Tool
 
-from .bash import BASH, BashParams
+from .bash import BASH, BashParams, bash_tool
 from .grep import GREP, GrepParams
 from .pytest_tool import PYTEST, PytestParams
 from .read import READ, ReadParams
@@ -30,5 +30,6 @@ __all__ = [
     "GrepParams",
     "PytestParams",
     "ReadParams",
+    "bash_tool",
     "builtin_tools",
 ]

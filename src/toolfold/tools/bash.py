@@ -6,7 +6,13 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
-from toolfold.execenv import CaptureOptions, Replace, ShellExecResult, ShellOutputLimits
+from toolfold.execenv import (
+    DEFAULT_MAX_SPILL,
+    CaptureOptions,
+    Replace,
+    ShellExecResult,
+    ShellOutputLimits,
+)
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput
 
@@ -32,7 +38,14 @@ def footer(result: ShellExecResult, retain: str = "tail") -> str:
     t = result.truncation
     if not t.truncated:
         return ""
-    where = f"Full output: {result.spill_path}" if result.spill_path else "Full output was not kept"
+    if result.spill_path:
+        where = f"Full output: {result.spill_path}"
+        if result.spill_note:
+            where += f" ({result.spill_note})"
+    elif result.spill_note:
+        where = f"Full output was {result.spill_note}"
+    else:
+        where = "Full output was not kept"
     if retain == "head":
         if t.first_line_exceeds_limit:
             shown = f"Showing the first {_size(t.output_bytes)} of line 1"
@@ -58,6 +71,8 @@ async def run_bash(
     cancel: asyncio.Event,
     out: ToolOutput,
     context: ToolContext,
+    *,
+    max_spill: int = DEFAULT_MAX_SPILL,
 ) -> None:
     """Run a shell command (bash -c) in the working directory. Output is stdout and
     stderr interleaved; long output keeps its end, and the full output is saved to
@@ -74,6 +89,7 @@ async def run_bash(
             max_bytes=policy.max_bytes, max_lines=policy.max_lines, retain=policy.retain
         ),
         spill=True,
+        max_spill=max_spill,
     )
     # The environment bounds, spills and paces at the source; the sink only adopts
     # its bounded updates (and its totals) — nothing is re-windowed or re-counted.
@@ -107,12 +123,29 @@ async def run_bash(
         raise ToolError(f"Command exited with code {result.exit_code}")
 
 
-BASH = Tool(
-    name="bash",
-    description=(run_bash.__doc__ or "").replace("\n    ", " ").strip(),
-    params=BashParams,
-    execute=run_bash,
-    output=BASH_OUTPUT,
-    replay_safe=False,
-)
+def bash_tool(*, max_spill: int = DEFAULT_MAX_SPILL) -> Tool[BashParams]:
+    """The ``bash`` tool with a spill cap of ``max_spill`` bytes per call (the default
+    is :data:`BASH`, capped at 1 GiB)."""
+
+    async def execute(
+        tool_call_id: str,
+        params: BashParams,
+        cancel: asyncio.Event,
+        out: ToolOutput,
+        context: ToolContext,
+    ) -> None:
+        await run_bash(tool_call_id, params, cancel, out, context, max_spill=max_spill)
+
+    CaptureOptions(max_spill=max_spill)  # refuse a bad cap now, not at the first call
+    return Tool(
+        name="bash",
+        description=(run_bash.__doc__ or "").replace("\n    ", " ").strip(),
+        params=BashParams,
+        execute=execute,
+        output=BASH_OUTPUT,
+        replay_safe=False,
+    )
+
+
+BASH = bash_tool()
 """The ``bash`` tool definition (not replay-safe: commands have side effects)."""

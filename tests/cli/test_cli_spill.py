@@ -1,0 +1,68 @@
+"""`toolfold run --max-spill`, and the spill directory symlink attack through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cli_helpers import toolfold
+
+
+def test_max_spill_caps_the_spill_file_and_the_footer_says_so(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    done = toolfold(
+        "run",
+        "--store",
+        f"sqlite:{store}/t.db",
+        "--max-spill",
+        "1M",
+        "--",
+        "yes | head -c 3000000",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    [spill] = (store / "spill").rglob("exec-*.log")
+    assert spill.read_bytes() == (b"y\n" * 1_500_000)[: 1 << 20]
+    footer = done.stdout.splitlines()[-1]
+    assert footer == (
+        "[Showing lines 1498001-1500000 of 1500000 (3.9 KB of 2929.7 KB). "
+        f"Full output: {spill} (the first 1.0 MiB only: the spill cap (max_spill))]"
+    ), footer
+
+
+def test_a_bad_max_spill_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = toolfold(
+        "run",
+        "--store",
+        f"sqlite:{tmp_path}/t.db",
+        "--max-spill",
+        "0",
+        "--",
+        "touch ran",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 2
+    assert "--max-spill must be a positive size such as 1048576, 512M or 2G, got '0'" in done.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "t.db").exists()
+
+
+def test_a_symlink_planted_as_the_session_spill_directory_is_not_followed(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    attacker = tmp_path / "attacker"
+    attacker.mkdir()
+    (store / "spill").mkdir(parents=True)
+    (store / "spill" / "s").symlink_to(attacker, target_is_directory=True)
+    done = toolfold(
+        "run",
+        "--store",
+        f"sqlite:{store}/t.db",
+        "--session",
+        "s",
+        "--",
+        "seq 1 100000",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "is a symbolic link" in done.stdout and "follows no link it did not" in done.stdout
+    assert list(attacker.iterdir()) == []
