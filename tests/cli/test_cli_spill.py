@@ -66,3 +66,51 @@ def test_a_symlink_planted_as_the_session_spill_directory_is_not_followed(
     assert done.returncode == 1, done.stderr
     assert "is a symbolic link" in done.stdout and "follows no link it did not" in done.stdout
     assert list(attacker.iterdir()) == []
+
+
+def test_run_creates_its_store_and_spill_files_private_whatever_the_umask(
+    tmp_path: Path,
+) -> None:
+    import os
+    import stat
+    import subprocess
+
+    from cli_helpers import TOOLFOLD, clean_env
+
+    # umask 0 in the child: without explicit modes everything would be world-readable.
+    done = subprocess.run(
+        [
+            "sh",
+            "-c",
+            'umask 0; exec "$@"',
+            "sh",
+            *TOOLFOLD,
+            "run",
+            "--session",
+            "s",
+            "--",
+            "seq 1 100000",
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    home = tmp_path / ".toolfold"
+    modes = {
+        str(p.relative_to(tmp_path)): stat.S_IMODE(os.lstat(p).st_mode)
+        for p in [home, *home.rglob("*")]
+    }
+    [spill] = [k for k in modes if k.endswith(".log")]
+    expected = {
+        ".toolfold": 0o700,
+        ".toolfold/toolfold.db": 0o600,
+        ".toolfold/spill": 0o700,
+        ".toolfold/spill/s": 0o700,
+        spill: 0o600,
+    }
+    # -wal and -shm exist only while a connection is open; when left, they are 0600 too.
+    assert {k: v for k, v in modes.items() if not k.endswith(("-wal", "-shm"))} == expected
+    assert all(v == 0o600 for k, v in modes.items() if k.endswith(("-wal", "-shm")))
