@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_helpers import TOOLFOLD, calls, clean_env, store_url, text_of
+from mcp_helpers import TOOLFOLD, calls, clean_env, poll, store_url, text_of
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAMS = ROOT / ".venv" / "mcp-upstreams"
@@ -262,3 +263,81 @@ async def test_an_upstream_message_over_the_cap_is_an_error_and_never_buffered(
     assert big.is_error
     assert "more than 1,000,000 bytes" in text_of(big) and "--max-message-bytes" in text_of(big)
     assert not small.is_error and "commit number 49999" in text_of(small)
+
+
+async def test_a_streamable_http_upstream_through_upstream_url(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(tmp_path / "upstream.err", "w") as err:
+        upstream = subprocess.Popen(
+            [str(everything_server), "streamableHttp"],
+            env=clean_env() | {"PORT": str(port)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+
+    def listening() -> bool:
+        assert upstream.poll() is None, (tmp_path / "upstream.err").read_text()
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        poll(listening, "the HTTP upstream to listen")
+        params = StdioServerParameters(
+            command=TOOLFOLD[0],
+            args=[
+                *TOOLFOLD[1:],
+                "mcp",
+                "proxy",
+                "--store",
+                store_url(tmp_path),
+                "--session",
+                "p1",
+                "--upstream-url",
+                f"http://127.0.0.1:{port}/mcp",
+            ],
+            env=clean_env(),
+            cwd=str(tmp_path),
+        )
+        big = "y" * 120_000
+        with anyio.fail_after(120):
+            async with session_on(params, tmp_path / "proxy.err") as client:
+                echo = await client.call_tool("echo", {"message": big})
+                total = await client.call_tool("get-sum", {"a": 2, "b": 3})
+    finally:
+        os.killpg(upstream.pid, signal.SIGKILL)
+        upstream.wait()
+    assert len(text_of(echo).encode()) < 60 * 1024
+    spill = Path(text_of(echo).split("Full output: ")[1].split("]")[0])
+    assert big in spill.read_text()
+    assert "5" in text_of(total) and not total.is_error
+
+
+async def test_a_hung_upstream_call_is_an_error_and_the_upstream_restarts(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    pids = tmp_path / "upstream.pids"
+    wrapper = f"echo $$ >> {pids}; exec {everything_server} stdio"
+    params = proxy(tmp_path, "sh", "-c", wrapper)
+    params = params.model_copy(
+        update={"args": [*params.args[:-4], "--upstream-timeout", "2", *params.args[-4:]]}
+    )
+    try:
+        with anyio.fail_after(120):
+            async with session_on(params, tmp_path / "proxy.err") as client:
+                hung = await client.call_tool(
+                    "trigger-long-running-operation", {"duration": 60, "steps": 60}
+                )
+                again = await client.call_tool("echo", {"message": "fresh"})
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert hung.is_error and "did not answer within 2 s" in text_of(hung)
+    assert "fresh" in text_of(again)
+    assert len(pids.read_text().split()) == 2

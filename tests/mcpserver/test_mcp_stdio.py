@@ -90,6 +90,15 @@ async def test_a_failing_command_is_an_error_result_with_its_output(tmp_path: Pa
     assert result.structured_content["outcome"] == "error"
     [call] = await calls(tmp_path)
     assert call.status == "error" and call.summary == "echo partial; exit 3"
+    shown = subprocess.run(
+        [*TOOLFOLD, "show", "s1", "--store", store_url(tmp_path)],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert shown.returncode == 0 and "echo partial; exit 3" in shown.stdout
 
 
 async def test_invalid_arguments_name_the_field_and_unknown_tools_are_protocol_errors(
@@ -275,3 +284,54 @@ async def test_tools_option_adds_user_tools_and_no_builtin_leaves_them_out(
         result = await client.call_tool("hello", {"name": "mcp"})
     assert listed == ["hello"]
     assert text_of(result) == "hello mcp"
+
+
+def test_closing_stdin_mid_call_settles_the_call_cancelled(tmp_path: Path) -> None:
+    # The client goes away without a cancel (stdin EOF): the call still settles,
+    # as cancelled with its partial output, and the server exits by itself.
+    proc = subprocess.Popen(
+        [*TOOLFOLD, "mcp", "--store", store_url(tmp_path), "--session", "s1"],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    command = "echo $$ > command.pid; for i in $(seq 1 100000); do echo tick $i; sleep 0.01; done"
+    try:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        }
+        assert "result" in _rpc(proc, json.dumps(init).encode())
+        assert proc.stdin is not None
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "bash",
+                "arguments": {"command": command},
+                "_meta": {"progressToken": 7},
+            },
+        }
+        progress = _rpc(proc, json.dumps(call).encode())  # the first progress notification
+        assert progress["method"] == "notifications/progress", progress
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_group_in(tmp_path / "command.pid")
+    [call_view] = asyncio.run(calls(tmp_path))
+    assert call_view.status == "cancelled"
+    assert (call_view.message or {})["content"][0]["text"].startswith("tick 1\n")

@@ -370,6 +370,12 @@ def mcp(
     metavar="N",
     help="Largest upstream message read (stdio); a bigger one is an error, never buffered.",
 )
+@click.option(
+    "--upstream-timeout",
+    type=float,
+    metavar="SECONDS",
+    help="A request the upstream leaves unanswered this long is an error, and the upstream is restarted (default: no limit).",
+)
 @click.argument("command", nargs=-1, metavar="-- UPSTREAM_COMMAND...")
 def mcp_proxy(
     session: str | None,
@@ -380,6 +386,7 @@ def mcp_proxy(
     upstream_url: str | None,
     with_builtin: bool,
     max_message_bytes: int,
+    upstream_timeout: float | None,
     command: tuple[str, ...],
 ) -> None:
     """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
@@ -403,8 +410,10 @@ def mcp_proxy(
     _check_session_name(name)
     if max_message_bytes < 1024:
         raise CliError(f"--max-message-bytes must be at least 1024, got {max_message_bytes}")
+    if upstream_timeout is not None and not upstream_timeout > 0:
+        raise CliError(f"--upstream-timeout must be a number of seconds > 0, got {upstream_timeout}")
     options = ProxyOptions(
-        spec, name, command, upstream_url, policy, with_builtin, max_message_bytes
+        spec, name, command, upstream_url, policy, with_builtin, max_message_bytes, upstream_timeout
     )
     _exit(_arun(proxy_command(options), spec))
 

@@ -99,6 +99,7 @@ class ProxyOptions:
     policy: OutputPolicy
     with_builtin: bool
     max_message_bytes: int
+    upstream_timeout: float | None = None
 
 
 async def proxy_command(options: ProxyOptions) -> int:
@@ -120,6 +121,7 @@ async def proxy_command(options: ProxyOptions) -> int:
                 command=options.command,
                 url=options.url,
                 max_message_bytes=options.max_message_bytes,
+                timeout=options.upstream_timeout,
             ),
             stderr_path=spill_dir.parent / f"{options.session}.upstream-stderr.log",
         )

@@ -45,6 +45,8 @@ class UpstreamSpec:
     headers: dict[str, str] = field(default_factory=dict)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     """Largest upstream message read over stdio (see ``capped_stdio_client``)."""
+    timeout: float | None = None
+    """Seconds a request may go unanswered before the upstream counts as hung."""
 
     def describe(self) -> str:
         """How messages name the upstream."""
@@ -157,22 +159,33 @@ class Upstream:
         """Run ``await coro_factory(session)``; if the upstream dies first, raise
         ``UpstreamError`` naming it and its stderr tail."""
         session = await self.session()
-        dead = self.dead
+        dead, stop = self.dead, self._stop
         call = asyncio.ensure_future(coro_factory(session))
         watch = asyncio.ensure_future(dead.wait())
         try:
-            await asyncio.wait({call, watch}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {call, watch}, timeout=self.spec.timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         except asyncio.CancelledError:
             call.cancel()
             raise
         finally:
             watch.cancel()
         if not call.done():
+            hung = not dead.is_set()
             if self._session is session:
                 self._session = None
             call.cancel()
             with contextlib.suppress(BaseException):
                 await call
+            if hung:
+                # No answer and no exit: stop this upstream; the next call starts another.
+                stop.set()
+                raise UpstreamError(
+                    f"{self.spec.describe()} did not answer within {self.spec.timeout:g} s "
+                    f"(--upstream-timeout); it was stopped and restarts on the next call"
+                    f"{self.stderr_tail()}"
+                )
             raise UpstreamError(
                 f"{self.spec.describe()} exited during the call{self.stderr_tail()}"
             )
