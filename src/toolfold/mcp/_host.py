@@ -200,7 +200,7 @@ class McpHost:
         cancel = asyncio.Event()
         task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
         self._calls[call_id] = _Call(cancel, task)
-        task.add_done_callback(lambda _: self._calls.pop(call_id, None))
+        task.add_done_callback(lambda done: self._ended(call_id, done))
         try:
             # Shielded: the SDK interrupts this handler on notifications/cancelled; the
             # call itself must instead see its cancel event and settle as cancelled.
@@ -224,6 +224,17 @@ class McpHost:
         reporter = ProgressReporter(send, self.settings.pacing)
         self._reporters[call_id] = reporter
         return reporter
+
+    def _ended(self, call_id: str, task: asyncio.Task[ToolResult]) -> None:
+        self._calls.pop(call_id, None)
+        if not task.cancelled() and task.exception() is not None:
+            # The handler re-raises it to the client when it still waits; after a
+            # cancel nobody does, so say it here rather than lose it.
+            print(
+                f"toolfold: call {call_id} failed outside its tool: {task.exception()!r}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     async def _run(
         self, call_id: str, name: str, args: dict[str, Any], cancel: asyncio.Event
