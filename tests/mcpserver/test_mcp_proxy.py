@@ -341,3 +341,22 @@ async def test_a_hung_upstream_call_is_an_error_and_the_upstream_restarts(
     assert hung.is_error and "did not answer within 2 s" in text_of(hung)
     assert "fresh" in text_of(again)
     assert len(pids.read_text().split()) == 2
+
+
+async def test_with_builtin_adds_the_prefixed_toolfold_tools(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    params = proxy(tmp_path, str(everything_server), "stdio")
+    params = params.model_copy(
+        update={"args": [*params.args[:-3], "--with-builtin", *params.args[-3:]]}
+    )
+    with anyio.fail_after(120):
+        async with session_on(params, tmp_path / "proxy.err") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            ran = await client.call_tool("toolfold_bash", {"command": "echo builtin"})
+            echoed = await client.call_tool("echo", {"message": "upstream"})
+    assert {"toolfold_bash", "toolfold_read", "toolfold_grep", "toolfold_pytest"} <= set(names)
+    assert "echo" in names and not any(n in names for n in ("bash", "read"))
+    assert text_of(ran).startswith("builtin\n") and "upstream" in text_of(echoed)
+    stored = await calls(tmp_path, "p1")
+    assert [(c.tool_name, c.status) for c in stored] == [("toolfold_bash", "ok"), ("echo", "ok")]
