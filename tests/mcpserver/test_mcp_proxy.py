@@ -360,3 +360,40 @@ async def test_with_builtin_adds_the_prefixed_toolfold_tools(
     assert text_of(ran).startswith("builtin\n") and "upstream" in text_of(echoed)
     stored = await calls(tmp_path, "p1")
     assert [(c.tool_name, c.status) for c in stored] == [("toolfold_bash", "ok"), ("echo", "ok")]
+
+
+async def test_sampling_requests_and_log_messages_pass_through(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    prompts: list[str] = []
+    logs: list[Any] = []
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        content = params.messages[0].content
+        prompts.append(getattr(content, "text", ""))
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="sampled by the test client"),
+            model="test-model",
+        )
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params)
+
+    params = proxy(tmp_path, str(everything_server), "stdio")
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (r, w),
+            ClientSession(r, w, sampling_callback=sampling, logging_callback=on_log) as client,
+        ):
+            await client.initialize()
+            sampled = await client.call_tool("trigger-sampling-request", {"prompt": "hello"})
+            await client.call_tool("toggle-simulated-logging", {})
+            for _ in range(300):  # the upstream logs every 5 s
+                if logs:
+                    break
+                await anyio.sleep(0.05)
+            await client.call_tool("toggle-simulated-logging", {})
+    assert not sampled.is_error and "sampled by the test client" in text_of(sampled)
+    assert prompts and "hello" in prompts[0]
+    assert logs, "no log message reached the client"

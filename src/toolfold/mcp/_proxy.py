@@ -27,6 +27,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
@@ -158,6 +159,9 @@ class ProxyHost(McpHost):
         self._listed: list[types.Tool] = []
         self._passed: dict[str, _Passed] = {}
         self._forwards: dict[str, ForwardedProgress] = {}
+        self._downstream: ServerSession | None = None
+        upstream.callbacks.setdefault("sampling_callback", self._sample)
+        upstream.callbacks.setdefault("logging_callback", self._log)
 
     def server(self) -> Server[Any]:
         """The low-level server: tools, plus resources and prompts passed through."""
@@ -350,6 +354,52 @@ class ProxyHost(McpHost):
         )
 
     # -- passthrough -----------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._downstream = ctx.session
+        return await super()._list_tools(ctx, params)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        self._downstream = ctx.session
+        return await super()._call_tool(ctx, params)
+
+    async def _sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
+        """An upstream's ``sampling/createMessage``, asked of the proxy's client."""
+        downstream = self._downstream
+        if downstream is None:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
+            )
+        try:
+            return await downstream.create_message(
+                params.messages,
+                max_tokens=params.max_tokens,
+                system_prompt=params.system_prompt,
+                include_context=params.include_context,
+                temperature=params.temperature,
+                stop_sequences=params.stop_sequences,
+                metadata=params.metadata,
+                model_preferences=params.model_preferences,
+            )
+        except MCPError as exc:
+            return exc.error
+        except Exception as exc:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"the proxy's client could not sample: {exc}"
+            )
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """An upstream's log message, passed to the proxy's client unchanged."""
+        downstream = self._downstream
+        if downstream is not None:
+            with contextlib.suppress(Exception):  # a log line is never worth a failure
+                await downstream.send_log_message(params.level, params.data, params.logger)
 
     async def _forward(self, fn: Any) -> Any:
         try:

@@ -56,11 +56,15 @@ class UpstreamSpec:
 class Upstream:
     """The connection to one upstream server (see the module docstring)."""
 
-    def __init__(self, spec: UpstreamSpec, stderr_path: Path) -> None:
+    def __init__(
+        self, spec: UpstreamSpec, stderr_path: Path, callbacks: dict[str, Any] | None = None
+    ) -> None:
         if not spec.command and not spec.url:
             raise UpstreamError("no upstream: give a command after -- or --upstream-url URL")
         self.spec = spec
         self.stderr_path = stderr_path
+        self.callbacks = dict(callbacks or {})
+        """``ClientSession`` callbacks (sampling, logging) the upstream's requests reach."""
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -101,7 +105,7 @@ class Upstream:
             async with (
                 httpx2.AsyncClient(headers=self.spec.headers) as http,
                 streamable_http_client(self.spec.url, http_client=http) as (r, w),
-                ClientSession(r, w) as session,
+                ClientSession(r, w, **self.callbacks) as session,
             ):
                 yield session
             return
@@ -114,7 +118,7 @@ class Upstream:
                     cap=self.spec.max_message_bytes,
                     who=self.spec.describe(),
                 ) as (r, w),
-                ClientSession(r, w) as session,
+                ClientSession(r, w, **self.callbacks) as session,
             ):
                 yield session
 
