@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from mcp_helpers import TOOLFOLD, calls, clean_env, poll, store_url, text_of
 
 TOKEN = "test-token-0123456789"
@@ -150,3 +154,48 @@ def test_an_unusable_token_is_a_one_line_error(tmp_path: Path) -> None:
     assert done.returncode == 2
     [line] = [x for x in done.stderr.splitlines() if x.startswith("toolfold: error:")]
     assert "TOOLFOLD_MCP_TOKEN cannot be used" in line and "16-512 characters" in line
+
+
+async def test_the_proxy_reaches_an_http_upstream_with_its_header(
+    server: str, tmp_path: Path
+) -> None:
+    # toolfold mcp --http as the upstream: it refuses requests without the bearer token,
+    # so the proxy's --upstream-header must reach it.
+    def proxy(*extra: str) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=TOOLFOLD[0],
+            args=[
+                *TOOLFOLD[1:],
+                "mcp",
+                "proxy",
+                "--store",
+                f"sqlite:{tmp_path / 'p.db'}",
+                "--session",
+                "p1",
+                "--upstream-url",
+                server,
+                *extra,
+            ],
+            env=clean_env(),
+            cwd=str(tmp_path),
+        )
+
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with (
+            stdio_client(
+                proxy("--upstream-header", f"Authorization: Bearer {TOKEN}"), errlog=errlog
+            ) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            names = [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("bash", {"command": "echo via-proxy"})
+        async with (
+            stdio_client(proxy(), errlog=errlog) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            with pytest.raises(MCPError, match=re.escape("upstream http://127.0.0.1")):
+                await client.list_tools()
+    assert "bash" in names and "toolfold_read" in names
+    assert text_of(result).startswith("via-proxy\n") and not result.is_error

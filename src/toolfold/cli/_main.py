@@ -358,6 +358,13 @@ def mcp(
     help="Proxy a Streamable HTTP server at URL instead of running a command.",
 )
 @click.option(
+    "--upstream-header",
+    "upstream_headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="A header sent to the --upstream-url server, e.g. 'Authorization: Bearer ...' (repeatable).",
+)
+@click.option(
     "--with-builtin",
     is_flag=True,
     help="Also offer toolfold's built-in tools, prefixed (toolfold_bash, ...).",
@@ -384,6 +391,7 @@ def mcp_proxy(
     max_bytes: int | None,
     max_lines: int | None,
     upstream_url: str | None,
+    upstream_headers: tuple[str, ...],
     with_builtin: bool,
     max_message_bytes: int,
     upstream_timeout: float | None,
@@ -412,8 +420,26 @@ def mcp_proxy(
         raise CliError(f"--max-message-bytes must be at least 1024, got {max_message_bytes}")
     if upstream_timeout is not None and not upstream_timeout > 0:
         raise CliError(f"--upstream-timeout must be a number of seconds > 0, got {upstream_timeout}")
+    headers: dict[str, str] = {}
+    for header in upstream_headers:
+        key, sep, value = header.partition(":")
+        if not sep or not key.strip() or any(c.isspace() for c in key.strip()):
+            raise CliError(
+                f"--upstream-header {header!r} is not 'NAME: VALUE', e.g. 'Authorization: Bearer abc'"
+            )
+        headers[key.strip()] = value.strip()
+    if headers and not upstream_url:
+        raise CliError("--upstream-header needs --upstream-url (a stdio upstream has no headers)")
     options = ProxyOptions(
-        spec, name, command, upstream_url, policy, with_builtin, max_message_bytes, upstream_timeout
+        spec,
+        name,
+        command,
+        upstream_url,
+        policy,
+        with_builtin,
+        max_message_bytes,
+        upstream_timeout,
+        headers,
     )
     _exit(_arun(proxy_command(options), spec))
 

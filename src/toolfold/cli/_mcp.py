@@ -100,6 +100,7 @@ class ProxyOptions:
     with_builtin: bool
     max_message_bytes: int
     upstream_timeout: float | None = None
+    headers: dict[str, str] | None = None
 
 
 async def proxy_command(options: ProxyOptions) -> int:
@@ -122,6 +123,7 @@ async def proxy_command(options: ProxyOptions) -> int:
                 url=options.url,
                 max_message_bytes=options.max_message_bytes,
                 timeout=options.upstream_timeout,
+                headers=dict(options.headers or {}),
             ),
             stderr_path=spill_dir.parent / f"{options.session}.upstream-stderr.log",
         )
