@@ -8,6 +8,8 @@ needs (re-installing only when pyproject.toml changed), then runs:
     run    `toolfold ARGS...` inside the virtualenv (e.g. `python3 dev.py run run -- make`)
     test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
            (`test --random`: hypothesis draws new examples instead of CI's fixed ones)
+    mutate the mutation run on the data-corrupting core (mutmut; slow, not part of CI):
+           prints the score per module for docs/TESTING.md
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
@@ -150,6 +152,45 @@ def test(pytest_args: list[str]) -> int:
     return 0
 
 
+def mutate(args: list[str]) -> int:
+    """Run mutmut on the modules listed under [tool.mutmut] in pyproject.toml, then print
+    killed / survived per module and every survivor (docs/TESTING.md keeps the verdicts)."""
+    _ensure_venv("dev,mutate")
+    children = str(max(1, (os.cpu_count() or 2)))
+    code = _run([str(BIN / "mutmut"), "run", "--max-children", children, *args])
+    if code != 0:
+        return code
+    listing = subprocess.run(
+        [str(BIN / "mutmut"), "results", "--all", "true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    per_module: dict[str, dict[str, int]] = {}
+    survivors: list[str] = []
+    for line in listing.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if not sep or "__mutmut_" not in name:
+            continue
+        module = name.split(".x", 1)[0]  # toolfold.chord._apply.x_apply__mutmut_3
+        counts = per_module.setdefault(module, {})
+        counts[status] = counts.get(status, 0) + 1
+        if status == "survived":
+            survivors.append(name)
+    print("| module | mutants | killed | survived | other | score |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    total = killed = 0
+    for module, counts in sorted(per_module.items()):
+        n, k, s = sum(counts.values()), counts.get("killed", 0), counts.get("survived", 0)
+        total, killed = total + n, killed + k
+        print(f"| {module} | {n} | {k} | {s} | {n - k - s} | {100 * k / max(n, 1):.1f} % |")
+    print(f"| all | {total} | {killed} | | | {100 * killed / max(total, 1):.1f} % |")
+    print("\nsurvivors (give each a verdict in docs/TESTING.md):")
+    print("\n".join(survivors) or "none")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(__doc__)
@@ -163,6 +204,8 @@ def main(argv: list[str]) -> int:
     if cmd == "run":
         _ensure_venv("all")
         return _run([str(BIN / "toolfold"), *rest])
+    if cmd == "mutate":
+        return mutate(rest)
     if cmd == "bench":
         _ensure_venv("dev")
         code = 0
