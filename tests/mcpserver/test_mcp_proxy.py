@@ -8,6 +8,7 @@ The upstreams are installed on first use (the package registries are needed once
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -397,3 +398,20 @@ async def test_sampling_requests_and_log_messages_pass_through(
     assert not sampled.is_error and "sampled by the test client" in text_of(sampled)
     assert prompts and "hello" in prompts[0]
     assert logs, "no log message reached the client"
+
+
+async def test_a_structured_content_bigger_than_the_window_moves_to_a_spill_file(
+    tmp_path: Path,
+) -> None:
+    server = Path(__file__).with_name("structured_upstream.py")
+    with anyio.fail_after(120):
+        async with session_on(
+            proxy(tmp_path, sys.executable, str(server)), tmp_path / "proxy.err"
+        ) as client:
+            result = await client.call_tool("table", {})
+    note = (result.structured_content or {})["toolfold_note"]
+    moved = Path(note.split(" was moved to ")[1].split(";")[0])
+    assert json.loads(moved.read_text()) == {
+        "rows": [{"row": i, "label": f"row number {i}"} for i in range(5000)]
+    }
+    assert text_of(result).startswith("5000 rows") and str(moved) in text_of(result)
