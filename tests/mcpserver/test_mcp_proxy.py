@@ -415,3 +415,31 @@ async def test_a_structured_content_bigger_than_the_window_moves_to_a_spill_file
         "rows": [{"row": i, "label": f"row number {i}"} for i in range(5000)]
     }
     assert text_of(result).startswith("5000 rows") and str(moved) in text_of(result)
+
+
+async def test_elicitation_and_roots_requests_pass_through(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="decline")
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(
+            roots=[types.Root(uri="file:///work/project-root", name="project-root")]
+        )
+
+    params = proxy(tmp_path, str(everything_server), "stdio")
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (r, w),
+            ClientSession(r, w, elicitation_callback=elicit, list_roots_callback=roots) as client,
+        ):
+            await client.initialize()
+            elicited = await client.call_tool("trigger-elicitation-request", {})
+            listed = await client.call_tool("get-roots-list", {})
+    assert asked and "Please provide inputs" in asked[0]
+    assert "decline" in text_of(elicited).lower()
+    assert "file:///work/project-root" in text_of(listed)

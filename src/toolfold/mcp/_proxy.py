@@ -162,6 +162,8 @@ class ProxyHost(McpHost):
         self._downstream: ServerSession | None = None
         upstream.callbacks.setdefault("sampling_callback", self._sample)
         upstream.callbacks.setdefault("logging_callback", self._log)
+        upstream.callbacks.setdefault("elicitation_callback", self._elicit)
+        upstream.callbacks.setdefault("list_roots_callback", self._roots)
 
     def server(self) -> Server[Any]:
         """The low-level server: tools, plus resources and prompts passed through."""
@@ -392,6 +394,42 @@ class ProxyHost(McpHost):
         except Exception as exc:
             return types.ErrorData(
                 code=types.INTERNAL_ERROR, message=f"the proxy's client could not sample: {exc}"
+            )
+
+    async def _elicit(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """An upstream's ``elicitation/create``, asked of the proxy's client."""
+        downstream = self._downstream
+        if downstream is None:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
+            )
+        try:
+            return await downstream.send_request(
+                types.ElicitRequest(params=params), types.ElicitResult
+            )
+        except MCPError as exc:
+            return exc.error
+        except Exception as exc:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"the proxy's client could not answer: {exc}"
+            )
+
+    async def _roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
+        """An upstream's ``roots/list``, asked of the proxy's client."""
+        downstream = self._downstream
+        if downstream is None:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
+            )
+        try:
+            return await downstream.list_roots()
+        except MCPError as exc:
+            return exc.error
+        except Exception as exc:
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"the proxy's client could not answer: {exc}"
             )
 
     async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
