@@ -18,7 +18,7 @@ from typing import Literal
 from toolfold.execenv import count_lines, head_window, last_line_bytes, tail_window, utf8_len
 
 from ._errors import OutputPolicyError
-from ._textwindow import TextWindow
+from ._textwindow import TextWindow, clean_text
 
 __all__ = [
     "OutputPolicy",
@@ -80,15 +80,3 @@ class OutputPolicy:
                 f"than max_image_bytes ({self.max_image_bytes}); raise the total or lower the "
                 "per-image bound"
             )
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates replaced by U+FFFD (they cannot be UTF-8 encoded,
-    stored or shown to a model)."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
-    return text

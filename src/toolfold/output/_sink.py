@@ -327,7 +327,7 @@ class ToolOutput:
         if not isinstance(text, str):
             raise OutputValueError(f"write() takes a str, got {type(text).__name__}: {text!r:.80}")
         if text:
-            self._window.write(clean_text(text))
+            self._window.write(text)  # cleaned by the window, once per publish
             self._text_dirty = True
             self._changed()
 

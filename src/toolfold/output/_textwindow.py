@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Literal
 
 from toolfold.chord import utf16_len
@@ -32,13 +33,30 @@ from ._state import Truncation
 if TYPE_CHECKING:
     from ._retention import OutputPolicy
 
-__all__ = ["TextDelta", "TextWindow"]
+__all__ = ["TextDelta", "TextWindow", "clean_text"]
 
 TextDelta = tuple[Literal["t"], int] | tuple[Literal["a", "s"], str]
 """One change to the text replicas hold: drop UTF-16 units, append, or set."""
 
-_MAX_PARTS = 4096
-"""Chunks held before the window joins them (bounds per-chunk overhead)."""
+_PART = 65536
+"""Longest chunk held, in characters: a big write is split, so finding a byte offset
+inside a chunk (which encodes it) costs at most this much, whatever the window."""
+
+_MERGE = 4096
+"""Small writes are merged into the last fresh chunk up to this many characters, so a
+window of tiny writes is not millions of chunks."""
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates replaced by U+FFFD (they cannot be UTF-8 encoded,
+    stored or shown to a model)."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+    return text
 
 
 def _units(text: str) -> int:
@@ -65,11 +83,15 @@ class TextWindow:
         "_max_bytes",
         "_max_lines",
         "_off",
+        "_off_bytes",
         "_old_parts",
         "_partial",
         "_parts",
+        "_pending",
+        "_pending_chars",
         "_replaced",
         "_retain",
+        "_sizes",
         "_total_bytes",
         "_total_newlines",
         "_view_bytes",
@@ -95,12 +117,24 @@ class TextWindow:
         self._last_line_bytes = last_line_bytes(view)
 
     def _set_view(self, view: str) -> None:
-        self._parts: deque[str] = deque([view] if view else [])
+        self._parts: deque[str] = deque()
+        self._sizes: deque[int] = deque()  # UTF-8 bytes of each part (whole)
         self._off = 0  # characters of _parts[0] no longer in the view
+        self._off_bytes = 0  # ... and their UTF-8 bytes
+        self._view_chars = 0
+        self._view_bytes = 0
+        self._view_newlines = 0
+        for i in range(0, len(view), _PART):
+            piece = view[i : i + _PART]
+            size = utf8_len(piece)
+            self._parts.append(piece)
+            self._sizes.append(size)
+            self._view_bytes += size
         self._view_chars = len(view)
-        self._view_bytes = utf8_len(view)
         self._view_newlines = view.count("\n")
         self._joined: str | None = view
+        self._pending: list[str] = []  # tail writes not yet windowed (see write)
+        self._pending_chars = 0
         # What replicas hold: after a replace, nothing they can build on.
         self._replaced = True
         self._drop_units = 0
@@ -112,10 +146,25 @@ class TextWindow:
     # -- writing -----------------------------------------------------------------
 
     def write(self, text: str) -> None:
-        """Append ``text`` (already cleaned) to the output."""
+        """Append ``text`` to the output (lone surrogates become U+FFFD: ``clean_text``,
+        applied once per windowing rather than once per write)."""
         if not text:
             return
-        size = utf8_len(text)
+        if self._captured is None and self._retain == "tail":
+            # The tail rule applied to (view + everything written since) gives the view
+            # of everything written, so a write is only parked: counting, appending and
+            # cutting wait until the window is read or drained (once per publish, not
+            # once per line). The parked text is bounded by about twice the cap.
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            if self._pending_chars > 2 * self._max_bytes + _PART:
+                self._settle()
+            return
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        text = clean_text(text)
+        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
         newlines = text.count("\n")
         if self._captured is None:
             self._count(text, size, newlines)
@@ -128,11 +177,21 @@ class TextWindow:
     def slide(self, drop: int, text: str) -> None:
         """Drop the first ``drop`` characters of the view, then append ``text`` (an exec
         env ``Slide``: the source already windowed it)."""
+        self._settle()
         self._drop_chars(min(drop, self._view_chars))
         self.write(text)
 
+    def _settle(self) -> None:
+        if self._pending:
+            text = "".join(self._pending)
+            self._pending = []
+            self._pending_chars = 0
+            self._write(text)
+
     def replace(self, text: str) -> None:
         """Make ``text`` (already cleaned) the whole output so far."""
+        self._pending = []
+        self._pending_chars = 0
         if self._captured is not None:
             # The source's view is authoritative; it is only re-cut if it is over
             # our caps (a source configured with larger limits than the tool).
@@ -147,6 +206,7 @@ class TextWindow:
 
     def capture(self, truncation: Truncation) -> None:
         """Adopt source-owned totals (the execution environment counted the stream)."""
+        self._settle()  # what was written before is counted and cut as before
         self._captured = truncation
         # The source's view may begin mid-line; then its position 0 is no line start.
         self._partial = bool(truncation.get("last_line_partial", False))
@@ -154,16 +214,28 @@ class TextWindow:
     def _count(self, text: str, size: int, newlines: int) -> None:
         self._total_bytes += size
         self._total_newlines += newlines
-        if newlines:
-            self._last_line_bytes = utf8_len(text[text.rfind("\n") + 1 :])
-        else:
+        if not newlines:
             self._last_line_bytes += size
+        elif text.endswith("\n"):
+            self._last_line_bytes = 0
+        else:
+            self._last_line_bytes = utf8_len(text[text.rfind("\n") + 1 :])
 
     def _append(self, text: str, size: int, newlines: int) -> None:
-        if len(self._parts) >= _MAX_PARTS:
-            self._compact()
-        self._parts.append(text)
-        self._fresh += 1
+        parts = self._parts
+        if self._fresh and len(parts[-1]) + len(text) <= _MERGE:
+            parts[-1] += text
+            self._sizes[-1] += size
+        elif len(text) <= _PART:
+            parts.append(text)
+            self._sizes.append(size)
+            self._fresh += 1
+        else:
+            for i in range(0, len(text), _PART):
+                piece = text[i : i + _PART]
+                parts.append(piece)
+                self._sizes.append(utf8_len(piece))
+                self._fresh += 1
         self._view_chars += len(text)
         self._view_bytes += size
         self._view_newlines += newlines
@@ -220,64 +292,71 @@ class TextWindow:
             self._drop_chars(self._chars_before_byte(self._view_bytes - self._max_bytes))
         self._partial = True
 
-    def _pieces(self) -> itertools.chain[str]:
-        parts = self._parts
-        if not parts:
-            return itertools.chain()
-        first = parts[0][self._off :] if self._off else parts[0]
-        return itertools.chain((first,), itertools.islice(parts, 1, None))
+    def _spans(self) -> Iterator[tuple[str, int, int]]:
+        """``(part, first character in the view, UTF-8 bytes in the view)`` per part."""
+        off = self._off
+        for part, size in zip(self._parts, self._sizes, strict=True):
+            if off:
+                yield part, off, size - self._off_bytes
+                off = 0
+            else:
+                yield part, 0, size
 
     def _drop_past_newlines(self, n: int) -> None:
         chars = 0
-        for piece in self._pieces():
-            count = piece.count("\n")
+        for part, start, _ in self._spans():
+            count = part.count("\n", start)
             if count < n:
                 n -= count
-                chars += len(piece)
+                chars += len(part) - start
                 continue
-            pos = -1
+            pos = start - 1
             for _ in range(n):
-                pos = piece.find("\n", pos + 1)
-            self._drop_chars(chars + pos + 1)
+                pos = part.find("\n", pos + 1)
+            self._drop_chars(chars + pos + 1 - start)
             return
 
-    def _char_at_byte(self, piece: str, byte: int) -> int:
-        """Index of the first character of ``piece`` that starts at or after ``byte``."""
-        if piece.isascii():
-            return byte
-        raw = piece.encode("utf-8")
+    @staticmethod
+    def _char_at_byte(part: str, start: int, byte: int) -> int:
+        """Index in ``part`` of the first character at or after UTF-8 offset ``byte``
+        counted from ``part[start]``."""
+        if part.isascii():
+            return start + byte
+        # Every character is at least one byte: the answer lies within byte + 1
+        # characters, so only that much is encoded (not the whole part).
+        raw = part[start : start + byte + 1].encode("utf-8")
         while byte < len(raw) and (raw[byte] & 0xC0) == 0x80:
             byte += 1
-        return len(raw[:byte].decode("utf-8"))
+        return start + len(raw[:byte].decode("utf-8"))
 
     def _chars_before_byte(self, byte: int) -> int:
         """Characters of the view before the first character starting at or after ``byte``."""
         chars = 0
-        for piece in self._pieces():
-            size = utf8_len(piece)
+        for part, start, size in self._spans():
             if byte < size:
-                return chars + self._char_at_byte(piece, byte)
+                return chars + self._char_at_byte(part, start, byte) - start
             byte -= size
-            chars += len(piece)
+            chars += len(part) - start
         return chars
 
     def _newline_at_or_after_byte(self, byte: int) -> int | None:
         """The position just after the first newline at UTF-8 offset >= ``byte``."""
         chars = 0
-        start: int | None = None
-        for piece in self._pieces():
-            if start is None:
-                size = utf8_len(piece)
+        found_start = False
+        for part, start, size in self._spans():
+            if not found_start:
                 if byte >= size:
                     byte -= size
-                    chars += len(piece)
+                    chars += len(part) - start
                     continue
-                start = self._char_at_byte(piece, byte)
-            nl = piece.find("\n", start)
+                at = self._char_at_byte(part, start, byte)
+                found_start = True
+            else:
+                at = start
+            nl = part.find("\n", at)
             if nl != -1:
-                return chars + nl + 1
-            chars += len(piece)
-            start = 0
+                return chars + nl + 1 - start
+            chars += len(part) - start
         return None
 
     def _drop_chars(self, k: int) -> None:
@@ -287,34 +366,29 @@ class TextWindow:
             first = parts[0]
             avail = len(first) - self._off
             take = min(k, avail)
-            piece = first[self._off : self._off + take] if take < len(first) else first
             old = self._old_parts > 0
             if take == avail:
+                piece = first[self._off :] if self._off else first
+                size = self._sizes[0] - self._off_bytes
                 parts.popleft()
-                self._off = 0
+                self._sizes.popleft()
+                self._off = self._off_bytes = 0
                 if old:
                     self._old_parts -= 1
                 else:
                     self._fresh -= 1
             else:
+                piece = first[self._off : self._off + take]
+                size = utf8_len(piece)
                 self._off += take
+                self._off_bytes += size
             if old and not self._replaced:
                 self._drop_units += _units(piece)
             self._view_chars -= take
-            self._view_bytes -= utf8_len(piece)
+            self._view_bytes -= size
             self._view_newlines -= piece.count("\n")
             k -= take
         self._joined = None
-
-    def _compact(self) -> None:
-        """Join the held parts into at most two: what replicas hold, and what is fresh."""
-        pieces = list(self._pieces())
-        old, new = pieces[: self._old_parts], pieces[self._old_parts :]
-        parts = (["".join(old)] if old else []) + (["".join(new)] if new else [])
-        self._parts = deque(parts)
-        self._off = 0
-        self._old_parts = 1 if old else 0
-        self._fresh = 1 if new else 0
 
     # -- what changed ------------------------------------------------------------------
 
@@ -322,6 +396,7 @@ class TextWindow:
         """What turns the text replicas held at the previous drain into the current
         view: ``[("s", text)]`` after a replace, else ``("t", units)`` then
         ``("a", text)`` (each only when non-empty). The replicas hold the view after."""
+        self._settle()
         out: list[TextDelta] = []
         if self._replaced:
             out.append(("s", self.text))
@@ -329,10 +404,11 @@ class TextWindow:
             if self._drop_units:
                 out.append(("t", self._drop_units))
             if self._fresh:
-                pieces = list(self._pieces())
-                appended = "".join(pieces[len(pieces) - self._fresh :])
-                if appended:
-                    out.append(("a", appended))
+                n = len(self._parts)
+                fresh = list(itertools.islice(self._parts, n - self._fresh, n))
+                if self._fresh == n and self._off:
+                    fresh[0] = fresh[0][self._off :]
+                out.append(("a", "".join(fresh)))
         self._replaced = False
         self._drop_units = 0
         self._old_parts = len(self._parts)
@@ -342,6 +418,7 @@ class TextWindow:
     @property
     def changed(self) -> bool:
         """Whether ``drain()`` has something to say."""
+        self._settle()
         return self._replaced or bool(self._drop_units) or bool(self._fresh)
 
     # -- reading -----------------------------------------------------------------
@@ -349,17 +426,22 @@ class TextWindow:
     @property
     def text(self) -> str:
         """The retained text (joined on read, then kept until the next change)."""
+        self._settle()
         if self._joined is None:
-            self._joined = "".join(self._pieces())
+            self._joined = "".join(
+                part[start:] if start else part for part, start, _ in self._spans()
+            )
         return self._joined
 
     @property
     def view_bytes(self) -> int:
         """UTF-8 bytes of the retained text."""
+        self._settle()
         return self._view_bytes
 
     def truncation(self) -> Truncation:
         """The ``truncation`` object for the current state."""
+        self._settle()
         lines = self._lines()
         if self._captured is not None:
             result = dict(self._captured)

@@ -1,0 +1,154 @@
+"""Tail windows of any size: bytes and time per flush, and CPU against whole snapshots.
+
+Run: .venv/bin/python benchmarks/bench_window.py [--src DIR]
+
+1. **By window size** (50 KB, 500 KB, 5 MB): a ``ToolOutput`` whose tail window is
+   full of 64-byte lines gets 32 more lines, then one ``take()``; the encoded batch
+   size and the median ``take()`` time over 200 rounds.
+2. **CPU at a publish every ~4 KB** (50 KB window, 4 MB of 64-byte lines): toolfold's
+   producer (``write`` per line, ``take`` + wire encode + JSON every 64 lines) plus
+   its consumer (JSON parse, decode, ``apply``), against the design a user would
+   otherwise pick: keep the lines, and at every publish cut the tail window
+   (``tail_window``) and send the whole state as JSON, which the consumer parses.
+   Both use orjson. CPU is ``time.process_time`` of the whole loop, best of 3.
+
+``--src DIR`` imports toolfold from another source tree (to measure an older
+version side by side: ``git archive <commit> src | tar -x -C /tmp/old`` then
+``--src /tmp/old/src``).
+
+Not measured: the adaptive publisher's pacing, the lane host and SSE framing
+(``bench_replication.py``), storage (``bench_durability.py``), writes that are not
+line-shaped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+LINE = "[00000] cc -O2 -c src/module_00000.c -o obj/00.o ... ok 漢字 😀\n"
+LINE_BYTES = len(LINE.encode())
+# Distinct lines (a numbered build log): identical lines would let a design that
+# diffs old against new text see no change at all.
+LINES = [LINE.replace("00000", f"{i:05d}", 2) for i in range(100_000)]
+assert all(len(line.encode()) == LINE_BYTES for line in LINES)
+
+
+def _load(src: Path) -> Any:
+    sys.path.insert(0, str(src))
+    import orjson
+
+    from toolfold import chord, output
+    from toolfold.output._retention import tail_window
+
+    return orjson, chord, output, tail_window
+
+
+def by_window(mods: Any, window: int, rounds: int = 200) -> tuple[int, float]:
+    orjson, _chord, output, _ = mods
+    out = output.ToolOutput(output.OutputPolicy(max_bytes=window, max_lines=10**7))
+    stream = out.open_stream()
+    fill = window // LINE_BYTES + 10
+    out.write("".join(LINES[i % len(LINES)] for i in range(fill)))
+    stream.take()
+    sizes, times = [], []
+    n = fill
+    for _ in range(rounds):
+        for _ in range(32):
+            out.write(LINES[n % len(LINES)])
+            n += 1
+        t0 = time.perf_counter()
+        ops = stream.take()
+        times.append(time.perf_counter() - t0)
+        sizes.append(len(orjson.dumps(ops)))
+    return int(statistics.median(sizes)), statistics.median(times)
+
+
+def cpu_ops(mods: Any, total_lines: int, per_publish: int) -> tuple[float, int]:
+    orjson, chord, output, _ = mods
+    out = output.ToolOutput(output.OutputPolicy(max_bytes=50 * 1024, max_lines=10**7))
+    stream = out.open_stream()
+    encoder, decoder = chord.Encoder(), chord.Decoder()
+    replica: Any = None
+    sent = 0
+    t0 = time.process_time()
+    for i in range(total_lines):
+        out.write(LINES[i % len(LINES)])
+        if (i + 1) % per_publish == 0:
+            wire = orjson.dumps(encoder.encode(stream.take()))
+            sent += len(wire)
+            replica = chord.apply(replica, decoder.decode(orjson.loads(wire)))
+    elapsed = time.process_time() - t0
+    assert replica["content"][0]["text"] == out.text
+    return elapsed, sent
+
+
+def cpu_snapshots(mods: Any, total_lines: int, per_publish: int) -> tuple[float, int]:
+    orjson, _, _, tail_window = mods
+    window, pending = "", []
+    total_bytes = 0
+    replica: Any = None
+    sent = 0
+    t0 = time.process_time()
+    for i in range(total_lines):
+        pending.append(LINES[i % len(LINES)])
+        total_bytes += LINE_BYTES
+        if (i + 1) % per_publish == 0:
+            window, _ = tail_window(window + "".join(pending), 50 * 1024, 10**7)
+            pending = []
+            state = {
+                "content": [{"type": "text", "text": window}],
+                "details": {},
+                "truncation": {"total_lines": i + 1, "total_bytes": total_bytes},
+            }
+            wire = orjson.dumps(state)
+            sent += len(wire)
+            replica = orjson.loads(wire)
+    elapsed = time.process_time() - t0
+    assert replica["content"][0]["text"] == window
+    return elapsed, sent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    args = parser.parse_args()
+    mods = _load(args.src)
+
+    print("## Tail window by size: 32 lines of 64 bytes, then one take()\n")
+    print("| window | bytes per flush | take() (median) |")
+    print("|---:|---:|---:|")
+    results = {}
+    for label, window in (("50 KB", 50 * 1024), ("500 KB", 500 * 1024), ("5 MB", 5 * 1024**2)):
+        size, t = by_window(mods, window)
+        results[label] = t
+        print(f"| {label} | {size:,} B | {t * 1e6:.0f} µs |")
+    print(f"\ntake() at 5 MB / at 50 KB: {results['5 MB'] / results['50 KB']:.2f}x\n")
+
+    total = 4 * 1024 * 1024 // LINE_BYTES
+    per = 4096 // LINE_BYTES
+    print(f"## CPU at a publish every ~4 KB (50 KB window, {total:,} lines of 64 B)\n")
+    print("| design | producer + consumer CPU | bytes sent |")
+    print("|---|---:|---:|")
+    ops = min(cpu_ops(mods, total, per) for _ in range(3))
+    snaps = min(cpu_snapshots(mods, total, per) for _ in range(3))
+    print(
+        f"| toolfold ops (write, take, encode, JSON, decode, apply) | {ops[0]:.3f} s | {ops[1]:,} |"
+    )
+    print(
+        f"| whole snapshots (tail_window + JSON each publish) | {snaps[0]:.3f} s | {snaps[1]:,} |"
+    )
+    print(
+        f"\nCPU ops / snapshots: {ops[0] / snaps[0]:.2f}x; "
+        f"bytes snapshots / ops: {snaps[1] / ops[1]:.1f}x"
+    )
+
+
+if __name__ == "__main__":
+    main()
