@@ -8,6 +8,8 @@ import copy
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lane_fixtures import line_text
 from pydantic import BaseModel
 
@@ -140,3 +142,61 @@ async def test_attaching_replays_only_what_still_runs() -> None:
     assert rebased == ["c1"]  # unregistered: no second rebase
     bus.close()
     assert [e async for e in sub] == got
+
+
+CHUNK = st.lists(st.sampled_from(["x", "\n", "é", "😀", "line\n", "漢字 "]), max_size=12).map(
+    "".join
+)
+
+
+async def _attach_scenario(
+    chunks: list[str], attach_at: int, policy: OutputPolicy, detail: bool
+) -> None:
+    reached, go = asyncio.Event(), asyncio.Event()
+
+    @tool(params=_Params, name="chunks", output=policy)
+    async def chunked(
+        tool_call_id: str, params: _Params, cancel: Any, out: Any, context: Any
+    ) -> None:
+        """Writes the chunks, pausing where the late lane attaches."""
+        for i, chunk in enumerate(chunks):
+            if i == attach_at:
+                reached.set()
+                await go.wait()
+            out.write(chunk)
+            if detail:
+                out.details["n"] = i
+            await asyncio.sleep(0)
+
+    harness = Harness([chunked], lane=LANE, pacing=Pacing(min_interval=0.001))
+    early = Lanes()
+    harness.bus.add_listener(early.handle)
+    run = asyncio.create_task(harness.run([ToolCall("c", "chunks", {})], run_id="r"))
+    try:
+        await asyncio.wait_for(reached.wait(), 10)
+        late = Lanes()
+        harness.bus.add_listener(late.handle)
+        go.set()
+        await asyncio.wait_for(run, 10)
+    finally:
+        go.set()
+        if not run.done():
+            run.cancel()
+    assert late.host(LANE).view == early.host(LANE).view
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    chunks=st.lists(CHUNK, min_size=1, max_size=20),
+    attach_at=st.integers(0, 20),
+    max_bytes=st.integers(4, 120),
+    max_lines=st.integers(1, 6),
+    retain=st.sampled_from(["head", "tail"]),
+    detail=st.booleans(),
+)
+def test_a_lane_attached_at_any_point_of_a_call_converges(
+    chunks: list[str], attach_at: int, max_bytes: int, max_lines: int, retain: Any, detail: bool
+) -> None:
+    policy = OutputPolicy(max_bytes=max_bytes, max_lines=max_lines, retain=retain)
+    # While the call runs (a lane attached after it settled is told nothing of it).
+    asyncio.run(_attach_scenario(chunks, attach_at % len(chunks), policy, detail))
