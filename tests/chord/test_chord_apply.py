@@ -49,12 +49,16 @@ def test_s_sets_keys_creates_keys_replaces_and_appends_elements() -> None:
 
 
 def test_s_beyond_the_end_of_a_list_is_refused_without_allocating() -> None:
-    for index in (3, 4294967290, 10**30):
+    for index in (3, 4294967290, 2**53 - 1):
         with pytest.raises(
             UnsafePathError, match=r"unsafe path segment: \d+ .*accepts indices 0\.\.2"
         ) as info:
             applied([["s", ["xs", index], 1]])
         assert info.value.segment == index
+    # Beyond JavaScript's safe integers an index is no index at all (refused before any walk).
+    with pytest.raises(UnsafePathError, match=r"integer index in 0\.\.9007199254740991") as info:
+        applied([["s", ["xs", 10**30], 1]])
+    assert info.value.segment == 10**30
 
 
 def test_d_removes_keys_and_elements_and_ignores_missing_keys() -> None:
@@ -103,7 +107,9 @@ def test_p_splices_with_javascript_clamping() -> None:
     assert applied([["p", ["xs"], 0, 1, []]])["xs"] == [2]
     assert applied([["p", ["xs"], 10, 0, [9]]])["xs"] == [1, 2, 9]
     assert applied([["p", ["xs"], 1, 99, []]])["xs"] == [1]
-    assert applied([["p", ["xs"], 10**40, 10**40, ["z"]]])["xs"] == [1, 2, "z"]
+    assert applied([["p", ["xs"], 2**53 - 1, 2**53 - 1, ["z"]]])["xs"] == [1, 2, "z"]
+    with pytest.raises(ShapeError, match="p index must be a non-negative integer"):
+        applied([["p", ["xs"], 10**40, 0, ["z"]]])
 
 
 def test_p_and_m_may_target_the_root_list() -> None:
@@ -306,7 +312,7 @@ def test_cycles_and_deep_nesting_are_refused_not_crashing() -> None:
     for _ in range(MAX_DEPTH - 1):
         ok = {"k": ok}  # exactly MAX_DEPTH nested containers: accepted
     assert apply(None, [["r", ok]]) == ok
-    with pytest.raises(JSONValueError, match="nested deeper than 254 levels"):
+    with pytest.raises(JSONValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
         apply(None, [["r", [ok]]])
 
 

@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from toolfold.chord import (
+    MAX_DEPTH,
     ChordError,
     Decoder,
     Encoder,
@@ -380,7 +381,7 @@ def test_cycles_and_non_str_keys_are_refused() -> None:
     t = track({})
     cyclic: list[Any] = []
     cyclic.append(cyclic)
-    with pytest.raises(JSONValueError, match="nested deeper than 254 levels"):
+    with pytest.raises(JSONValueError, match=f"nested deeper than {MAX_DEPTH} levels"):
         t.state["c"] = cyclic
     with pytest.raises(JSONValueError, match="object key 3 is not a str"):
         t.state[3] = 1  # type: ignore[index]

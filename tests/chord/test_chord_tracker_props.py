@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +33,7 @@ from toolfold.chord import (
     is_base,
     track,
 )
+from toolfold.chord._ops import lone_surrogate
 from toolfold.chord._text import drop_utf16_prefix
 
 CHARS = st.sampled_from([*"abcxyz -_\n", "é", "中", "😀", "🇯🇵", "𝄞", "👍🏽"])
@@ -306,7 +308,12 @@ def string_edit(data: st.DataObject, key: Any) -> Action:
         if how == "append":
             c[key] = old + text
         elif how == "slide":
-            c[key] = drop_utf16_prefix(old, drop) + text
+            slid = drop_utf16_prefix(old, drop)
+            if lone_surrogate(slid) is not None:
+                # Never split an astral character: a lone surrogate is no storable value
+                # (test_string_slots_replicate checks that the tracker refuses it).
+                slid = slid[1:]
+            c[key] = slid + text
         elif how == "cut":
             c[key] = old[: len(old) // 2]
         else:
@@ -491,7 +498,15 @@ def test_string_slots_replicate(edits: list[tuple[int, str, int]], data: st.Data
         if how == 0:
             t.state["s"] = s + chunk
         elif how == 1:
-            t.state["s"] = drop_utf16_prefix(s, drop) + chunk
+            slid = drop_utf16_prefix(s, drop) + chunk
+            if lone_surrogate(slid) is not None:
+                # The drop split an astral character: a lone surrogate is no storable value,
+                # so the write is refused and the value stays as it was.
+                with pytest.raises(JSONValueError, match="lone surrogate"):
+                    t.state["s"] = slid
+                assert t.state["s"] == s
+            else:
+                t.state["s"] = slid
         elif how == 2:
             t.state["s"] = chunk + s[drop:]
         else:

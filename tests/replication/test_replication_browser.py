@@ -227,6 +227,67 @@ def _mutate(rng: random.Random, wire: list[Any]) -> list[Any]:
     return wire
 
 
+def _nest(n: int) -> Any:
+    v: Any = 1
+    for _ in range(n):
+        v = [v]
+    return v
+
+
+# Wire text (so JavaScript parses it as a browser would) that the two appliers must handle
+# identically: integer fields past the safe integers, lone surrogates, depth across batches.
+_VALUE_EDGE_CASES: list[tuple[str, str, int, str]] = [
+    # (wire batches as JSON text, expected class, failing batch, phase)
+    ('[[["s", ["o", 1e21], 1]]]', "UnsafePathError", 0, "decode"),
+    ('[[["s", ["o", 9007199254740993], 1]]]', "UnsafePathError", 0, "decode"),
+    ('[[["s", ["o", 9007199254740992], 1]]]', "UnsafePathError", 0, "decode"),
+    ('[[["t", ["s"], 9007199254740993]]]', "ShapeError", 0, "decode"),
+    ('[[["#", 1e21, ["o"]]]]', "ShapeError", 0, "decode"),
+    ('[[["s", ["o", "k"], "x\\ud800"]]]', "JSONValueError", 0, "apply"),
+    ('[[["s", ["o", "k"], {"\\udc00": 1}]]]', "JSONValueError", 0, "apply"),
+    ('[[["a", ["s"], "\\ud83d"]]]', "JSONValueError", 0, "apply"),
+    ('[[["p", ["xs"], 0, 0, ["\\ude00"]]]]', "JSONValueError", 0, "apply"),
+    (
+        json.dumps([[["s", ["o", "d"], _nest(200)]], [["s", ["o", "d", *[0] * 199], _nest(50)]]]),
+        "JSONValueError",
+        1,
+        "apply",
+    ),
+]
+
+
+def test_js_and_python_agree_on_integer_bounds_surrogates_and_depth(page: Any) -> None:
+    base = {"o": {}, "s": "x", "xs": [1]}
+    lines = [
+        json.dumps({"cmd": "decode_apply", "base": base, "batches": json.loads(batches)})
+        for batches, *_ in _VALUE_EDGE_CASES
+    ]
+    js_results = json.loads(page.evaluate(JS_RUN_CASES, lines))
+    for (batches, cls, at, phase), js, line in zip(
+        _VALUE_EDGE_CASES, js_results, lines, strict=True
+    ):
+        py = _py_run(json.loads(line))
+        assert (js.get("cls"), js.get("at"), js.get("phase")) == (cls, at, phase), (batches, js)
+        assert (py.get("cls"), py.get("at"), py.get("phase")) == (cls, at, phase), (batches, py)
+        assert js["chord"], (batches, js)
+        if phase == "apply":
+            assert js["intact"], batches
+    # One level less than the depth case above fits exactly (MAX_DEPTH): both apply it.
+    ok = json.dumps(
+        {
+            "cmd": "decode_apply",
+            "base": base,
+            "batches": [
+                [["s", ["o", "d"], _nest(200)]],
+                [["s", ["o", "d", *[0] * 199], _nest(49)]],
+            ],
+        }
+    )
+    [js] = json.loads(page.evaluate(JS_RUN_CASES, [ok]))
+    py = _py_run(json.loads(ok))
+    assert js["ok"] and py["ok"] and js["state"] == py["state"]
+
+
 def test_js_and_python_agree_on_seeded_random_and_mutated_streams(page: Any) -> None:
     rng = random.Random(20261130)
     requests = []

@@ -279,7 +279,7 @@ async def test_failed_commit_leaves_no_trace_and_seq_moves_on(store: Store) -> N
             ]
         )
     assert "write 1 (append_list of list 'ns'/'l' in SESSION)" in str(e.value)
-    assert "at ['bad']" in str(e.value)
+    assert "at path ['bad']" in str(e.value)
     assert "nothing of this transaction was committed" in str(e.value)
     assert await snapshot(s) == before
     r = await s.commit([append_entry("after")])
@@ -382,7 +382,7 @@ async def test_close_reopen_round_trip(store: Store) -> None:
     s = await store.session()
     await _fill(s)
     await s.commit([retire_scope(OP_B)])
-    await s.commit([append_list(list_address("ns", "l"), ["x", {"y": [1.5, -2, 2**62]}], "t")])
+    await s.commit([append_list(list_address("ns", "l"), ["x", {"y": [1.5, -2, 2**53 - 1]}], "t")])
     before = await snapshot(s)
     s = await store.reopen(s)
     assert await snapshot(s) == before
@@ -574,13 +574,16 @@ async def test_closed_session_and_repository(store: Store) -> None:
 @pytest.mark.parametrize(
     ("bad", "fragment"),
     [
-        (float("nan"), "float nan is not finite at the value itself"),
-        ({"a": [1, float("inf")]}, "float inf is not finite at ['a'][1]"),
-        ({1: "x"}, "dict key 1 is a int, not a str at the value itself"),
+        (float("nan"), "value at path []: nan is not a finite number"),
+        ({"a": [1, float("inf")]}, "value at path ['a', 1]: inf is not a finite number"),
+        ({1: "x"}, "value at path []: object key 1 is not a str"),
         ("\ud800", "holds a lone surrogate"),
-        (2**64, "outside the 64-bit range"),
-        (b"bytes", "bytes b'bytes' is not JSON"),
-        ({"s": {1, 2}}, "set {1, 2} is not JSON at ['s']"),
+        ({"k": ["\udc00"]}, "value at path ['k', 0]: string '\\udc00' holds a lone surrogate"),
+        (2**64, "integer 18446744073709551616 is beyond ±9007199254740991"),
+        (2**53, "integer 9007199254740992 is beyond ±9007199254740991"),
+        ((1, 2), "tuple (1, 2) is not a JSON value (use a list)"),
+        (b"bytes", "bytes b'bytes' is not a JSON value"),
+        ({"s": {1, 2}}, "value at path ['s']: set {1, 2} is not a JSON value"),
     ],
 )
 async def test_non_json_values_rejected_with_address(
@@ -617,3 +620,22 @@ async def test_bad_read_arguments(store: Store) -> None:
     with pytest.raises(StorageError, match="not a storage write: str"):
         await s.commit(["nope"])  # type: ignore[list-item]
     assert s.next_seq == 1
+
+
+async def test_a_wire_batch_of_the_deepest_replicated_value_is_storable(store: Store) -> None:
+    """Storage holds what Chord replicates: a value at chord.MAX_DEPTH inside the batch and op
+    that carry it (2 more levels) fits; past the encoder's 254 levels it is refused cleanly."""
+    from toolfold.chord import MAX_DEPTH
+
+    def nest(n: int) -> Any:
+        v: Any = 1
+        for _ in range(n):
+            v = [v]
+        return v
+
+    s = await store.session()
+    batch = [["r", nest(MAX_DEPTH)]]
+    await s.commit([append_list(list_address("ns", "l"), batch, "base")])
+    assert [e.value for e in await s.read_list(list_address("ns", "l"))] == [batch]
+    with pytest.raises(InvalidValueError, match="nested deeper than 254 levels"):
+        await s.commit([append_list(list_address("ns", "l"), nest(255))])

@@ -52,7 +52,7 @@ TAGS = st.sampled_from([None, None, "base", "other"])
 json_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(-(2**53), 2**53)
+    | st.integers(-(2**53 - 1), 2**53 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
     lambda children: (

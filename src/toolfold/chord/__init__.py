@@ -18,6 +18,7 @@ from ._errors import ChordError, JSONValueError, PathError, ShapeError, UnsafePa
 from ._ops import (
     JSON,
     MAX_DEPTH,
+    MAX_SAFE_INTEGER,
     RESERVED_SEGMENTS,
     Batch,
     Op,
@@ -26,6 +27,7 @@ from ._ops import (
     WireBatch,
     WireOp,
     check_json,
+    describe,
     is_base,
     validate_op,
     validate_wire_op,
@@ -41,6 +43,7 @@ from ._tracker import TrackedDict, TrackedList, Tracker, track
 __all__ = [
     "JSON",
     "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
     "RESERVED_SEGMENTS",
     "Batch",
     "ChordError",
@@ -60,6 +63,7 @@ __all__ = [
     "WireOp",
     "apply",
     "check_json",
+    "describe",
     "is_base",
     "track",
     "utf16_len",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from ._errors import ChordError, PathError, ShapeError, UnsafePathError
-from ._ops import JSON, Path, check_op, copy_json, describe
+from ._errors import ChordError, JSONValueError, PathError, ShapeError, UnsafePathError
+from ._ops import ALLOWED_VALUES, JSON, Path, check_op, copy_json, describe, lone_surrogate
 from ._text import drop_utf16_prefix
 
 __all__ = ["apply"]
@@ -121,8 +121,14 @@ def _apply_one(
             i = min(op[2], n)  # JavaScript splice clamps index and count
             j = i + min(op[3], n - i)
             raw_items = op[4]
+            # The items list stands where the list at `path` stands: len(path) containers
+            # enclose it, and they count towards MAX_DEPTH (a replica's depth stays bounded
+            # whatever sequence of batches arrives).
             items = copy_json(
-                list(raw_items) if type(raw_items) is tuple else raw_items, path, "p items"
+                list(raw_items) if type(raw_items) is tuple else raw_items,
+                path,
+                "p items",
+                len(path),
             )
             if undo is not None:
                 undo.append((_SPLICE, lst, (i, len(items)), lst[i:j]))
@@ -142,7 +148,7 @@ def _apply_one(
     parent = _resolve(root, path, len(path) - 1, where)
     key = path[-1]
     if verb == "s":
-        value = copy_json(op[2], path, "s value")
+        value = copy_json(op[2], path, "s value", len(path))
         if type(parent) is dict:
             k = key if type(key) is str else str(key)
             old = parent.get(k, _MISSING)
@@ -178,6 +184,15 @@ def _apply_one(
             _no_members(parent, path, len(path) - 1, where)
     else:  # "a" / "t": strings are immutable, so the change is a set of the parent's slot
         k, text = _string_at(parent, path, where, verb)
+        appended = op[2] if verb == "a" else then_append
+        if appended is not None:
+            bad = lone_surrogate(appended)
+            if bad is not None:
+                raise JSONValueError(
+                    f"a text at path {_path_text(path)} at {where}: holds a lone surrogate at "
+                    f"index {bad}; {ALLOWED_VALUES}",
+                    path=path,
+                )
         if verb == "a":
             new = text + op[2]
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
@@ -10,8 +11,10 @@ from typing import Any, NoReturn, TypeAlias
 from ._errors import JSONValueError, ShapeError, UnsafePathError
 
 __all__ = [
+    "ALLOWED_VALUES",
     "JSON",
     "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
     "OP_VERBS",
     "RESERVED_SEGMENTS",
     "Batch",
@@ -28,17 +31,22 @@ __all__ = [
     "describe",
     "is_base",
     "json_copier",
+    "lone_surrogate",
     "raise_not_json",
     "validate_op",
     "validate_wire_op",
 ]
 
 JSON: TypeAlias = Any
-"""A JSON value: ``None``, ``bool``, ``int``, finite ``float``, ``str``, ``list``, ``dict`` with
-``str`` keys. (``Any`` because a recursive alias would make ``dict[str, int]`` unassignable.)"""
+"""A value Chord replicates (and storage stores): ``None``, ``bool``, an ``int`` within
+±:data:`MAX_SAFE_INTEGER`, a finite ``float``, a ``str`` without lone surrogates, a ``list``, a
+``dict`` with such ``str`` keys; at most :data:`MAX_DEPTH` containers deep. See
+:func:`check_json`. (``Any`` because a recursive alias would make ``dict[str, int]``
+unassignable.)"""
 
 Segment: TypeAlias = str | int
-"""One path step: an object key (``str``) or an array index (non-negative ``int``)."""
+"""One path step: an object key (``str``) or an array index (an ``int`` in
+``0..MAX_SAFE_INTEGER``)."""
 
 Path: TypeAlias = list[Segment]
 """Where an op applies; ``[]`` is the root (only ``p`` and ``m`` may target it)."""
@@ -62,12 +70,24 @@ RESERVED_SEGMENTS: frozenset[str] = frozenset({"__proto__", "constructor", "prot
 OP_VERBS: frozenset[str] = frozenset("rsdatpm")
 """The seven verbs of the decoded vocabulary (the wire adds ``#``)."""
 
-MAX_DEPTH = 254
-"""Deepest container nesting accepted inside one payload (``r``/``s`` value, ``p`` items).
+MAX_SAFE_INTEGER = 2**53 - 1
+"""The largest integer a value, an index, a count or an id may hold (and ``-MAX_SAFE_INTEGER``
+the smallest value): JavaScript's ``Number.MAX_SAFE_INTEGER``. Every JavaScript replica reads
+numbers as doubles, which round integers beyond it (``2**53 + 1`` arrives as ``2**53``), so a
+larger integer would fold to a different value there; it is refused instead. Integers travel
+exactly up to here."""
 
-Chosen to match what ``orjson`` (used by storage and transport) can serialise, and to keep the
-recursive copy far away from Python's recursion limit: a forged payload gets a ``ShapeError``,
-never a ``RecursionError``."""
+MAX_DEPTH = 250
+"""Deepest container nesting of a replicated value, counted from its root (``[]`` is 1 deep).
+
+Enforced on every write a producer records and on every batch a replica applies (a path of
+length ``k`` plus the depth of the payload written there), so no sequence of batches can grow a
+replica beyond it. The JSON encoders storage and transport use accept 254 levels: a value plus
+the envelope of a wire batch (the batch and its op) fits. It also keeps the recursive copy far
+from Python's recursion limit: a forged payload gets a ``ShapeError``, never a
+``RecursionError``."""
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _VERB_LIST = "r, s, d, a, t, p, m"
 _MAX_SHOWN = 160
@@ -100,16 +120,24 @@ def as_index(value: Any) -> int | None:
     """``value`` as a non-negative integer field, or ``None`` when it is not one.
 
     Integer fields (indices, counts, ids, path segments) accept a JSON integer or a
-    whole-valued float (``1.0``, what JavaScript cannot tell apart from ``1``), never a bool.
+    whole-valued float (``1.0``, what JavaScript cannot tell apart from ``1``), never a bool,
+    and only up to :data:`MAX_SAFE_INTEGER`: beyond it a JavaScript replica reads a different
+    number (``2**53 + 1`` as ``2**53``, and ``1e21`` spells the key ``"1e+21"``), so Python and
+    JavaScript could address different slots. Both refuse such a field instead.
     """
     t = type(value)
     if t is int:
-        return value if value >= 0 else None
+        return value if 0 <= value <= MAX_SAFE_INTEGER else None
     if t is float:
-        if value.is_integer() and value >= 0:
+        if value.is_integer() and 0 <= value <= MAX_SAFE_INTEGER:
             return int(value)
         return None
     return None
+
+
+def _int_text(value: int) -> str:
+    # str() of an int over 4300 digits raises ValueError: say how big it is instead.
+    return str(value) if value.bit_length() < 256 else f"with {value.bit_length()} bits"
 
 
 def is_base(batch: Sequence[Any]) -> bool:
@@ -137,7 +165,7 @@ class NotJSON(Exception):
 
 
 def json_copier(
-    unwrap: Callable[[Any], Any] | None = None, too_deep: str = ""
+    unwrap: Callable[[Any], Any] | None = None, too_deep: str = "", max_depth: int = MAX_DEPTH
 ) -> Callable[[Any, int], Any]:
     """The validating JSON copy walk: ``copy(value, depth)`` returns a fresh copy or raises
     :class:`NotJSON`. ``depth`` is how deep ``value`` already sits (``MAX_DEPTH`` counts it).
@@ -146,27 +174,49 @@ def json_copier(
     only about a value that is no JSON type, and returns the plain container behind it (which
     is walked and copied in its place, at the same depth) or ``None`` to refuse the value.
     Asking only there keeps the plain-JSON paths free of the hook. ``too_deep`` is added to
-    the message for nesting beyond :data:`MAX_DEPTH`.
+    the message for nesting beyond ``max_depth``.
     """
 
     def copy(value: Any, depth: int) -> Any:
         # Exact type checks on purpose: a str/int/dict subclass (enums, OrderedDict, ...) would
         # serialise differently or not at all; bool is checked before int because it is one.
+        # The common scalars (None, bool, ASCII str, small int) pass the inline checks in the
+        # container loops below without a call; everything else comes here.
         t = type(value)
-        if t is str or t is int or t is bool or value is None:
+        if t is bool or value is None:
             return value
+        if t is str:
+            if value.isascii() or _LONE_SURROGATE.search(value) is None:
+                return value
+            bad = _LONE_SURROGATE.search(value)
+            raise NotJSON(
+                f"string {describe(value)} holds a lone surrogate at index "
+                f"{bad.start() if bad else '?'} (not valid Unicode, so it has no UTF-8 form)"
+            )
+        if t is int:
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return value
+            raise NotJSON(
+                f"integer {_int_text(value)} is beyond ±{MAX_SAFE_INTEGER} (2**53 - 1), where "
+                f"JavaScript replicas would round it; send it as a str"
+            )
         if t is float:
             if math.isfinite(value):
                 return value
             raise NotJSON(f"{value!r} is not a finite number (JSON has no NaN or infinity)")
-        if depth >= MAX_DEPTH:
-            raise NotJSON(f"containers are nested deeper than {MAX_DEPTH} levels{too_deep}")
+        if depth >= max_depth:
+            raise NotJSON(f"containers are nested deeper than {max_depth} levels{too_deep}")
         if t is list:
             out: list[Any] = []
             append = out.append
             for i, item in enumerate(value):
                 ti = type(item)
-                if ti is str or ti is int or ti is bool or item is None:
+                if (
+                    item is None
+                    or ti is bool
+                    or (ti is str and item.isascii())
+                    or (ti is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
+                ):
                     append(item)
                     continue
                 try:
@@ -180,8 +230,15 @@ def json_copier(
             for key, item in value.items():
                 if type(key) is not str:
                     raise NotJSON(f"object key {describe(key)} is not a str")
+                if not key.isascii() and _LONE_SURROGATE.search(key) is not None:
+                    raise NotJSON(f"object key {describe(key)} holds a lone surrogate")
                 ti = type(item)
-                if ti is str or ti is int or ti is bool or item is None:
+                if (
+                    item is None
+                    or ti is bool
+                    or (ti is str and item.isascii())
+                    or (ti is int and -MAX_SAFE_INTEGER <= item <= MAX_SAFE_INTEGER)
+                ):
                     obj[key] = item
                     continue
                 try:
@@ -203,25 +260,48 @@ def json_copier(
 _copy = json_copier()
 
 
-def raise_not_json(exc: NotJSON, path: Sequence[Any], what: str) -> NoReturn:
+def lone_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``."""
+    if text.isascii():
+        return None
+    bad = _LONE_SURROGATE.search(text)
+    return None if bad is None else bad.start()
+
+
+def _allowed(max_depth: int) -> str:
+    return (
+        f"a value is None, bool, an int within ±{MAX_SAFE_INTEGER}, a finite float, a str "
+        f"without lone surrogates, a list, or a dict with such str keys, at most {max_depth} "
+        f"levels deep"
+    )
+
+
+ALLOWED_VALUES = _allowed(MAX_DEPTH)
+"""The definition of a replicable (and storable) value, as error messages state it."""
+
+
+def raise_not_json(
+    exc: NotJSON, path: Sequence[Any], what: str, max_depth: int = MAX_DEPTH
+) -> NoReturn:
     """Raise the :class:`JSONValueError` for ``exc``: ``what`` at the path of the bad part
     (``path``, where the walked value sits, then where inside it the walk stopped)."""
     where = [*path, *reversed(exc.loc)]
     raise JSONValueError(
-        f"{what} at path {describe(where)}: {exc.reason}; only None, bool, int, finite float, "
-        f"str, list and dict with str keys can be replicated",
+        f"{what} at path {describe(where)}: {exc.reason}; {_allowed(max_depth)}",
         path=where,
     ) from None
 
 
-def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value") -> Any:
+def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value", depth: int = 0) -> Any:
     """A fresh copy of the JSON value ``value`` (strings and numbers are shared: immutable).
 
     Raises :class:`JSONValueError` (a ``ChordError`` and a ``TypeError``) naming the path of the
-    first non-JSON part; ``path`` is where ``value`` itself sits, for the message.
+    first non-JSON part; ``path`` is where ``value`` itself sits, for the message. ``depth`` is
+    how many containers already enclose ``value`` in the value it is written into (they count
+    towards :data:`MAX_DEPTH`).
     """
     try:
-        return _copy(value, 0)
+        return _copy(value, depth)
     except NotJSON as exc:
         raise_not_json(exc, path, what)
     except RecursionError:  # only when the caller's own stack is already nearly exhausted
@@ -230,15 +310,38 @@ def copy_json(value: Any, path: Sequence[Any] = (), what: str = "value") -> Any:
         ) from None
 
 
-def check_json(value: Any, path: Sequence[Any] = ()) -> None:
-    """Check that ``value`` is JSON-only; raise :class:`JSONValueError` naming the bad part.
+_checkers: dict[int, Callable[[Any, int], Any]] = {}
 
-    Signature for producers (the tracker): ``check_json(value, path)`` where ``path`` is the
-    path ``value`` is being written to. Rejects ``set``, ``tuple``, ``bytes``, NaN/infinity,
-    non-``str`` keys, subclasses of the JSON types, cycles and nesting beyond
-    :data:`MAX_DEPTH` (cycles are caught by the depth bound).
+
+def check_json(value: Any, path: Sequence[Any] = (), *, max_depth: int = MAX_DEPTH) -> None:
+    """Check that ``value`` is a value Chord can replicate and storage can store; raise
+    :class:`JSONValueError` naming the path of the first bad part.
+
+    This is the one definition both layers use: ``None``, ``bool``, an ``int`` within
+    ±:data:`MAX_SAFE_INTEGER`, a finite ``float``, a ``str`` without lone surrogates, a
+    ``list``, a ``dict`` with such ``str`` keys, at most ``max_depth`` containers deep
+    (:data:`MAX_DEPTH` unless a caller adds room for an envelope it wraps values in). Exact
+    types: subclasses (enums, ``OrderedDict``), ``tuple``, ``set``, ``bytes`` and cycles are
+    refused (cycles by the depth bound).
+
+    Signature for producers: ``check_json(value, path)`` where ``path`` is the path ``value``
+    is being written to (it is only used in the message).
     """
-    copy_json(value, path)
+    if max_depth == MAX_DEPTH:
+        checker = _copy
+    else:
+        checker = _checkers.get(max_depth) or _checkers.setdefault(
+            max_depth, json_copier(max_depth=max_depth)
+        )
+    try:
+        checker(value, 0)
+    except NotJSON as exc:
+        raise_not_json(exc, path, "value", max_depth)
+    except RecursionError:
+        raise JSONValueError(
+            f"value at path {describe(list(path))} is too deeply nested to check",
+            path=list(path),
+        ) from None
 
 
 # -- ops -----------------------------------------------------------------------------------------
@@ -263,7 +366,7 @@ def _segment(seg: Any, path: Any, where: str) -> Segment:
     if index is None:
         raise UnsafePathError(
             f"unsafe path segment: {describe(seg)} in path {describe(path)} at {where}; "
-            f"a segment is a str key or a non-negative integer index",
+            f"a segment is a str key or an integer index in 0..{MAX_SAFE_INTEGER}",
             segment=seg,
         )
     return index
@@ -304,7 +407,12 @@ def _check_perm(perm: Any, where: str, op: Any) -> list[int]:
 def _count(value: Any, message: str, where: str, op: Any) -> int:
     n = as_index(value)
     if n is None:
-        _shape(f"{message} must be a non-negative integer, got {describe(value)}", where, op)
+        _shape(
+            f"{message} must be a non-negative integer, got {describe(value)} (integer fields "
+            f"go up to {MAX_SAFE_INTEGER}, JavaScript's largest exact integer)",
+            where,
+            op,
+        )
     return n
 
 

@@ -19,10 +19,19 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, MutableSequence
-from typing import Any, NoReturn, SupportsIndex, overload
+from typing import Any, NoReturn, SupportsIndex, cast, overload
 
 from ._errors import ChordError, JSONValueError, PathError, UnsafePathError
-from ._ops import RESERVED_SEGMENTS, NotJSON, Op, describe, json_copier, raise_not_json
+from ._ops import (
+    MAX_DEPTH,
+    MAX_SAFE_INTEGER,
+    RESERVED_SEGMENTS,
+    NotJSON,
+    Op,
+    describe,
+    json_copier,
+    raise_not_json,
+)
 from ._strdiff import string_ops
 
 __all__ = ["PENDING_LIMIT", "TrackedDict", "TrackedList", "Tracker", "track"]
@@ -63,17 +72,34 @@ def _plain(value: Any) -> Any:
 # The validating copy of _ops.copy_json (exact types only), except that proxies of any tracker
 # are unwrapped and copied, so the tracked value never shares a container with the caller or
 # with another slot.
-_import = json_copier(_plain, " (or the value contains itself)")
+_importers: dict[int, Callable[[Any, int], Any]] = {}
 
 
-def _imported(value: Any, node: _Node | None, key: Any = None) -> Any:
+def _importer(max_depth: int) -> Callable[[Any, int], Any]:
+    found = _importers.get(max_depth)
+    if found is None:
+        found = _importers[max_depth] = json_copier(
+            _plain, " (or the value contains itself)", max_depth
+        )
+    return found
+
+
+def _imported(
+    value: Any, node: _Node | None, key: Any = None, tracker: Tracker | None = None
+) -> Any:
     """A validated private copy of ``value``, about to be written at ``node[key]`` (``node``
-    None: the root). The path is computed only for the error message."""
+    None: the root of ``tracker``). The path is computed only for the error message."""
     t = type(value)
-    if t is str or t is int or t is bool or value is None:
+    if (
+        value is None
+        or t is bool
+        or (t is str and value.isascii())
+        or (t is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+    ):
         return value
+    owner = cast("Tracker", tracker) if node is None else node._t
     try:
-        return _import(value, 0 if node is None else _depth_of(node) + 1)
+        return owner._import(value, 0 if node is None else _depth_of(node) + 1)
     except NotJSON as exc:
         base = [] if node is None else [*_path_of(node), key]
         raise_not_json(exc, base, "cannot write to the tracked value")
@@ -636,9 +662,16 @@ class TrackedDict(_Node, MutableMapping[str, Any]):
         if type(key) is not str or key in RESERVED_SEGMENTS:
             _key_ok(self, key)
         tv = type(value)
-        if tv is not str and tv is not int and tv is not bool and value is not None:
-            if isinstance(value, _Node) and value._o is self._o.get(key) and value._p is self:
+        if isinstance(value, _Node):
+            if value._o is self._o.get(key) and value._p is self:
                 return  # `d[k] += ...` on a nested container hands the same container back
+            value = _imported(value, self, key)
+        elif not (
+            value is None
+            or tv is bool
+            or (tv is str and value.isascii())
+            or (tv is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
+        ):
             value = _imported(value, self, key)
         t = self._t
         _set(t, self, key, value)
@@ -948,22 +981,31 @@ class Tracker:
     Not thread-safe: one producer mutates and flushes (as with a plain dict).
     """
 
-    __slots__ = ("_flushed", "_n", "_root", "_scan", "_target", "_touched", "_whole")
+    __slots__ = ("_flushed", "_import", "_n", "_root", "_scan", "_target", "_touched", "_whole")
 
-    def __init__(self, value: Any, max_overlap_scan: int = 65536) -> None:
+    def __init__(
+        self, value: Any, max_overlap_scan: int = 65536, max_depth: int = MAX_DEPTH
+    ) -> None:
         if type(max_overlap_scan) is not int or max_overlap_scan < 0:
             raise ChordError(
                 f"max_overlap_scan must be a non-negative int (UTF-16 units), got "
                 f"{describe(max_overlap_scan)}"
             )
+        if type(max_depth) is not int or not 1 <= max_depth <= MAX_DEPTH:
+            raise ChordError(
+                f"max_depth must be an int in 1..{MAX_DEPTH} (MAX_DEPTH), got {describe(max_depth)}"
+            )
         self._scan = max_overlap_scan
+        # The validating copy for this tracker's depth bound: a host that embeds this value in
+        # a larger one (a lane view holds tool outputs three levels down) passes a smaller bound.
+        self._import = _importer(max_depth)
         self._touched: list[_Node] = []
         self._n = 0
         self._whole = True  # the first flush is a base batch: a consumer starts with nothing
         self._flushed = False
         self._target: Any = None
         self._root: _Node | None = None
-        self._replace(_imported(value, None))
+        self._replace(_imported(value, None, tracker=self))
 
     def __repr__(self) -> str:
         return f"<Tracker dirty={self.dirty} target={describe(self._target)}>"
@@ -1002,7 +1044,7 @@ class Tracker:
         root = self._root
         if root is not None and value is root:
             return  # `t.state += [...]` / `t.state |= {...}`: mutated in place already
-        new = _imported(value, None)
+        new = _imported(value, None, tracker=self)
         self._replace(new)
         self._whole = True
         self._cleanup()
@@ -1091,11 +1133,13 @@ def _emit(t: Tracker, node: _Node, path: list[Any], ops: list[Op]) -> None:
             _emit(t, kid, [*path, k], ops)
 
 
-def track(value: Any, *, max_overlap_scan: int = 65536) -> Tracker:
+def track(value: Any, *, max_overlap_scan: int = 65536, max_depth: int = MAX_DEPTH) -> Tracker:
     """Start tracking a private copy of the JSON value ``value``.
 
     ``tracker.state`` reads and mutates it like plain dicts/lists/strings and records ops;
     ``tracker.flush()`` returns them (the first flush is a base batch). ``max_overlap_scan``
     bounds, in UTF-16 units, how much of a string's old tail the rolling-window probe looks at.
+    ``max_depth`` bounds the value's container nesting (at most :data:`MAX_DEPTH`); a write
+    that would exceed it raises :class:`JSONValueError` and changes nothing.
     """
-    return Tracker(value, max_overlap_scan)
+    return Tracker(value, max_overlap_scan, max_depth)

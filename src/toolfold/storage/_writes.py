@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias
+
+from toolfold.chord import JSONValueError
+from toolfold.chord import check_json as chord_check_json
 
 from ._addresses import (
     SESSION,
@@ -42,77 +44,36 @@ __all__ = [
 
 #: A JSON value as storage returns it.
 JSON: TypeAlias = "bool | int | float | str | list[JSON] | dict[str, JSON] | None"
-#: A JSON value as storage accepts it (tuples and other sequences/mappings read back
-#: as ``list`` / ``dict``).
+#: A JSON value as storage accepts it. Typed with ``Sequence`` / ``Mapping`` because ``list``
+#: is invariant (a ``list[list[Any]]`` is no ``list[JSON]``); at run time only ``list`` and
+#: ``dict`` are values (a tuple would read back as a ``list``, so it is refused as in Chord).
 JSONLike: TypeAlias = (
     "bool | int | float | str | Sequence[JSONLike] | Mapping[str, JSONLike] | None"
 )
 
-# orjson (our encoder) handles integers in the signed/unsigned 64-bit range and at
-# most 254 levels of nesting; checking here keeps every backend (Memory included)
-# accepting exactly the same values.
-_MIN_INT = -(2**63)
-_MAX_INT = 2**64 - 1
-MAX_DEPTH = 250
-
-
-def _where(path: list[str | int]) -> str:
-    return "".join(f"[{p!r}]" for p in path) or "the value itself"
+# What storage can hold is what Chord can replicate (toolfold.chord.check_json: integers within
+# ±(2**53 - 1), finite floats, valid Unicode, exact JSON types), so a value a tool or a model
+# produced is refused where it is written, with its path, never half-way through a batch. The
+# depth bound is the encoder's (orjson: 254 levels), which leaves room around a replicated
+# value (at most chord.MAX_DEPTH = 250 deep) for the wire batch and op that carry it.
+MAX_DEPTH = 254
 
 
 def check_json(value: object, what: str) -> None:
-    """Raise :class:`InvalidValueError` unless ``value`` is plain, finite JSON.
+    """Raise :class:`InvalidValueError` unless ``value`` is a value storage can hold.
 
     ``what`` names the write (e.g. ``"set_value of value 'ns'/'k' in SESSION"``) so the
-    message says where the bad part is. Strings must be valid Unicode, dict keys must be
-    ``str``, floats finite, integers within 64 bits, nesting at most 250 levels.
+    message says where the bad part is. The definition is Chord's (``toolfold.chord.check_json``,
+    stated in docs/protocol.md): ``None``, ``bool``, ``int`` within ±(2**53 - 1), finite
+    ``float``, ``str`` without lone surrogates, ``list``, ``dict`` with such ``str`` keys, nested
+    at most 254 levels.
     """
-    path: list[str | int] = []
-
-    def bad(reason: str) -> InvalidValueError:
-        return InvalidValueError(
-            f"{what}: {reason} at {_where(path)}; storage accepts only plain JSON "
-            "(None, bool, int, finite float, str, list, dict with str keys) — "
-            "nothing of this transaction was committed"
-        )
-
-    def walk(v: object, depth: int) -> None:
-        if v is None or isinstance(v, bool):
-            return
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                raise bad(f"string {v[:40]!r} holds a lone surrogate") from None
-            return
-        if isinstance(v, int):
-            if not _MIN_INT <= v <= _MAX_INT:
-                raise bad(f"integer {v} is outside the 64-bit range")
-            return
-        if isinstance(v, float):
-            if not math.isfinite(v):
-                raise bad(f"float {v!r} is not finite")
-            return
-        if depth >= MAX_DEPTH:
-            raise bad(f"nesting deeper than {MAX_DEPTH} levels")
-        if isinstance(v, list | tuple):
-            for i, item in enumerate(v):
-                path.append(i)
-                walk(item, depth + 1)
-                path.pop()
-            return
-        if isinstance(v, dict):
-            for k, item in v.items():
-                if not isinstance(k, str):
-                    raise bad(f"dict key {k!r} is a {type(k).__name__}, not a str")
-                path.append(k)
-                walk(k, depth)
-                walk(item, depth + 1)
-                path.pop()
-            return
-        raise bad(f"{type(v).__name__} {v!r:.60} is not JSON")
-
-    walk(value, 0)
+    try:
+        chord_check_json(value, max_depth=MAX_DEPTH)
+    except JSONValueError as exc:
+        raise InvalidValueError(
+            f"{what}: {exc} — nothing of this transaction was committed"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,11 @@
   class ShapeError extends ChordError {
     constructor(message) { super(message); this.name = "ShapeError"; }
   }
+  // A payload that is no replicable value: nested deeper than MAX_DEPTH (counted
+  // from the replica's root), or a string / key holding a lone surrogate.
+  class JSONValueError extends ShapeError {
+    constructor(message, path) { super(message); this.name = "JSONValueError"; this.path = path; }
+  }
   class PathError extends ChordError {
     constructor(message, path) { super(message); this.name = "PathError"; this.path = path; }
   }
@@ -33,8 +38,37 @@
   const VERBS = new Set(["r", "s", "d", "a", "t", "p", "m"]);
   const hasOwn = Object.prototype.hasOwnProperty;
 
+  // The same bounds as toolfold.chord (docs/protocol.md, "Values"): integer fields
+  // are safe integers (beyond 2**53 - 1 a double no longer holds every integer, so
+  // Python and JavaScript would address different slots: 1e21 is the key "1e+21"
+  // here), and a replica nests at most MAX_DEPTH containers.
+  const MAX_DEPTH = 250;
+  const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
   function isIndex(x) {
-    return typeof x === "number" && Number.isInteger(x) && x >= 0;
+    return typeof x === "number" && Number.isSafeInteger(x) && x >= 0;
+  }
+
+  // Check a payload about to be written `depth` containers deep: strings and keys
+  // must be valid Unicode, nesting stays within MAX_DEPTH. (Numbers beyond the safe
+  // integers cannot be told apart from floats once parsed; producers never send them.)
+  function checkPayload(v, depth, path) {
+    if (typeof v === "string") {
+      if (LONE_SURROGATE.test(v)) throw new JSONValueError("lone surrogate in a string at " + show(path), path);
+      return;
+    }
+    if (v === null || typeof v !== "object") return;
+    if (depth >= MAX_DEPTH) {
+      throw new JSONValueError("containers are nested deeper than " + MAX_DEPTH + " levels at " + show(path), path);
+    }
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) checkPayload(v[i], depth + 1, path);
+      return;
+    }
+    for (const k of Object.keys(v)) {
+      if (LONE_SURROGATE.test(k)) throw new JSONValueError("lone surrogate in a key at " + show(path), path);
+      checkPayload(v[k], depth + 1, path);
+    }
   }
 
   function isPlainObject(x) {
@@ -191,8 +225,10 @@
     }
   }
 
-  // JSON payloads are copied into the replica, never aliased with an op.
-  function clone(v) {
+  // JSON payloads are checked, then copied into the replica, never aliased with an op.
+  // `depth`: how many containers enclose the place the payload is written to.
+  function clone(v, depth, path) {
+    checkPayload(v, depth, path);
     if (v === null || typeof v !== "object") return v;
     return JSON.parse(JSON.stringify(v));
   }
@@ -270,13 +306,14 @@
 
   function applyOne(value, op, undo) {
     const verb = op[0];
-    if (verb === "r") return clone(op[1]);
+    if (verb === "r") return clone(op[1], 0, []);
     const path = op[1];
     if (verb === "p" || verb === "m") {
       const arr = walk(value, path, path.length);
       if (!Array.isArray(arr)) throw new PathError("not an array at " + show(path), path);
       if (verb === "p") {
-        const items = clone(op[4]);
+        // The items stand where the array stands: path.length containers enclose it.
+        const items = clone(op[4], path.length, path);
         const index = Math.min(op[2], arr.length);
         const removed = spliceIn(arr, index, op[3], items);
         undo.push(() => { spliceIn(arr, index, items.length, removed); });
@@ -294,7 +331,7 @@
     const parent = walk(value, path, path.length - 1);
     const key = path[path.length - 1];
     if (verb === "s") {
-      const v = clone(op[2]);
+      const v = clone(op[2], path.length, path);
       if (Array.isArray(parent)) {
         if (typeof key !== "number") throw unresolvable(path);
         if (key > parent.length) throw new UnsafePathError("unsafe path segment: " + key, key);
@@ -337,6 +374,7 @@
     }
     // a, t
     const [k, s] = stringAt(parent, key, path);
+    if (verb === "a") checkPayload(op[2], path.length, path);
     const next = verb === "a" ? s + op[2] : s.slice(op[2]);
     parent[k] = next;
     undo.push(() => { parent[k] = s; });
@@ -357,7 +395,7 @@
   }
 
   root.Chord = {
-    ChordError, ShapeError, PathError, UnsafePathError,
+    ChordError, ShapeError, JSONValueError, PathError, UnsafePathError, MAX_DEPTH,
     Decoder, Replica, apply, validateOp, validateWireOp, isBase, RESERVED,
   };
 })(typeof window !== "undefined" ? window : globalThis);
