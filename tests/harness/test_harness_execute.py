@@ -109,6 +109,7 @@ async def test_invalid_args_are_an_error_result_and_the_tool_does_not_run() -> N
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: strict."""
         ran.append(True)
 
     result, events = await run(strict, {"times": 0})
@@ -129,6 +130,7 @@ async def test_a_raise_keeps_the_8kb_already_written_and_appends_the_error() -> 
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: fails."""
         for i in range(128):
             out.write(f"{i:03d} " + "x" * 59 + "\n")  # 64 B a line: 8 KiB
         raise RuntimeError("disk on fire")
@@ -154,6 +156,7 @@ async def test_tool_error_text_is_appended_as_is_and_terminate_is_honoured() -> 
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: stops."""
         out.write("partial")
         out.terminate(True)
         raise ToolError("the build is broken beyond repair")
@@ -175,6 +178,7 @@ async def test_cancel_event_keeps_partial_output_with_a_marker() -> None:
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: waits."""
         out.write("working...\n")
         wrote.set()
         await cancel.wait()
@@ -205,6 +209,7 @@ async def test_a_tool_ignoring_cancel_is_cancelled_after_the_grace() -> None:
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: stubborn."""
         out.write("partial")
         wrote.set()
         await asyncio.Event().wait()  # never returns on its own
@@ -233,6 +238,7 @@ async def test_interruption_keeps_partial_output_emits_the_end_and_propagates() 
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: long."""
         out.write("half done\n")
         wrote.set()
         await asyncio.Event().wait()
@@ -265,6 +271,7 @@ async def test_no_update_follows_tool_end_even_with_a_trailing_timer_armed() -> 
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: bursty."""
         out.write("a")  # within min_interval of the base: the trailing timer is armed
         out.write("b")  # folds into the same pending state
         written.set()
@@ -302,6 +309,7 @@ async def test_concurrent_tools_interleave_and_a_slow_one_blocks_nobody() -> Non
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: slow."""
         out.write("slow: begin\n")
         slow_started.set()
         await release.wait()
@@ -315,6 +323,7 @@ async def test_concurrent_tools_interleave_and_a_slow_one_blocks_nobody() -> Non
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: failing."""
         await slow_started.wait()
         out.write("failing: partial\n")
         raise ValueError("bad")
@@ -361,6 +370,7 @@ async def test_memos_without_durability_raise_a_clear_error() -> None:
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: memo user."""
         await context.set_memo("step1", True)
 
     result, _ = await run(memo_user, {})
@@ -406,14 +416,14 @@ def test_tool_definitions_are_checked_and_export_a_schema() -> None:
         return None
 
     with pytest.raises(ToolDefinitionError, match="tool name 'bad name' is invalid"):
-        Tool(name="bad name", description="", params=Empty, execute=ok)
+        Tool(name="bad name", description="d", params=Empty, execute=ok)
     with pytest.raises(ToolDefinitionError, match="params must be a pydantic BaseModel subclass"):
-        Tool(name="t", description="", params=dict, execute=ok)  # type: ignore[type-var]
+        Tool(name="t", description="d", params=dict, execute=ok)  # type: ignore[type-var]
     with pytest.raises(ToolDefinitionError, match="execute must be an 'async def' function"):
-        Tool(name="t", description="", params=Empty, execute=sync)  # type: ignore[arg-type]
+        Tool(name="t", description="d", params=Empty, execute=sync)  # type: ignore[arg-type]
     with pytest.raises(ToolDefinitionError, match="two tools are named 'echo'"):
         Harness([echo, echo])
-    assert Tool(name="t", description="", params=Empty, execute=ok).output == OutputPolicy()
+    assert Tool(name="t", description="d", params=Empty, execute=ok).output == OutputPolicy()
 
 
 async def test_memo_error_outside_a_tool_names_the_fix() -> None:
@@ -434,6 +444,7 @@ async def test_details_only_mutations_are_published_while_the_tool_runs() -> Non
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: progress."""
         out.details["phase"] = "indexing"
         mutated.set()
         await release.wait()
@@ -487,6 +498,7 @@ async def test_a_run_cancel_event_cancels_every_call() -> None:
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: waiter."""
         nonlocal count
         out.write(f"{tool_call_id} waiting\n")
         count += 1
@@ -515,6 +527,7 @@ async def test_oversized_details_at_the_very_end_fail_the_call_and_roll_back() -
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: bloats."""
         out.write("work done\n")
         out.details["ok"] = True
         out.snapshot()  # a flush: details are checked (and fit) here

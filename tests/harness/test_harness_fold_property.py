@@ -85,6 +85,7 @@ def run_example(
         out: ToolOutput,
         context: ToolContext,
     ) -> None:
+        """A test tool: scripted."""
         view = ""  # the exec-env view this tool pretends to receive
         total = 0
         full = ""  # everything written since the last replace (agent-side totals)

@@ -315,15 +315,17 @@ def test_an_event_the_tracker_refuses_is_reported_and_the_lane_keeps_going() -> 
     assert lanes.host("main").view["tools"]["t1"]["status"] == "ok"
 
 
-def test_a_truncate_that_splits_an_emoji_replicates_the_lone_surrogate() -> None:
+def test_a_truncate_that_splits_an_emoji_shows_a_replacement_character_to_everyone() -> None:
+    """A lone surrogate is no value (docs/protocol.md, "Values"): the lane holds U+FFFD in its
+    place, and early and late subscribers fold the same text."""
     host = LaneHost("main")
     f = Folder(host.subscribe())
     host.handle(ToolStart("r1", "turn", "t1", "bash", {}))
     host.handle(ToolUpdate("r1", "turn", "t1", [["r", tool_state("😀漢字")]]))
     host.handle(ToolUpdate("r1", "turn", "t1", [["t", TEXT, 1]]))  # half of the emoji
-    late = Folder(host.subscribe())  # its base carries the lone surrogate itself
+    late = Folder(host.subscribe())
     f.drain()
     late.drain()
-    assert host.view["tools"]["t1"]["output"]["content"][0]["text"] == "\ude00漢字"
+    assert host.view["tools"]["t1"]["output"]["content"][0]["text"] == "\ufffd漢字"
     assert f.value == host.view
     assert late.value == host.view

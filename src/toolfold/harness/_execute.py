@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from toolfold.chord import JSONValueError, check_json, describe
 from toolfold.durability import Durability
 from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import OpStream, OutputPolicy, ToolOutput
@@ -21,7 +23,7 @@ from ._durable_hooks import DurableHooks, resume
 from ._errors import ToolDefinitionError, ToolError
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
-from ._tools import Tool
+from ._tools import EXECUTE_ARGS, Tool
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
 MAX_NOTICE_CHARS = 4000
@@ -76,6 +78,95 @@ def unknown_added_tools(added: Iterable[str] | None, known: Collection[str]) -> 
     )
 
 
+def args_problem(tool_name: str, args: Any) -> str | None:
+    """The model-visible text when ``args`` holds a value no store or replica can hold (an
+    integer beyond ±(2**53 - 1), NaN, a lone surrogate, ...), or ``None`` when they are fine.
+
+    Such arguments are refused before anything records them: the call settles as
+    ``invalid_arguments`` and the other calls of the batch run as usual.
+    """
+    try:
+        check_json(args, ["args"])
+    except JSONValueError as exc:
+        return f"Invalid arguments for tool {tool_name!r}; the tool was not run:\n- {exc}"
+    return None
+
+
+def _valid_unicode(text: str) -> bool:
+    try:
+        check_json(text)
+    except JSONValueError:
+        return False
+    return True
+
+
+def call_problem(call: ToolCall, earlier_ids: set[str]) -> str | None:
+    """Why a call cannot even be recorded (its id or name), or ``None``.
+
+    The store and every replica key a call by its id, so an id must be a non-empty str of
+    valid Unicode without NUL (the store's keys), unique within its run.
+    """
+    cid, name = call.id, call.name
+    if type(cid) is not str or not cid:
+        return f"tool call id {describe(cid)} is not a non-empty str; the call was not run"
+    if "\x00" in cid:
+        return (
+            f"tool call id {cid!r} contains a NUL character at index {cid.index(chr(0))}, which "
+            "no store can key; the call was not run"
+        )
+    if not _valid_unicode(cid):
+        return (
+            f"tool call id {cid!r} holds a lone surrogate (not valid Unicode); the call was not run"
+        )
+    if cid in earlier_ids:
+        return (
+            f"tool call id {cid!r} is used by an earlier call of this run; ids must be unique "
+            "within a run, so the call was not run"
+        )
+    if type(name) is not str or not _valid_unicode(name):
+        return f"tool name {describe(name)} is not a str of valid Unicode; the call was not run"
+    return None
+
+
+def refused_result(call: ToolCall, notice: str) -> ToolResult:
+    """The error result of a call that cannot be recorded: nothing runs, nothing is stored
+    and no event is published (every subscriber keys calls by the id it cannot hold)."""
+    sink = ToolOutput()
+    state = sink.settle(notice)
+    name = call.name if type(call.name) is str and _valid_unicode(call.name) else "?"
+    return ToolResult.from_state(state, tool_call_id=call.id, tool_name=name, outcome="error")
+
+
+def _start(tool: Tool[Any], args: tuple[Any, ...]) -> Any:
+    """``tool.execute(*args)``: a coroutine, or the exception saying why it cannot be one."""
+    try:
+        coro = tool.execute(*args)
+    except Exception as exc:  # a signature Python could not check when the tool was defined
+        return exc
+    if not inspect.iscoroutine(coro):
+        return TypeError(f"execute returned {describe(coro)}, not a coroutine")
+    return coro
+
+
+def _signature_error(tool: Tool[Any], exc: BaseException) -> str:
+    return _error_text(
+        ToolError(
+            f"tool {tool.name!r} could not be started ({type(exc).__name__}: {exc}); its execute "
+            f"must be 'async def execute({', '.join(EXECUTE_ARGS)}) -> None'"
+        )
+    )
+
+
+def _returned_error(tool: Tool[Any], value: Any) -> str:
+    return _error_text(
+        ToolError(
+            f"tool {tool.name!r} returned {describe(value)} instead of None; its result is "
+            "what it writes to its sink (out.write(text), out.details[...] = ...), so the "
+            "returned value was not used. Write it with out.write() and return nothing"
+        )
+    )
+
+
 def _tool_body(
     tool: Tool[Any], tool_call_id: str, args: Any, grace: float, known: Collection[str] | None
 ) -> Body:
@@ -88,9 +179,11 @@ def _tool_body(
             return "invalid_arguments", format_validation_error(tool.name, exc)
         if cancel.is_set():
             return "cancelled", CANCELLED_MARKER
-        task: asyncio.Task[None] = asyncio.create_task(
-            tool.execute(tool_call_id, params, cancel, sink, context),
-            name=f"tool {tool.name} {tool_call_id}",
+        started = _start(tool, (tool_call_id, params, cancel, sink, context))
+        if isinstance(started, BaseException):
+            return "error", _signature_error(tool, started)
+        task: asyncio.Task[Any] = asyncio.create_task(
+            started, name=f"tool {tool.name} {tool_call_id}"
         )
         waiter = asyncio.create_task(cancel.wait())
         try:
@@ -122,6 +215,9 @@ def _tool_body(
         failure = sink.check_bounds()
         if failure is not None:
             return "error", _error_text(failure)
+        returned = task.result()
+        if returned is not None:
+            return "error", _returned_error(tool, returned)
         if known is not None:
             # Checked before settlement, so the transcript and the model see the same
             # error; a loop would otherwise have nothing to expose next turn.
@@ -336,7 +432,36 @@ class Harness:
     async def call(
         self, call: ToolCall, *, run_id: str, turn_id: str, cancel: asyncio.Event | None = None
     ) -> ToolResult:
-        """Run one call (an unknown tool name settles as an error without running)."""
+        """Run one call (an unknown tool name settles as an error without running).
+
+        A call whose id or name cannot be recorded settles as an error without events;
+        arguments no store or replica can hold settle as ``invalid_arguments``.
+        """
+        problem = call_problem(call, set())
+        if problem is not None:
+            return refused_result(call, problem)
+        bad_args = args_problem(call.name, call.args)
+        if bad_args is not None:
+
+            async def refuse(
+                sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
+            ) -> tuple[Outcome, str | None]:
+                return "invalid_arguments", bad_args
+
+            tool_def = self.tools.get(call.name)
+            return await _drive(
+                name=call.name,
+                policy=tool_def.output if tool_def is not None else OutputPolicy(),
+                body=refuse,
+                # The arguments are not recorded anywhere: no store could hold them.
+                call=CallInfo(run_id, turn_id, call.id, call.name, None, False),
+                bus=self.bus,
+                context=self.context,
+                cancel=cancel,
+                hooks=self.hooks,
+                clock=self.clock,
+                pacing=self.pacing,
+            )
         tool = self.tools.get(call.name)
         if tool is not None:
             return await execute_tool_call(
@@ -386,21 +511,35 @@ class Harness:
         """Run ``calls`` concurrently between ``RunStart`` and ``RunEnd``; results come
         back in call order. ``cancel`` cancels every call of the run."""
         run_id = run_id if run_id is not None else f"run-{uuid.uuid4().hex[:12]}"
-        ids = [c.id for c in calls]
-        if len(set(ids)) != len(ids):
-            raise ToolDefinitionError(f"tool call ids must be unique within a run, got {ids!r}")
+        # The model controls ids, names and arguments: one call the store cannot hold (or a
+        # repeated id) becomes that call's error result, never the whole run's exception.
+        refused: dict[int, ToolResult] = {}
+        recorded: list[ToolCall] = []
+        seen: set[str] = set()
+        for i, c in enumerate(calls):
+            problem = call_problem(c, seen)
+            if problem is not None:
+                refused[i] = refused_result(c, problem)
+                continue
+            seen.add(c.id)
+            # Arguments no store can hold are not recorded; the call settles as invalid.
+            storable = args_problem(c.name, c.args) is None
+            recorded.append(c if storable else ToolCall(c.id, c.name, None))
         self.bus.publish(RunStart(run_id, self.lane))
         try:
             if self.hooks is not None:
-                await self.hooks.on_run_start(run_id, calls, turn_id=turn_id)
+                await self.hooks.on_run_start(run_id, recorded, turn_id=turn_id)
             async with asyncio.TaskGroup() as group:
-                tasks = [
-                    group.create_task(self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel))
-                    for c in calls
-                ]
+                tasks = {
+                    i: group.create_task(
+                        self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel)
+                    )
+                    for i, c in enumerate(calls)
+                    if i not in refused
+                }
             if self.hooks is not None:
                 await self.hooks.on_run_end(run_id)
         finally:
             if not self.bus.closed:
                 self.bus.publish(RunEnd(run_id))
-        return [t.result() for t in tasks]
+        return [refused[i] if i in refused else tasks[i].result() for i in range(len(calls))]

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypedDict
 import orjson
 
 from toolfold import chord
-from toolfold.chord import ChordError, Encoder, apply
+from toolfold.chord import ChordError, Encoder, JSONValueError, apply
 
 from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
@@ -213,7 +213,24 @@ def _reduce_update(view: LaneView, event: ToolUpdate) -> None:
         output = apply(_plain(tool["output"]), event.ops)
     except ChordError:
         return
-    tool["output"] = output
+    try:
+        tool["output"] = output
+    except JSONValueError:
+        # A `t` from a foreign producer may split a surrogate pair (the protocol allows it),
+        # but a lone surrogate is no value the view can hold (nor a store keep): every
+        # subscriber sees U+FFFD in its place instead.
+        tool["output"] = _valid_unicode(output)
+
+
+def _valid_unicode(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(v) for v in value]
+    return value
 
 
 _OUTCOMES = frozenset({"ok", "error", "cancelled", "interrupted"})

@@ -23,6 +23,31 @@ ExecuteFn = Callable[[str, P, asyncio.Event, ToolOutput, ToolContext], Coroutine
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 
+EXECUTE_ARGS = ("tool_call_id", "params", "cancel", "out", "context")
+"""What the harness passes ``execute``, positionally and in this order."""
+
+
+def check_execute_signature(name: str, execute: Callable[..., Any]) -> None:
+    """Refuse an ``execute`` that cannot be called with the harness's five arguments, at
+    definition time (a wrong signature would otherwise only fail when the model calls it).
+
+    A callable whose signature Python cannot inspect passes here; the harness then turns a
+    failing call into that call's error result.
+    """
+    try:
+        signature = inspect.signature(execute)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*EXECUTE_ARGS)
+    except TypeError as exc:
+        raise ToolDefinitionError(
+            f"tool {name!r}: execute{signature} cannot be called as "
+            f"execute({', '.join(EXECUTE_ARGS)}) ({exc}); define it as "
+            f"'async def {getattr(execute, '__name__', 'execute')}"
+            f"({', '.join(EXECUTE_ARGS)}) -> None'"
+        ) from None
+
 
 @dataclass(frozen=True)
 class Tool(Generic[P]):
@@ -53,10 +78,17 @@ class Tool(Generic[P]):
             raise ToolDefinitionError(
                 f"tool {self.name!r}: params must be a pydantic BaseModel subclass, got {self.params!r}"
             )
+        if not isinstance(self.description, str) or not self.description.strip():
+            raise ToolDefinitionError(
+                f"tool {self.name!r} has no description: the model chooses and calls tools by "
+                "their description, so give the execute function a docstring (or pass "
+                "description=...) saying what the tool does and what its parameters mean"
+            )
         if not inspect.iscoroutinefunction(self.execute):
             raise ToolDefinitionError(
                 f"tool {self.name!r}: execute must be an 'async def' function, got {self.execute!r}"
             )
+        check_execute_signature(self.name, self.execute)
         if not isinstance(self.output, OutputPolicy):
             raise ToolDefinitionError(
                 f"tool {self.name!r}: output must be an OutputPolicy, got {self.output!r}"

@@ -16,10 +16,11 @@ from ._errors import (
     OutputValueError,
 )
 from ._retention import OutputPolicy, Retain
-from ._sink import OpStream, SinkState, ToolOutput, image_block
+from ._sink import MAX_OUTPUT_DEPTH, OpStream, SinkState, ToolOutput, image_block
 from ._state import ImageContent, TextContent, ToolOutputState, Truncation, Usage
 
 __all__ = [
+    "MAX_OUTPUT_DEPTH",
     "ImageContent",
     "OpStream",
     "OutputClosedError",

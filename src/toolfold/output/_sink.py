@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfold.chord import ChordError, Op, track, utf16_len
+from toolfold.chord import MAX_DEPTH, ChordError, Op, track, utf16_len
 
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._json import dumps, loads
@@ -24,6 +24,13 @@ _MIN_BACKLOG_BYTES = 64 * 1024
 
 MAX_FOOTER_CHARS = 4096
 """Longest footer a tool may set (it sits outside the window)."""
+
+MAX_OUTPUT_DEPTH = MAX_DEPTH - 8
+"""Deepest container nesting of a call's output state (``details`` sits one level down).
+
+Below Chord's ``MAX_DEPTH`` because hosts embed the state deeper: a lane view holds it three
+levels down (``tools.<id>.output``), and its transcript holds the details the same way. A
+deeper ``details`` value is refused when it is written, naming its path."""
 
 
 def _split_footer(text: str, truncation: Truncation) -> str:
@@ -200,7 +207,7 @@ class ToolOutput:
         self._details_good = dumps(state["details"])
         self._window.drain()  # the initial state carries the text: nothing to send
         self._suffix = self._footer
-        self._tracker = track(state)
+        self._tracker = track(state, max_depth=MAX_OUTPUT_DEPTH)
         # The first flush of a tracker is a base batch; streams start from their own
         # base anyway, so that batch carries nothing a stream needs.
         self._tracker.flush()
