@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold.cli._calls import CallView, find_call
+from toolfold.cli._calls import call_count, find_call, list_calls
 from toolfold.cli._errors import InvalidLimitError, StoreURLError, UnknownCallError
 from toolfold.cli._run import exit_status, output_policy
 from toolfold.cli._store import DEFAULT_STORE, resolve_store
 from toolfold.cli._view import CallWatcher, human_bytes, last_lines
+from toolfold.durability import settle_writes
 from toolfold.harness import Outcome, ToolResult, ToolSettled, ToolStart, ToolUpdate
+from toolfold.storage import MemoryRepository, append_entry
 
 
 def test_resolve_store_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,18 +154,32 @@ def test_watcher_folds_only_its_call_and_reports_status() -> None:
     assert watcher.settled == {"outcome": "ok"}
 
 
-def test_find_call_by_number_id_and_prefix() -> None:
-    calls = [
-        CallView(i + 1, cid, "bash", True, {})
-        for i, cid in enumerate(["call-abc1", "call-abd2", "x"])
-    ]
-    assert find_call(calls, "2", "s").tool_call_id == "call-abd2"
-    assert find_call(calls, "call-abc1", "s").number == 1
-    assert find_call(calls, "call-abd", "s").number == 2
-    with pytest.raises(
-        UnknownCallError,
-        match=r"call 'call-ab' is ambiguous in session 's' \(matches call-abc1, call-abd2\)",
-    ):
-        find_call(calls, "call-ab", "s")
-    with pytest.raises(UnknownCallError, match=r"no call '4' in session 's' \(3 calls\)"):
-        find_call(calls, "4", "s")
+@pytest.mark.parametrize("keyed", [True, False])
+async def test_find_call_by_number_id_and_prefix(keyed: bool) -> None:
+    # keyed: entries as the harness writes them (indexed by call id); unkeyed: a store
+    # written before entries had keys, read by scanning the transcript.
+    async with MemoryRepository() as repo:
+        session = await repo.open_session("s", create=True)
+        for cid in ["call-abc1", "call-abd2", "x"]:
+            message = {"role": "tool_result", "tool_call_id": cid, "tool_name": "bash"}
+            writes = settle_writes(message) if keyed else [append_entry(message)]
+            await session.commit(writes)
+        assert (await find_call(session, "2")).tool_call_id == "call-abd2"
+        assert (await find_call(session, "2")).number == 2
+        assert (await find_call(session, "call-abc1")).tool_call_id == "call-abc1"
+        assert (await find_call(session, "call-abd")).tool_call_id == "call-abd2"
+        assert (await find_call(session, "x")).message == {
+            "role": "tool_result",
+            "tool_call_id": "x",
+            "tool_name": "bash",
+        }
+        with pytest.raises(
+            UnknownCallError,
+            match=r"call 'call-ab' is ambiguous in session 's' \(matches call-abc1, call-abd2\)",
+        ):
+            await find_call(session, "call-ab")
+        with pytest.raises(UnknownCallError, match=r"no call '4' in session 's' \(3 calls\)"):
+            await find_call(session, "4")
+        listed = await list_calls(session, last=2, messages=False)
+        assert [(c.number, c.tool_call_id) for c in listed] == [(2, "call-abd2"), (3, "x")]
+        assert await call_count(session) == (3, 0)

@@ -102,6 +102,68 @@ async def test_entries_append_and_page(store: Store) -> None:
     assert await s.read_entries(limit=0) == []
 
 
+async def test_entries_by_key_position_and_summary(store: Store) -> None:
+    s = await store.session()
+    await s.commit([append_entry("untagged")])
+    for i in range(1, 13):
+        await s.commit(
+            [append_entry({"big": "x" * 100, "i": i}, key=f"call-{i}", summary={"i": i})]
+        )
+    await s.commit([append_entry("tail")])
+    assert await s.count_entries() == 14
+    assert await s.count_entries(keyed=True) == 12
+    # The n-th keyed entry, by position, whatever unkeyed entries sit around it.
+    [fifth] = await s.read_entries(keyed=True, offset=4, limit=1)
+    assert (fifth.key, fifth.value, fifth.summary) == (
+        "call-5",
+        {"big": "x" * 100, "i": 5},
+        {"i": 5},
+    )
+    # The last N, newest first, as summaries only (the entries themselves are not read).
+    last = await s.read_entries(order="desc", keyed=True, limit=3, summaries=True)
+    assert [(e.key, e.value, e.summary) for e in last] == [
+        ("call-12", None, {"i": 12}),
+        ("call-11", None, {"i": 11}),
+        ("call-10", None, {"i": 10}),
+    ]
+    [newest] = await s.read_entries(order="desc", limit=1)
+    assert (newest.value, newest.key, newest.summary) == ("tail", None, None)
+    assert [e.seq for e in await s.read_entries(order="desc", cursor=5, offset=1)] == [3, 2, 1]
+    # By key: exact, and by prefix (call-1 is a prefix of call-10..12), in seq order.
+    [one] = await s.entries_by_key("call-1")
+    assert one.value == {"big": "x" * 100, "i": 1}
+    assert [e.key for e in await s.entries_by_key("call-1", prefix=True)] == [
+        "call-1",
+        "call-10",
+        "call-11",
+        "call-12",
+    ]
+    assert [e.key for e in await s.entries_by_key("call-1", prefix=True, limit=2)] == [
+        "call-1",
+        "call-10",
+    ]
+    assert await s.entries_by_key("call-99") == []
+    s = await store.reopen(s)  # the index survives a reopen
+    assert [e.summary for e in await s.entries_by_key("call-7")] == [{"i": 7}]
+    assert await s.count_entries(keyed=True) == 12
+
+
+async def test_entry_key_and_read_arguments_are_checked(store: Store) -> None:
+    s = await store.session()
+    for bad in ("", "a\x00b", "\ud800", 5):
+        with pytest.raises(StorageError, match="key"):
+            await s.commit([append_entry(1, key=bad)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidValueError, match="summary"):
+        await s.commit([append_entry(1, key="k", summary={1})])  # type: ignore[arg-type]
+    with pytest.raises(StorageError, match="offset must be an int >= 0, got -1"):
+        await s.read_entries(offset=-1)
+    with pytest.raises(StorageError, match="order must be 'asc' or 'desc', got 'up'"):
+        await s.read_entries(order="up")  # type: ignore[arg-type]
+    with pytest.raises(StorageError, match="key"):
+        await s.entries_by_key("")
+    assert await s.read_entries() == [] and s.next_seq == 1  # nothing was committed
+
+
 async def test_independent_scopes(store: Store) -> None:
     s = await store.session()
     for scope, v in ((SESSION, "s"), (OP_A, "a"), (OP_B, "b")):

@@ -78,10 +78,38 @@ def scoped_write(scope: Any) -> st.SearchStrategy[Write]:
     )
 
 
+#: Entry keys, some a prefix of another ("c1" of "c10"), one beyond ASCII.
+ENTRY_KEYS = ["c1", "c10", "c2", "é", "\U0010ffff"]
+
+#: The entry pages every observation compares: (keyed, order, cursor, offset, limit,
+#: summaries), and the key lookups: (key, prefix, limit).
+ENTRY_READS = [
+    (keyed, order, cursor, offset, limit, summaries)
+    for keyed in (False, True)
+    for order in ("asc", "desc")
+    for cursor, offset, limit, summaries in (
+        (None, 0, None, False),
+        (3, 1, 2, False),
+        (None, 2, 1, True),
+        (9, 0, 3, True),
+    )
+]
+KEY_READS = [
+    *((key, False, None) for key in ENTRY_KEYS),
+    *((key, True, 2) for key in ENTRY_KEYS),
+    ("", True, None),
+]
+
 session_writes = st.lists(
     st.one_of(
         scoped_write(SESSION),
         st.builds(append_entry, json_values),
+        st.builds(
+            append_entry,
+            json_values,
+            key=st.none() | st.sampled_from(ENTRY_KEYS),
+            summary=json_values,
+        ),
         st.builds(retire_scope, st.sampled_from(EPHEMERAL)),
     ),
     min_size=1,
@@ -105,7 +133,7 @@ class PlainModel:
         self.next_seq = 1
         self.values: dict[tuple[Any, str, str], Any] = {}
         self.lists: dict[tuple[Any, str, str], list[tuple[int, Any, str | None]]] = {}
-        self.entries: list[tuple[int, Any]] = []
+        self.entries: list[tuple[int, Any, str | None, Any]] = []
 
     @staticmethod
     def _scope_of(w: Any) -> Any:
@@ -139,7 +167,8 @@ class PlainModel:
             else None
             for w in writes
         ]
-        if not all(self._valid(p) for p in payloads):
+        summaries = [w.summary for w in writes if isinstance(w, AppendEntry)]
+        if not all(self._valid(p) for p in payloads + summaries):
             return ("InvalidValueError",)
         for w, p in zip(writes, payloads, strict=True):
             seq, self.next_seq = self.next_seq, self.next_seq + 1
@@ -157,7 +186,7 @@ class PlainModel:
                 else:
                     self.lists.pop(k, None)
             elif isinstance(w, AppendEntry):
-                self.entries.append((seq, p))
+                self.entries.append((seq, p, w.key, json.loads(json.dumps(w.summary))))
             else:
                 for table in (self.values, self.lists):
                     for k in [k for k in table if k[0] == w.scope]:
@@ -183,7 +212,24 @@ class PlainModel:
 
     def observe_cheap(self) -> list[Any]:
         live = {k[0].id for table in (self.values, self.lists) for k in table if k[0] != SESSION}
-        return [self.next_seq, sorted(live), list(self.entries)]
+        return [self.next_seq, sorted(live), [(e[0], e[1]) for e in self.entries]]
+
+    def read_entries(
+        self,
+        keyed: bool,
+        order: str,
+        cursor: int | None,
+        offset: int,
+        limit: int | None,
+        summaries: bool,
+    ) -> list[Any]:
+        items = [e for e in self.entries if not keyed or e[2] is not None]
+        if order == "asc":
+            items = [e for e in items if cursor is None or e[0] > cursor]
+        else:
+            items = [e for e in reversed(items) if cursor is None or e[0] < cursor]
+        items = items[offset:] if limit is None else items[offset : offset + limit]
+        return [(e[0], None if summaries else e[1], e[2], e[3]) for e in items]
 
     def observe(self, reads: list[tuple[Any, ...]]) -> list[Any]:
         out = self.observe_cheap()
@@ -201,6 +247,17 @@ class PlainModel:
                     out.append(
                         self.read_list(list_address(ns, key, scope), None, "asc", None, None)
                     )
+        for keyed, order, cursor, offset, limit, summaries in ENTRY_READS:
+            out.append(self.read_entries(keyed, order, cursor, offset, limit, summaries))
+        for keyed in (False, True):
+            out.append(sum(1 for e in self.entries if not keyed or e[2] is not None))
+        for key, prefix, limit in KEY_READS:
+            hits = [
+                e
+                for e in self.entries
+                if e[2] is not None and (e[2] == key or (prefix and e[2].startswith(key)))
+            ]
+            out.append(hits[:limit])
         for addr, cursor, order, limit, tag in reads:
             out.append(self.read_list(addr, cursor, order, limit, tag))
         return out
@@ -224,6 +281,21 @@ async def observe(s: Session, reads: list[tuple[Any, ...]]) -> list[Any]:
             for key in KEYS:
                 out.append(await s.get_value(value(ns, key, scope)))
                 out.append(_plain(await s.read_list(list_address(ns, key, scope))))
+    for keyed, order, cursor, offset, limit, summaries in ENTRY_READS:
+        page = await s.read_entries(
+            cursor=cursor,
+            order=order,
+            keyed=keyed,
+            offset=offset,
+            limit=limit,
+            summaries=summaries,
+        )
+        out.append([(e.seq, e.value, e.key, e.summary) for e in page])
+    for keyed in (False, True):
+        out.append(await s.count_entries(keyed=keyed))
+    for key, prefix, limit in KEY_READS:
+        page = await s.entries_by_key(key, prefix=prefix, limit=limit)
+        out.append([(e.seq, e.value, e.key, e.summary) for e in page])
     for addr, cursor, order, limit, tag in reads:
         page = await s.read_list(addr, cursor=cursor, order=order, limit=limit, stop_at_tag=tag)
         out.append(_plain(page))

@@ -211,3 +211,32 @@ def test_open_repository_urls(tmp_path: Path) -> None:
     )
     with pytest.raises(StorageError, match=r"names no file; use sqlite:PATH/TO/file\.db"):
         open_repository("sqlite:")
+
+
+async def test_store_from_before_entry_keys_is_upgraded_in_place(tmp_path: Path) -> None:
+    """A store whose entries table has no key/summary columns (written by an earlier
+    version) opens, keeps its entries, and takes keyed entries from then on."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE toolfold_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO toolfold_meta VALUES ('schema', 'toolfold-storage/1');
+        CREATE TABLE sessions (name TEXT PRIMARY KEY, next_seq INTEGER NOT NULL,
+                               created_at TEXT NOT NULL);
+        INSERT INTO sessions VALUES ('s', 2, '2024-01-01');
+        CREATE TABLE entries (session TEXT NOT NULL, seq INTEGER NOT NULL,
+                              value TEXT NOT NULL, PRIMARY KEY (session, seq));
+        INSERT INTO entries VALUES ('s', 1, '{"old":true}');
+        """
+    )
+    conn.close()
+    async with SqliteRepository(path) as repo:
+        s = await repo.open_session("s")
+        await s.commit([append_entry({"new": True}, key="c1", summary={"n": 1})])
+        assert [(e.value, e.key, e.summary) for e in await s.read_entries()] == [
+            ({"old": True}, None, None),
+            ({"new": True}, "c1", {"n": 1}),
+        ]
+        assert [e.seq for e in await s.entries_by_key("c1")] == [2]
+        assert await s.count_entries(keyed=True) == 1

@@ -6,18 +6,22 @@ from __future__ import annotations
 from toolfold.history import (
     RUN_RECORD_NAMESPACE,
     CallView,
+    call_count,
     list_calls,
+    lookup_call,
     pending_output,
     process_alive,
     run_record,
     run_record_address,
 )
+from toolfold.storage import Session
 
 from ._errors import UnknownCallError
 
 __all__ = [
     "RUN_RECORD_NAMESPACE",
     "CallView",
+    "call_count",
     "find_call",
     "list_calls",
     "pending_output",
@@ -27,23 +31,20 @@ __all__ = [
 ]
 
 
-def find_call(calls: list[CallView], wanted: str, session_name: str) -> CallView:
-    """The call named by ``wanted``: its list number, its id, or a unique id prefix."""
-    if wanted.isdigit() and 1 <= int(wanted) <= len(calls):
-        return calls[int(wanted) - 1]
-    exact = [c for c in calls if c.tool_call_id == wanted]
-    if exact:
-        return exact[0]
-    prefixed = [c for c in calls if c.tool_call_id.startswith(wanted)]
-    if len(prefixed) == 1:
-        return prefixed[0]
-    if len(prefixed) > 1:
-        ids = ", ".join(c.tool_call_id for c in prefixed[:5])
+async def find_call(session: Session, wanted: str) -> CallView:
+    """The call named by ``wanted``: its list number, its id, or a unique id prefix —
+    found through the session's index, without reading the other calls."""
+    found = await lookup_call(session, wanted)
+    if len(found) == 1:
+        return found[0]
+    name = session.name
+    if len(found) > 1:
+        ids = ", ".join(c.tool_call_id for c in found[:5])
         raise UnknownCallError(
-            f"call {wanted!r} is ambiguous in session {session_name!r} (matches {ids}); "
-            "give more of the id"
+            f"call {wanted!r} is ambiguous in session {name!r} (matches {ids}); give more of the id"
         )
+    total, _ = await call_count(session)
     raise UnknownCallError(
-        f"no call {wanted!r} in session {session_name!r} ({len(calls)} calls); "
-        f"see `toolfold show {session_name}` for numbers and ids"
+        f"no call {wanted!r} in session {name!r} ({total} calls); "
+        f"see `toolfold show {name}` for numbers and ids"
     )

@@ -200,8 +200,7 @@ async def _crash_step(spec: StoreSpec) -> bool:
     _say(f"  child killed with SIGKILL (status {code})")
     async with open_store(spec, create=False) as repo:
         session = await open_existing_session(repo, spec, "demo-crash")
-        calls = await list_calls(session)
-        state = await pending_output(session, find_call(calls, "1", "demo-crash"))
+        state = await pending_output(session, await find_call(session, "1"))
     text = str(state["content"][0]["text"]) if isinstance(state, dict) else ""
     _say("  the store holds its pending output (toolfold show demo-crash 1):")
     for line in text.splitlines():

@@ -12,7 +12,7 @@ from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, RecoveryError, ToolContext, ToolResult
 from toolfold.storage import CorruptStoreError, StorageError
 
-from ._calls import CallView, find_call, list_calls, pending_output, process_alive
+from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
 from ._run import model_text
 from ._store import (
@@ -47,11 +47,11 @@ async def sessions_command(spec: StoreSpec) -> int:
                 rows.append([name, "?", "?", why])
                 continue
             try:
-                calls = await list_calls(session)
+                total, unsettled = await call_count(session)
+                last = await list_calls(session, last=1, messages=False)
             finally:
                 await session.close()
-            unsettled = sum(1 for c in calls if not c.settled)
-            rows.append([name, str(len(calls)), str(unsettled), calls[-1].summary if calls else ""])
+            rows.append([name, str(total), str(unsettled), last[-1].summary if last else ""])
         print_table(["session", "calls", "unsettled", "last call"], rows)
         if damaged:
             # The healthy sessions are listed; a damaged one still fails the command.
@@ -97,8 +97,8 @@ async def show_command(
     pending output (unsettled)."""
     async with open_store(spec, create=False, read_only=True) as repo:
         session = await open_existing_session(repo, spec, session_name)
-        calls = await list_calls(session)
         if wanted is None:
+            calls = await list_calls(session, messages=False)
             if as_json:
                 print(json.dumps([_call_json(c) for c in calls], indent=2, ensure_ascii=False))
             elif not calls:
@@ -106,7 +106,7 @@ async def show_command(
             else:
                 print_table(["#", "call", "tool", "status", "exit", "what"], _call_rows(calls))
             return 0
-        call = find_call(calls, wanted, session_name)
+        call = await find_call(session, wanted)
         if call.message is not None:
             if as_json:
                 print(json.dumps(call.message, indent=2, ensure_ascii=False))

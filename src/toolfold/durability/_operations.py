@@ -35,8 +35,17 @@ JSON = Any
 def settle_writes(message: dict[str, JSON], *, retire: EphemeralScope | None = None) -> list[Write]:
     """The one session-scope transaction that settles a call: its ``ToolResultMessage``
     entry, plus the retirement of the operation scope when this is the operation's last
-    call (everything pending about the operation dies with the same commit)."""
-    writes: list[Write] = [append_entry(message)]
+    call (everything pending about the operation dies with the same commit).
+
+    The entry is keyed by its tool call id and carries the message without its content
+    as summary, so a reader finds a call by id or position, and lists calls, without
+    loading the results (see ``Session.read_entries``)."""
+    call_id = message.get("tool_call_id")
+    summary = {k: v for k, v in message.items() if k != "content"}
+    # A key storage would refuse (NUL) must not fail the settlement: that call is just
+    # not indexed.
+    key = call_id if isinstance(call_id, str) and call_id and "\x00" not in call_id else None
+    writes: list[Write] = [append_entry(message, key=key, summary=summary)]
     if retire is not None:
         writes.append(retire_scope(retire))
     return writes

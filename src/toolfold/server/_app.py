@@ -19,7 +19,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from toolfold.harness import DurabilityError, LaneError, Lanes, RecoveryError
-from toolfold.history import CallView, check_session_name, list_calls, pending_output, process_alive
+from toolfold.history import (
+    CallView,
+    call_count,
+    check_session_name,
+    list_calls,
+    pending_output,
+    process_alive,
+)
 from toolfold.storage import Repository, SessionNotFoundError, StorageError
 
 from ._errors import ServerError
@@ -330,8 +337,8 @@ def create_app(
             )
         try:
             async with state.sessions.use(name) as session:
-                calls = await list_calls(session)
-                shown = calls[-int(raw_limit) :]
+                total, _ = await call_count(session)
+                shown = await list_calls(session, last=int(raw_limit))
                 items = [await _call_json(session, name, call) for call in shown]
         except SessionNotFoundError:
             try:
@@ -353,7 +360,7 @@ def create_app(
                 f"session {name!r} holds durable records that cannot be read: "
                 f"{' '.join(str(exc).split())}",
             )
-        return JSONResponse({"session": name, "total": len(calls), "calls": items})
+        return JSONResponse({"session": name, "total": total, "calls": items})
 
     async def _call_json(session: Any, name: str, call: CallView) -> dict[str, Any]:
         record = call.record if isinstance(call.record, dict) else {}

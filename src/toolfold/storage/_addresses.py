@@ -16,6 +16,7 @@ __all__ = [
     "Scope",
     "SessionScope",
     "ValueAddress",
+    "check_part",
     "encode_scope_id",
     "ephemeral_scope",
     "list_address",
@@ -104,7 +105,7 @@ def ephemeral_scope(id: str) -> EphemeralScope:
     return EphemeralScope(id)
 
 
-def _check_part(kind: str, what: str, text: object, *, allow_empty: bool) -> None:
+def check_part(kind: str, what: str, text: object, *, allow_empty: bool) -> None:
     if not isinstance(text, str):
         raise StorageError(f"{kind} {what} must be a str, got {type(text).__name__} {text!r}")
     if not allow_empty and not text:
@@ -135,8 +136,8 @@ class ValueAddress(Generic[Sc]):
     scope: Sc
 
     def __post_init__(self) -> None:
-        _check_part("value", "namespace", self.namespace, allow_empty=False)
-        _check_part("value", "key", self.key, allow_empty=True)
+        check_part("value", "namespace", self.namespace, allow_empty=False)
+        check_part("value", "key", self.key, allow_empty=True)
         _check_scope("value", self.scope)
 
     def __str__(self) -> str:
@@ -152,8 +153,8 @@ class ListAddress(Generic[Sc]):
     scope: Sc
 
     def __post_init__(self) -> None:
-        _check_part("list", "namespace", self.namespace, allow_empty=False)
-        _check_part("list", "key", self.key, allow_empty=True)
+        check_part("list", "namespace", self.namespace, allow_empty=False)
+        check_part("list", "key", self.key, allow_empty=True)
         _check_scope("list", self.scope)
 
     def __str__(self) -> str:

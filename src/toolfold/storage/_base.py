@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol, Self, TypeVar, overload
 
 import orjson
 
-from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
+from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, check_part
 from ._errors import (
     ClosedError,
     CorruptStoreError,
@@ -38,6 +38,7 @@ from ._writes import (
 __all__ = [
     "CommitResult",
     "Entry",
+    "EntryIndex",
     "FsyncPolicy",
     "ListElement",
     "Order",
@@ -49,6 +50,7 @@ __all__ = [
     "cut_at_tag",
     "decode_json",
     "encode_json",
+    "key_range",
     "load_stored",
     "page_sorted",
 ]
@@ -82,10 +84,14 @@ class ListElement:
 
 @dataclass(frozen=True, slots=True)
 class Entry:
-    """One settled transcript entry with its global ``seq``."""
+    """One settled transcript entry with its global ``seq``, its index ``key`` and its
+    ``summary`` (both as written by ``append_entry``; ``value`` is ``None`` when read
+    with ``summaries=True``)."""
 
     seq: int
     value: JSON
+    key: str | None = None
+    summary: JSON = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,8 +211,101 @@ def page_sorted(
     return cut_at_tag(page, stop_at_tag)
 
 
-def _seq(el: Paged) -> int:
+def _seq(el: Paged | _StoredEntry) -> int:
     return el.seq
+
+
+def key_range(prefix: str) -> tuple[str, str | None]:
+    """``(low, high)`` such that ``low <= key < high`` (no ``high``: no upper bound) is
+    exactly "``key`` starts with ``prefix``" in code point order — the order of SQLite's
+    UTF-8 bytes and of PostgreSQL's ``COLLATE "C"``, so an index on the key serves it."""
+    for i in range(len(prefix) - 1, -1, -1):
+        c = ord(prefix[i])
+        nxt = c + 1 if c + 1 != 0xD800 else 0xE000  # skip the surrogate block
+        if nxt <= 0x10FFFF:
+            return prefix, prefix[:i] + chr(nxt)
+    return prefix, None
+
+
+class _StoredEntry:
+    __slots__ = ("data", "key", "seq", "summary")
+
+    def __init__(self, seq: int, data: bytes, key: str | None, summary: bytes) -> None:
+        self.seq = seq
+        self.data = data
+        self.key = key
+        self.summary = summary
+
+
+class EntryIndex:
+    """The transcript as the in-process backends (memory, JSONL) hold it: encoded entries
+    in seq order, plus the keyed ones by position and by key, so a page, a count or a
+    lookup by key costs what it returns rather than the whole transcript."""
+
+    def __init__(self) -> None:
+        self._all: list[_StoredEntry] = []
+        self._keyed: list[_StoredEntry] = []
+        self._by_key: dict[str, list[_StoredEntry]] = {}
+        self._sorted_keys: list[str] = []
+
+    def append(self, seq: int, data: bytes, key: str | None, summary: bytes) -> None:
+        """Add an entry (seqs only grow)."""
+        e = _StoredEntry(seq, data, key, summary)
+        self._all.append(e)
+        if key is not None:
+            self._keyed.append(e)
+            same = self._by_key.get(key)
+            if same is None:
+                self._by_key[key] = [e]
+                bisect.insort(self._sorted_keys, key)
+            else:
+                same.append(e)
+
+    def count(self, keyed: bool) -> int:
+        """How many entries (keyed ones only when ``keyed``)."""
+        return len(self._keyed if keyed else self._all)
+
+    def read(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]:
+        """A page, as :meth:`Session.read_entries` defines it."""
+        items = self._keyed if keyed else self._all
+        if order == "asc":
+            start = 0 if cursor is None else bisect.bisect_right(items, cursor, key=_seq)
+            start += offset
+            end = len(items) if limit is None else min(len(items), start + limit)
+            page = items[start:end]
+        else:
+            end = len(items) if cursor is None else bisect.bisect_left(items, cursor, key=_seq)
+            end = max(0, end - offset)
+            start = 0 if limit is None else max(0, end - limit)
+            page = items[start:end][::-1]
+        return [_loaded(e, summaries) for e in page]
+
+    def by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]:
+        """Entries under ``key`` (or every key starting with it), by seq."""
+        if not prefix:
+            found = list(self._by_key.get(key, ()))
+        else:
+            low, high = key_range(key)
+            i = bisect.bisect_left(self._sorted_keys, low)
+            j = (
+                len(self._sorted_keys)
+                if high is None
+                else bisect.bisect_left(self._sorted_keys, high)
+            )
+            found = sorted((e for k in self._sorted_keys[i:j] for e in self._by_key[k]), key=_seq)
+        return [_loaded(e, False) for e in found[:limit]]
+
+
+def _loaded(e: _StoredEntry, summaries: bool) -> Entry:
+    return Entry(e.seq, None if summaries else load_stored(e.data), e.key, load_stored(e.summary))
 
 
 async def _finish_uncancelled(aw: Awaitable[T]) -> T:
@@ -384,15 +483,51 @@ class Session(_Closable):
         return await self._read_list(address, cursor, order, limit, stop_at_tag)
 
     async def read_entries(
-        self, *, cursor: int | None = None, limit: int | None = None
+        self,
+        *,
+        cursor: int | None = None,
+        limit: int | None = None,
+        order: Order = "asc",
+        keyed: bool = False,
+        offset: int = 0,
+        summaries: bool = False,
     ) -> list[Entry]:
-        """Return settled transcript entries with seq > ``cursor``, ascending, at most
-        ``limit`` of them."""
+        """Return one page of settled transcript entries.
+
+        Applies the exclusive ``cursor`` (a seq) in ``order``, skips ``offset`` entries,
+        and returns at most ``limit``. ``keyed`` keeps only entries written with a key
+        (positions then count keyed entries only); ``summaries`` returns each entry's
+        summary with ``value=None`` and never reads the entries themselves. The last N
+        entries are ``order="desc", limit=N``; the n-th keyed one is
+        ``keyed=True, offset=n - 1, limit=1``. Each costs what it returns.
+        """
         self._check_open()
         self._check_page("read_entries", cursor, limit)
+        if order not in ("asc", "desc"):
+            raise StorageError(f"read_entries: order must be 'asc' or 'desc', got {order!r}")
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise StorageError(f"read_entries: offset must be an int >= 0, got {offset!r}")
         if limit == 0:
             return []
-        return await self._read_entries(cursor, limit)
+        return await self._read_entries(cursor, limit, order, bool(keyed), offset, bool(summaries))
+
+    async def entries_by_key(
+        self, key: str, *, prefix: bool = False, limit: int | None = None
+    ) -> list[Entry]:
+        """Return the entries written under ``key`` (every key starting with ``key`` when
+        ``prefix``), ascending by seq, at most ``limit`` — through the key index, without
+        reading other entries."""
+        self._check_open()
+        check_part("entries_by_key", "key", key, allow_empty=prefix)
+        self._check_page("entries_by_key", None, limit)
+        if limit == 0:
+            return []
+        return await self._entries_by_key(key, bool(prefix), limit)
+
+    async def count_entries(self, *, keyed: bool = False) -> int:
+        """How many transcript entries the session holds (only keyed ones when ``keyed``)."""
+        self._check_open()
+        return await self._count_entries(bool(keyed))
 
     async def live_scopes(self) -> list[EphemeralScope]:
         """Return the ephemeral scopes holding live data (not retired), ordered by id.
@@ -470,7 +605,21 @@ class Session(_Closable):
     ) -> list[ListElement]: ...
 
     @abstractmethod
-    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]: ...
+    async def _read_entries(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]: ...
+
+    @abstractmethod
+    async def _entries_by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]: ...
+
+    @abstractmethod
+    async def _count_entries(self, keyed: bool) -> int: ...
 
     @abstractmethod
     async def _live_scopes(self) -> list[EphemeralScope]: ...

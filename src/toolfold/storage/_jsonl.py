@@ -33,6 +33,7 @@ from toolfold._fsperm import PRIVATE_DIR, PRIVATE_FILE, make_private_dirs
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, encode_scope_id
 from ._base import (
     Entry,
+    EntryIndex,
     FsyncPolicy,
     ListElement,
     Order,
@@ -126,11 +127,11 @@ class _Index:
 
     def __init__(self) -> None:
         self.scopes: dict[Scope, _ScopeData] = {}
-        self.entries: list[StoredElement] = []
+        self.entries = EntryIndex()
 
     def apply(self, w: Write, seq: int, data: bytes | None) -> None:
         if isinstance(w, AppendEntry):
-            self.entries.append(StoredElement(seq, _payload(data), None))
+            self.entries.append(seq, _payload(data), w.key, orjson.dumps(w.summary))
         elif isinstance(w, RetireScope):
             self.scopes.pop(w.scope, None)
         else:
@@ -675,11 +676,22 @@ class JsonlSession(Session):
         page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
         return [ListElement(e.seq, load_stored(e.data), e.tag) for e in page]
 
-    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
-        page = page_sorted(
-            self._index.entries, cursor=cursor, order="asc", limit=limit, stop_at_tag=None
-        )
-        return [Entry(e.seq, load_stored(e.data)) for e in page]
+    async def _read_entries(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]:
+        return self._index.entries.read(cursor, limit, order, keyed, offset, summaries)
+
+    async def _entries_by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]:
+        return self._index.entries.by_key(key, prefix, limit)
+
+    async def _count_entries(self, keyed: bool) -> int:
+        return self._index.entries.count(keyed)
 
     async def _live_scopes(self) -> list[EphemeralScope]:
         return [s for s in self._index.scopes if isinstance(s, EphemeralScope)]

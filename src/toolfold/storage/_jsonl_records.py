@@ -12,6 +12,8 @@ One line of a JSONL file is one transaction: a JSON array of records.
     ["x", ref, seq]                  delete value
     ["x", ref, seq, "l"]             delete list
     ["e", seq, entry]                append a settled transcript entry   (main log only)
+    ["e", seq, entry, key]           ... indexed under key (a string)
+    ["e", seq, entry, key, summary]  ... with a summary (key may be null)
     ["!", ref, seq]                  retire a scope                      (main log only)
 
 ``ref`` is an address id (int) or, before the address has an id, the address inline:
@@ -135,7 +137,13 @@ def _encode(
             payloads.append(data)
         elif isinstance(w, AppendEntry):
             data = orjson.dumps(w.entry)
-            records.append(b'["e",%d,%s]' % (seq, data))
+            if w.summary is not None:
+                extra = b",%s,%s" % (orjson.dumps(w.key), orjson.dumps(w.summary))
+            elif w.key is not None:
+                extra = b",%s" % orjson.dumps(w.key)
+            else:
+                extra = b""
+            records.append(b'["e",%d,%s%s]' % (seq, data, extra))
             payloads.append(data)
         elif isinstance(w, DeleteValue):
             ref = _ref(table, (w.address.namespace, w.address.key), records, token)
@@ -240,11 +248,12 @@ def _decode(table: AddressTable, line: JSON, scope: Scope) -> list[tuple[int, Wr
             table.seen.add(key)
             continue
         if verb == "e":
-            if n != 3 or not main:
-                raise _Bad(f"record {i}: 'e' takes 3 fields and only appears in the main log")
+            if n not in (3, 4, 5) or not main:
+                raise _Bad(f"record {i}: 'e' takes 3 to 5 fields and only appears in the main log")
             seq = _int(rec[1], f"record {i}: seq")
             payload = rec[2]
-            w = AppendEntry(payload)
+            entry_key = None if n < 4 or rec[3] is None else _str(rec[3], "entry key")
+            w = AppendEntry(payload, entry_key, rec[4] if n == 5 else None)
         elif verb == "!":
             if n != 3 or not main:
                 raise _Bad(f"record {i}: '!' takes 3 fields and only appears in the main log")

@@ -12,6 +12,7 @@ from typing import Any
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import (
     Entry,
+    EntryIndex,
     ListElement,
     Order,
     Repository,
@@ -45,7 +46,7 @@ class _MemoryData:
         self.next_seq = 1
         self.values: dict[_Key, bytes] = {}
         self.lists: dict[_Key, list[StoredElement]] = {}
-        self.entries: list[tuple[int, bytes]] = []
+        self.entries = EntryIndex()
 
     def apply(self, writes: tuple[Write, ...], seqs: tuple[int, ...]) -> None:
         # Encode everything first: once we start mutating nothing may fail, which is
@@ -70,7 +71,7 @@ class _MemoryData:
             elif isinstance(w, DeleteList):
                 self.lists.pop(_key(w.address), None)
             elif isinstance(w, AppendEntry):
-                self.entries.append((seq, data))
+                self.entries.append(seq, data, w.key, encode_json(w.summary))
             elif isinstance(w, RetireScope):
                 self.retire(w.scope)
         self.next_seq = seqs[-1] + 1
@@ -127,15 +128,22 @@ class MemorySession(Session):
         page = page_sorted(raw, cursor=cursor, order=order, limit=limit, stop_at_tag=stop_at_tag)
         return [ListElement(e.seq, load_stored(e.data), e.tag) for e in page]
 
-    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
-        out: list[Entry] = []
-        for seq, data in self._data.entries:
-            if cursor is not None and seq <= cursor:
-                continue
-            if limit is not None and len(out) >= limit:
-                break
-            out.append(Entry(seq, load_stored(data)))
-        return out
+    async def _read_entries(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]:
+        return self._data.entries.read(cursor, limit, order, keyed, offset, summaries)
+
+    async def _entries_by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]:
+        return self._data.entries.by_key(key, prefix, limit)
+
+    async def _count_entries(self, keyed: bool) -> int:
+        return self._data.entries.count(keyed)
 
     async def _live_scopes(self) -> list[EphemeralScope]:
         scopes: set[EphemeralScope] = set()

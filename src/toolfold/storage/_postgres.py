@@ -36,7 +36,18 @@ from ._errors import (
     SessionNotFoundError,
     StorageError,
 )
-from ._sql import POSTGRES, SCHEMA_VERSION, TABLES, payload, scope_column, write_statements
+from ._sql import (
+    ENTRY_INDEXES,
+    POSTGRES,
+    SCHEMA_VERSION,
+    TABLES,
+    count_entries_query,
+    entries_by_key_query,
+    payload,
+    read_entries_query,
+    scope_column,
+    write_statements,
+)
 from ._writes import JSON, Write
 
 __all__ = ["CHANNEL", "SCHEMA", "PostgresRepository", "PostgresSession"]
@@ -79,9 +90,13 @@ CREATE TABLE IF NOT EXISTS list_elements (
 CREATE TABLE IF NOT EXISTS entries (
     session TEXT COLLATE "C" NOT NULL,
     seq     BIGINT NOT NULL,
+    key     TEXT COLLATE "C",
+    summary TEXT,
     value   TEXT NOT NULL,
     PRIMARY KEY (session, seq)
 );
+ALTER TABLE entries ADD COLUMN IF NOT EXISTS key TEXT COLLATE "C";
+ALTER TABLE entries ADD COLUMN IF NOT EXISTS summary TEXT;
 CREATE TABLE IF NOT EXISTS retirements (
     session  TEXT COLLATE "C" NOT NULL,
     scope_id TEXT COLLATE "C" NOT NULL,
@@ -157,6 +172,8 @@ class PostgresRepository(Repository):
                 for stmt in SCHEMA.split(";"):
                     if stmt.strip():
                         await conn.execute(stmt)
+                for stmt in ENTRY_INDEXES:
+                    await conn.execute(stmt)
                 cur = await conn.execute("SELECT value FROM toolfold_meta WHERE key = 'schema'")
                 row = await cur.fetchone()
                 if row is None:
@@ -434,17 +451,54 @@ class PostgresSession(Session):
             ListElement(seq, self._decode(v, "list_elements", seq), tag) for seq, v, tag in rows
         ]
 
-    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
-        async def read(conn: psycopg.AsyncConnection[Any]) -> list[tuple[int, str]]:
-            cur = await conn.execute(
-                "SELECT seq, value FROM entries WHERE session = %s AND seq > %s "
-                "ORDER BY seq LIMIT %s",
-                (self._name, -(2**63) if cursor is None else cursor, limit),
-            )
-            return [(int(s), str(v)) for s, v in await cur.fetchall()]
+    async def _read_entries(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]:
+        sql, params = read_entries_query(
+            self._name, cursor, limit, order, keyed, offset, summaries, postgres=True
+        )
+        return await self._entries("read_entries", sql, params)
 
-        rows: list[tuple[int, str]] = await self._run("read_entries", read)
-        return [Entry(seq, self._decode(v, "entries", seq)) for seq, v in rows]
+    async def _entries_by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]:
+        sql, params = entries_by_key_query(self._name, key, prefix, limit, postgres=True)
+        return await self._entries("entries_by_key", sql, params)
+
+    async def _count_entries(self, keyed: bool) -> int:
+        sql, params = count_entries_query(self._name, keyed, postgres=True)
+
+        async def count(conn: psycopg.AsyncConnection[Any]) -> int:
+            cur = await conn.execute(sql, params)
+            row = await cur.fetchone()
+            return 0 if row is None else int(row[0])
+
+        n: int = await self._run("count_entries", count)
+        return n
+
+    async def _entries(self, what: str, sql: str, params: tuple[Any, ...]) -> list[Entry]:
+        async def read(conn: psycopg.AsyncConnection[Any]) -> list[tuple[Any, ...]]:
+            cur = await conn.execute(sql, params)
+            return list(await cur.fetchall())
+
+        rows: list[tuple[Any, ...]] = await self._run(what, read)
+        out = []
+        for row in rows:
+            seq, key, summary = int(row[0]), row[1], row[2]
+            value = self._decode(row[3], "entries", seq) if len(row) > 3 else None
+            out.append(
+                Entry(
+                    seq,
+                    value,
+                    key,
+                    None if summary is None else self._decode(summary, "entries", seq),
+                )
+            )
+        return out
 
     async def _live_scopes(self) -> list[EphemeralScope]:
         async def live(conn: psycopg.AsyncConnection[Any]) -> list[str]:

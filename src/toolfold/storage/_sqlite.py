@@ -40,7 +40,18 @@ from ._errors import (
     SessionNotFoundError,
     StorageError,
 )
-from ._sql import SCHEMA_VERSION, SQLITE, TABLES, payload, scope_column, write_statements
+from ._sql import (
+    ENTRY_INDEXES,
+    SCHEMA_VERSION,
+    SQLITE,
+    TABLES,
+    count_entries_query,
+    entries_by_key_query,
+    payload,
+    read_entries_query,
+    scope_column,
+    write_statements,
+)
 from ._writes import JSON, Write
 
 __all__ = ["SCHEMA", "SqliteRepository", "SqliteSession"]
@@ -81,6 +92,8 @@ CREATE TABLE IF NOT EXISTS list_elements (
 CREATE TABLE IF NOT EXISTS entries (
     session TEXT NOT NULL,
     seq     INTEGER NOT NULL,
+    key     TEXT,
+    summary TEXT,
     value   TEXT NOT NULL,
     PRIMARY KEY (session, seq)
 );
@@ -219,6 +232,12 @@ class SqliteRepository(Repository):
             for stmt in SCHEMA.split(";"):
                 if stmt.strip():
                     conn.execute(stmt)
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+            for column in ("key", "summary"):
+                if column not in columns:  # a store written before entries had keys
+                    conn.execute(f"ALTER TABLE entries ADD COLUMN {column} TEXT")
+            for stmt in ENTRY_INDEXES:
+                conn.execute(stmt)
             row = conn.execute("SELECT value FROM toolfold_meta WHERE key = 'schema'").fetchone()
             if row is None:
                 conn.execute(
@@ -466,21 +485,47 @@ class SqliteSession(Session):
             for seq, v, tag in await self._repo._run(read)
         ]
 
-    async def _read_entries(self, cursor: int | None, limit: int | None) -> list[Entry]:
-        name = self._name
+    async def _read_entries(
+        self,
+        cursor: int | None,
+        limit: int | None,
+        order: Order,
+        keyed: bool,
+        offset: int,
+        summaries: bool,
+    ) -> list[Entry]:
+        sql, params = read_entries_query(
+            self._name, cursor, limit, order, keyed, offset, summaries, postgres=False
+        )
+        return await self._entries(sql, params)
 
-        def read(conn: sqlite3.Connection) -> list[tuple[int, str]]:
-            return list(
-                conn.execute(
-                    "SELECT seq, value FROM entries WHERE session = ? AND seq > ? "
-                    "ORDER BY seq LIMIT ?",
-                    (name, -(2**63) if cursor is None else cursor, -1 if limit is None else limit),
-                )
-            )
+    async def _entries_by_key(self, key: str, prefix: bool, limit: int | None) -> list[Entry]:
+        return await self._entries(
+            *entries_by_key_query(self._name, key, prefix, limit, postgres=False)
+        )
 
-        return [
-            Entry(seq, self._decode(v, "entries", seq)) for seq, v in await self._repo._run(read)
-        ]
+    async def _count_entries(self, keyed: bool) -> int:
+        sql, params = count_entries_query(self._name, keyed, postgres=False)
+
+        def count(conn: sqlite3.Connection) -> int:
+            return int(conn.execute(sql, params).fetchone()[0])
+
+        return await self._repo._run(count)
+
+    async def _entries(self, sql: str, params: tuple[Any, ...]) -> list[Entry]:
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return list(conn.execute(sql, params))
+
+        return [self._entry(row) for row in await self._repo._run(read)]
+
+    def _entry(self, row: tuple[Any, ...]) -> Entry:
+        seq, key, summary = int(row[0]), row[1], row[2]
+        return Entry(
+            seq,
+            self._decode(row[3], "entries", seq) if len(row) > 3 else None,
+            key,
+            None if summary is None else self._decode(summary, "entries", seq),
+        )
 
     async def _live_scopes(self) -> list[EphemeralScope]:
         name = self._name

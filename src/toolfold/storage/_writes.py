@@ -17,6 +17,7 @@ from ._addresses import (
     Scope,
     SessionScope,
     ValueAddress,
+    check_part,
 )
 from ._errors import InvalidValueError, ScopeError, StorageError
 
@@ -119,9 +120,17 @@ class DeleteList(Generic[Sc]):
 
 @dataclass(frozen=True, slots=True)
 class AppendEntry:
-    """Append ``entry`` to the settled transcript (always session scope)."""
+    """Append ``entry`` to the settled transcript (always session scope).
+
+    ``key`` (optional, opaque to storage) indexes the entry: ``entries_by_key`` finds it
+    and ``read_entries(keyed=True)`` pages only keyed entries, without reading the
+    others. ``summary`` (optional JSON) is a small stand-in a listing reads instead of
+    the entry itself (``read_entries(summaries=True)``).
+    """
 
     entry: JSONLike
+    key: str | None = None
+    summary: JSONLike = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,9 +196,12 @@ def delete_list(address: ListAddress[Sc]) -> DeleteList[Sc]:
     return DeleteList(address)
 
 
-def append_entry(entry: JSONLike) -> AppendEntry:
-    """Return a write appending ``entry`` to the settled transcript."""
-    return AppendEntry(entry)
+def append_entry(
+    entry: JSONLike, *, key: str | None = None, summary: JSONLike = None
+) -> AppendEntry:
+    """Return a write appending ``entry`` to the settled transcript, indexed under
+    ``key`` (e.g. a tool call id) with an optional small ``summary`` for listings."""
+    return AppendEntry(entry, key, summary)
 
 
 def retire_scope(scope: EphemeralScope) -> RetireScope:
@@ -262,3 +274,6 @@ def check_writes(writes: Sequence[Write]) -> None:
             check_json(w.element, f"write {i} ({describe(w)})")
         elif isinstance(w, AppendEntry):
             check_json(w.entry, f"write {i} ({describe(w)})")
+            check_json(w.summary, f"write {i} ({describe(w)}) summary")
+            if w.key is not None:
+                check_part(f"write {i} ({describe(w)})", "key", w.key, allow_empty=False)
