@@ -231,6 +231,16 @@ async def test_store_from_before_entry_keys_is_upgraded_in_place(tmp_path: Path)
         """
     )
     conn.close()
+    async with SqliteRepository(path, read_only=True) as reader:
+        # A reader changes nothing, yet reads the old entries (as unkeyed ones).
+        s = await reader.open_session("s")
+        assert [(e.value, e.key) for e in await s.read_entries(order="desc", limit=1)] == [
+            ({"old": True}, None)
+        ]
+        assert await s.count_entries(keyed=True) == 0 and await s.entries_by_key("c1") == []
+    conn = sqlite3.connect(path)
+    assert "key" not in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+    conn.close()
     async with SqliteRepository(path) as repo:
         s = await repo.open_session("s")
         await s.commit([append_entry({"new": True}, key="c1", summary={"n": 1})])

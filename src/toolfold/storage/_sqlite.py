@@ -272,6 +272,15 @@ class SqliteRepository(Repository):
             self._check_tables(conn, empty_ok=False)
             row = conn.execute("SELECT value FROM toolfold_meta WHERE key = 'schema'").fetchone()
             self._check_version(None if row is None else row[0])
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+            if "key" not in columns:
+                # A store from before entries had keys, which a reader must not upgrade:
+                # a temporary view (temp shadows main for unqualified names) shows its
+                # entries as unkeyed, so every entry query works unchanged.
+                conn.execute(
+                    "CREATE TEMP VIEW entries AS SELECT session, seq, NULL AS key, "
+                    "NULL AS summary, value FROM main.entries"
+                )
         except (sqlite3.Error, UnicodeDecodeError, StorageError) as exc:
             conn.close()
             if isinstance(exc, StorageError):
