@@ -21,6 +21,7 @@ from toolfold.durability import (
 )
 from toolfold.output import OutputPolicy, ToolOutput
 from toolfold.storage import MemoryRepository, StorageError, append_list, list_address
+from toolfold.storage._base import encode_json
 
 
 class FakeClock:
@@ -74,9 +75,9 @@ async def test_first_durable_batch_is_a_base_and_tagged(store: Store) -> None:
     session = await store.session()
     out = sink()
     ds = durable(session, out)
-    out.write("hello")
+    out.write("hello" * 200)
     assert await ds.checkpoint()
-    out.write(" world")
+    out.write(" world")  # small against the base: a delta
     assert await ds.checkpoint()
     els = await session.read_list(pending_tool_output("op1", "call1"))
     assert [e.tag for e in els] == ["base", None]
@@ -107,6 +108,9 @@ async def test_periodic_rebase_bounds_replay(store: Store) -> None:
     session = await store.session()
     out = sink(max_bytes=50 * 1024)
     ds = durable(session, out, rebase_every=10)
+    # A large base first: the deltas then stay far below it, so the count is what
+    # triggers each base (not the bytes; see the next tests).
+    out.write("x" * 40_000 + "\n")
     replayed = []
     for i in range(57):
         out.write(f"{i:04d} " + "y" * 90 + "\n")
@@ -123,11 +127,51 @@ async def test_without_rebase_replay_grows_with_the_stream() -> None:
     session = await MemoryRepository().open_session("s", create=True)
     out = sink(max_bytes=50 * 1024)
     ds = durable(session, out, rebase_every=10_000)
+    out.write("x" * 40_000 + "\n")
     for i in range(40):
         out.write(f"{i} " + "z" * 50 + "\n")
         await ds.checkpoint()
     got = await recover(session, ds.address, page=7)
     assert got is not None and got.batches == 40 and got.value == out.snapshot()
+
+
+async def test_a_base_drops_the_batches_before_it(store: Store) -> None:
+    session = await store.session()
+    out = sink(max_bytes=50 * 1024)
+    ds = durable(session, out, rebase_every=5)
+    out.write("x" * 10_000 + "\n")
+    for i in range(13):
+        out.write(f"{i}\n")
+        await ds.checkpoint()
+    # Bases at batches 1, 6, 11: the list holds the newest base and the deltas since.
+    assert ds.stats.bases == 3
+    tags = [e.tag for e in await session.read_list(ds.address)]
+    assert tags == ["base", None, None]
+    got = await recover(session, ds.address)
+    assert got is not None and got.value == out.snapshot()
+
+
+async def test_bytes_decide_bases_too(store: Store) -> None:
+    """A delta of a third of the base or more is stored as a base instead, and once the
+    deltas since a base outweigh it the next batch is a base: recovery reads at most
+    about two bases' worth, however the output arrives."""
+    session = await store.session()
+    out = sink(max_bytes=30_000)
+    ds = durable(session, out, rebase_every=10_000)
+    out.write("a" * 9_000 + "\n")
+    await ds.checkpoint()
+    out.write("b" * 4_000 + "\n")  # 4 KB against a 9 KB base: stored as a base
+    await ds.checkpoint()
+    assert ds.stats.bases == 2
+    for i in range(40):  # small deltas until they outweigh the base
+        out.write(f"{i:03d}" + "c" * 500 + "\n")
+        await ds.checkpoint()
+        got = await recover(session, ds.address)
+        assert got is not None and got.value == out.snapshot()
+        base, *deltas = [len(encode_json(e.value)) for e in await session.read_list(ds.address)]
+        assert sum(deltas) < base + 600  # the deltas since the base never outweigh it by
+        # more than the one that tipped them over
+    assert ds.stats.bases > 2
 
 
 async def test_recover_of_nothing_is_none(store: Store) -> None:
@@ -167,7 +211,9 @@ async def test_failed_commit_makes_the_next_batch_a_base(store: Store) -> None:
     out.write("three\n")
     assert await ds.checkpoint()
     els = await inner.read_list(ds.address)
-    assert [e.tag for e in els] == ["base", "base"]  # the ops lost with #2 are in the base
+    # The ops lost with #2 are in a new base, which replaced the first one.
+    assert [e.tag for e in els] == ["base"] and ds.stats.bases == 2
+    assert "three" in str(els[0].value)
     got = await recover(inner, ds.address)
     assert got is not None and got.value == out.snapshot()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from toolfold.storage import Write, delete_value, set_value
+from toolfold.storage import Write, delete_list, delete_value, set_value
 
 from ._addresses import operation_memo_seed, operation_tool_memo, validate_memo_name
 from ._errors import MemoError
@@ -66,7 +66,8 @@ async def commit_memo(
             if memo is None or memo is MISSING
             else set_value(memo_address, memo)
         )
-        return [memo_write, checkpoint, set_value(seed_address, wire)]
+        # A base: the batches before it are dead (see DurableStream.plan).
+        return [memo_write, delete_list(stream.address), checkpoint, set_value(seed_address, wire)]
 
     try:
         await stream.session.commit(plan)

@@ -9,8 +9,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+import orjson
+
 from toolfold.chord import Encoder, Tracker, is_base
-from toolfold.storage import AppendList, ListAddress, Session, StorageError, Write, append_list
+from toolfold.storage import (
+    AppendList,
+    ListAddress,
+    Session,
+    StorageError,
+    Write,
+    append_list,
+    delete_list,
+)
 
 #: Ordinary (paced) checkpoints are committed at most this often, and only when the
 #: stream is dirty. Measured in ``benchmarks/bench_durability.py``: see
@@ -109,6 +119,11 @@ class DurableStream:
         self._clock = clock
         self._encoder = Encoder()
         self._since_base = 0
+        # Encoded sizes of the newest base and of the deltas since: once the deltas
+        # outweigh the base, the next batch is a base (recovery then reads at most about
+        # two windows, and a store keeps at most that much per stream).
+        self._base_bytes: int | None = None
+        self._delta_bytes = 0
         self._need_base = False
         self._last_write: float | None = None
         self._fenced = False
@@ -118,37 +133,65 @@ class DurableStream:
     # -- the payload, evaluated inside the session line ---------------------------------
 
     def plan(self, *, base: bool = False) -> list[Write]:
-        """Take the source's pending ops and return the write that makes them durable
+        """Take the source's pending ops and return the writes that make them durable
         (``[]`` when there is nothing to write or the stream is fenced).
+
+        A base batch is written as ``delete_list`` + ``append_list``: recovery never
+        reads past the newest base, so the batches before it are dead, and dropping them
+        in the same transaction keeps the list — and the pages or memory holding it —
+        at one base plus the deltas since.
 
         Call this only from inside the session line (as or within a commit callable):
         it advances the encoder.
         """
         write = self.plan_batch(base=base)
-        return [] if write is None else [write]
+        if write is None:
+            return []
+        if write.tag == "base":
+            return [delete_list(self.address), write]
+        return [write]
 
     def plan_batch(self, *, base: bool = False) -> AppendList[Any] | None:
-        """Like :meth:`plan`, returning the one ``AppendList`` write or ``None``."""
+        """Like :meth:`plan`, returning the ``AppendList`` write or ``None``."""
         if self._fenced:
             return None
-        if base or self._need_base or self._since_base >= self.rebase_every - 1:
+        if (
+            base
+            or self._need_base
+            or self._since_base >= self.rebase_every - 1
+            or (self._base_bytes is not None and self._delta_bytes >= self._base_bytes)
+        ):
             self.source.rebase()
         ops = self.source.take()
         if not ops:
             return None
-        if is_base(ops):
-            # A base batch resets both codec tables: whatever came before is not needed
-            # to decode what follows, which is what makes tail recovery possible.
-            self._encoder = Encoder()
-            self._since_base = 0
-            self._need_base = False
-            self.stats.bases += 1
-        else:
-            self._since_base += 1
+        if not is_base(ops):
+            wire = self._encoder.encode(ops)
+            size = len(orjson.dumps(wire))
+            # A delta a third of a base or more: store the base instead. It costs at
+            # most three times the delta, replaces everything before it (a store can
+            # reuse that space in place: SQLite then copies far fewer pages from its
+            # WAL), and keeps recovery to one base plus small deltas.
+            if self._base_bytes is None or 3 * size < self._base_bytes:
+                self._since_base += 1
+                self._delta_bytes += size
+                self.stats.batches += 1
+                self._last_write = self._clock()
+                return append_list(self.address, wire)
+            self.source.rebase()
+            ops = self.source.take()
+        # A base batch resets both codec tables: whatever came before is not needed to
+        # decode what follows, which is what makes tail recovery possible.
+        self._encoder = Encoder()
         wire = self._encoder.encode(ops)
+        self._since_base = 0
+        self._delta_bytes = 0
+        self._base_bytes = len(orjson.dumps(wire))
+        self._need_base = False
+        self.stats.bases += 1
         self.stats.batches += 1
         self._last_write = self._clock()
-        return append_list(self.address, wire, tag="base" if is_base(ops) else None)
+        return append_list(self.address, wire, tag="base")
 
     def _lost(self) -> None:
         # A commit that failed took ops from the source and advanced the encoder without
