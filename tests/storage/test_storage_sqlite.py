@@ -250,3 +250,24 @@ async def test_store_from_before_entry_keys_is_upgraded_in_place(tmp_path: Path)
         ]
         assert [e.seq for e in await s.entries_by_key("c1")] == [2]
         assert await s.count_entries(keyed=True) == 1
+
+
+async def test_settlement_gives_retired_pages_back_and_truncates_the_wal(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    async with SqliteRepository(path) as repo:
+        s = await repo.open_session("s", create=True)
+        op = ephemeral_scope("op")
+        for i in range(50):
+            await s.commit([append_list(list_address("out", "x", op), "y" * 5000 + str(i))])
+        grown = path.stat().st_size + (tmp_path / "s.db-wal").stat().st_size
+        await s.commit([append_entry("result"), retire_scope(op)])
+        # While the store is still open: the freed pages are gone and the WAL is empty.
+        assert (tmp_path / "s.db-wal").stat().st_size == 0
+        assert path.stat().st_size < grown / 10
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == _sqlite.PAGE_SIZE
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    finally:
+        conn.close()

@@ -256,9 +256,11 @@ class SqliteRepository(Repository):
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite file {self.path}: {exc}") from exc
         try:
-            # Only take effect on a file that has no tables yet (a new store).
-            conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
-            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            if conn.execute("PRAGMA page_count").fetchone()[0] == 0:
+                # A new file: these only take effect before the first table exists, and
+                # setting them on an existing file would still write to it.
+                conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL").fetchone()
             # Checkpoint the WAL at the same 4 MB as SQLite's default does with 4 KB
             # pages: a checkpoint copies each page once however often it was rewritten,
