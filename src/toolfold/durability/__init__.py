@@ -12,7 +12,10 @@ loop that runs tools one at a time passes ``durability=Durability(session)`` to
   (``_recovery``);
 - ``commit_memo``: a memo and a base-batch checkpoint in one transaction (``_memos``);
 - ``Durability`` / ``DurableOperation``: operations, call records, settlement that
-  retires the operation scope with its last call, pending operations (``_operations``).
+  retires the operation scope with its last call, pending operations (``_operations``);
+- ``start_message`` / ``DurableMessage``: an assistant message being generated,
+  checkpointed the same way, settled (or, after a crash, settled as interrupted)
+  in one transaction with the retirement of its scope (``_messages``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from ._addresses import (
     operation_call,
     operation_memo_seed,
+    operation_message,
     operation_meta,
     operation_tool_memo,
     pending_assistant_output,
@@ -28,6 +32,15 @@ from ._addresses import (
 )
 from ._errors import DurabilityError, MemoError, RecoveryError
 from ._memos import MISSING, commit_memo
+from ._messages import (
+    INTERRUPTED_STOP,
+    DurableMessage,
+    PendingMessage,
+    message_entry,
+    pending_messages,
+    settle_interrupted_message,
+    start_message,
+)
 from ._operations import (
     CallRecord,
     Durability,
@@ -49,16 +62,19 @@ from ._stream import (
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
     "DEFAULT_REBASE_EVERY",
+    "INTERRUPTED_STOP",
     "MISSING",
     "RECOVERY_PAGE",
     "CallRecord",
     "Durability",
     "DurabilityError",
     "DurableInvocation",
+    "DurableMessage",
     "DurableOperation",
     "DurableStream",
     "MemoError",
     "OpSource",
+    "PendingMessage",
     "PendingOperation",
     "RecoveredStream",
     "RecoveryError",
@@ -67,13 +83,18 @@ __all__ = [
     "commit_memo",
     "decode_base",
     "load_memo_seed",
+    "message_entry",
     "operation_call",
     "operation_memo_seed",
+    "operation_message",
     "operation_meta",
     "operation_tool_memo",
     "pending_assistant_output",
+    "pending_messages",
     "pending_tool_output",
     "recover",
+    "settle_interrupted_message",
     "settle_writes",
+    "start_message",
     "validate_memo_name",
 ]

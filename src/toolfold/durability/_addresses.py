@@ -54,6 +54,11 @@ def operation_call(operation_id: str, invocation_id: str) -> ValueAddress[Epheme
     return value("op.calls", f"{operation_id}:{invocation_id}", ephemeral_scope(operation_id))
 
 
+def operation_message(operation_id: str, message_id: str) -> ValueAddress[EphemeralScope]:
+    """What settling an assistant message after a crash needs (its ids)."""
+    return value("op.messages", f"{operation_id}:{message_id}", ephemeral_scope(operation_id))
+
+
 def operation_meta(operation_id: str) -> ValueAddress[EphemeralScope]:
     """Operation-level metadata (run id, the session seq the operation started after)."""
     return value("op.meta", operation_id, ephemeral_scope(operation_id))

@@ -257,8 +257,9 @@ class Durability:
         for scope in await self.session.live_scopes():
             op = scope.id
             meta = await self.session.get_value(operation_meta(op))
-            if not isinstance(meta, dict):
-                # A scope we did not create (or whose start never committed): not ours.
+            if not isinstance(meta, dict) or meta.get("kind") == "assistant":
+                # A scope we did not create (or whose start never committed), or an
+                # assistant message's (pending_messages settles those): not a call's.
                 continue
             calls = [
                 CallRecord.from_json(data, f"op.calls/{key}")

@@ -30,6 +30,7 @@ from toolfold.durability import (
     recover,
 )
 
+from ._assistant import MessageWriter
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
 from ._context import ExecEnv, MemoBackend, ToolContext
 from ._durable_hooks import DurableHooks, ResumeHost, resume
@@ -57,7 +58,18 @@ from ._result import (
     ToolResultMessage,
 )
 from ._tools import ExecuteFn, Tool, tool
-from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+from .events import (
+    HarnessEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    RunEnd,
+    RunStart,
+    ToolEnd,
+    ToolSettled,
+    ToolStart,
+    ToolUpdate,
+)
 
 __all__ = [
     "CANCELLED_MARKER",
@@ -84,6 +96,10 @@ __all__ = [
     "MemoBackend",
     "MemoError",
     "MemoUnavailableError",
+    "MessageEnd",
+    "MessageStart",
+    "MessageUpdate",
+    "MessageWriter",
     "OpSource",
     "Outcome",
     "Pacing",

@@ -15,16 +15,20 @@ from typing import Any, Protocol, cast
 import orjson
 
 from toolfold.durability import (
+    INTERRUPTED_STOP,
     CallRecord,
     Durability,
     DurabilityError,
     DurableInvocation,
     DurableOperation,
+    PendingMessage,
     PendingOperation,
     load_memo_seed,
     operation_call,
+    pending_messages,
     pending_tool_output,
     recover,
+    settle_interrupted_message,
 )
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
 from toolfold.storage import Session, retire_scope, set_value
@@ -34,7 +38,17 @@ from ._context import ToolContext
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import INTERRUPTION_MARKER, ToolResult
 from ._tools import Tool
-from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+from .events import (
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    RunEnd,
+    RunStart,
+    ToolEnd,
+    ToolSettled,
+    ToolStart,
+    ToolUpdate,
+)
 
 JSON = Any
 
@@ -76,6 +90,8 @@ class DurableHooks(ExecutionHooks):
         self._ops: dict[tuple[str, str], DurableOperation] = {}
         self._calls: dict[tuple[str, str], DurableInvocation] = {}
         self._seeds: dict[tuple[str, str], JSON] = {}
+        self.resumed_messages: list[JSON] = []
+        """Transcript entries of the assistant messages :meth:`resume` settled."""
 
     @property
     def session(self) -> Session:
@@ -167,7 +183,20 @@ class DurableHooks(ExecutionHooks):
         results: list[ToolResult] = []
         for pending in await self.durability.pending_operations():
             results.extend(await self._resume_operation(harness, pending))
+        for message in await pending_messages(self.session):
+            self.resumed_messages.append(await self._resume_message(harness, message))
         return results
+
+    async def _resume_message(self, harness: ResumeHost, pending: PendingMessage) -> JSON:
+        # Like an interrupted call: the checkpoint IS the message; subscribers see it
+        # start, one base update and its end, like any message.
+        entry = await settle_interrupted_message(self.session, pending)
+        ids = (pending.run_id, pending.turn_id, pending.message_id)
+        state = {k: entry[k] for k in ("role", "content", "stop_reason", "is_error") if k in entry}
+        harness.bus.publish(MessageStart(*ids))
+        harness.bus.publish(MessageUpdate(*ids, [["r", state]]))
+        harness.bus.publish(MessageEnd(*ids, stop_reason=INTERRUPTED_STOP, is_error=True))
+        return entry
 
     async def _resume_operation(
         self, harness: ResumeHost, pending: PendingOperation

@@ -8,6 +8,7 @@ the ``ToolOutputState``, and any number of independent op streams
 
 from __future__ import annotations
 
+from ._assistant import AssistantMessageState, AssistantOutput, MessageStream
 from ._errors import (
     OutputClosedError,
     OutputError,
@@ -21,7 +22,10 @@ from ._state import ImageContent, TextContent, ToolOutputState, Truncation, Usag
 
 __all__ = [
     "MAX_OUTPUT_DEPTH",
+    "AssistantMessageState",
+    "AssistantOutput",
     "ImageContent",
+    "MessageStream",
     "OpStream",
     "OutputClosedError",
     "OutputError",
