@@ -41,6 +41,7 @@ from ._errors import (
     SubscriberOverflowError,
     ToolDefinitionError,
     ToolError,
+    ToolNotAvailableError,
 )
 from ._execute import (
     DEFAULT_CANCEL_GRACE,
@@ -50,6 +51,7 @@ from ._execute import (
     format_validation_error,
 )
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
+from ._loop import ToolLoop, model_images
 from ._result import (
     CANCELLED_MARKER,
     INTERRUPTION_MARKER,
@@ -116,6 +118,8 @@ __all__ = [
     "ToolDefinitionError",
     "ToolEnd",
     "ToolError",
+    "ToolLoop",
+    "ToolNotAvailableError",
     "ToolResult",
     "ToolResultMessage",
     "ToolSettled",
@@ -124,6 +128,7 @@ __all__ = [
     "TrackerSource",
     "execute_tool_call",
     "format_validation_error",
+    "model_images",
     "operation_tool_memo",
     "pending_assistant_output",
     "pending_tool_output",

@@ -8,7 +8,8 @@
           ├── ToolError                raised BY a tool: a clean, model-visible failure
           ├── MemoUnavailableError     memos used without a durable session attached
           ├── SubscriberOverflowError  an event subscriber fell too far behind and was dropped
-          └── BusClosedError           an event was published on a closed bus
+          ├── BusClosedError           an event was published on a closed bus
+          └── ToolNotAvailableError    a tool name a loop does not have (or cannot add)
 
 A tool may raise anything (that is how it fails); ``ToolError`` only tells the
 harness the message is written for the model, so no exception type is prefixed.
@@ -46,3 +47,7 @@ class SubscriberOverflowError(HarnessError):
 
 class BusClosedError(HarnessError):
     """Raised when publishing on an ``EventBus`` after ``close()``."""
+
+
+class ToolNotAvailableError(HarnessError, ValueError):
+    """A tool name a ``ToolLoop`` does not have, or one a framework cannot add mid-run."""

@@ -6,14 +6,16 @@
 - ``toolfold.integrations.langgraph`` (extra ``langgraph``): LangChain tools, a tool
   node and a router for LangGraph.
 
-Each adapter module imports its framework; this package imports none, so
-``ToolLoop`` (the run-side state every adapter shares) is usable without any.
+Each adapter module imports its framework; this package imports none.
+``ToolLoop`` (the run-side state every adapter shares) is the harness's
+(``toolfold.harness.ToolLoop``), re-exported here.
 Nothing else in toolfold imports this package.
 """
 
 from __future__ import annotations
 
-from ._errors import IntegrationError, ToolNotAvailableError
-from ._loop import ToolLoop, model_images
+from toolfold.harness import ToolLoop, ToolNotAvailableError, model_images
+
+from ._errors import IntegrationError
 
 __all__ = ["IntegrationError", "ToolLoop", "ToolNotAvailableError", "model_images"]

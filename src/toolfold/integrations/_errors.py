@@ -4,7 +4,9 @@
 
     Exception
      └── IntegrationError        anything an adapter refuses or reports
-          └── ToolNotAvailableError  a tool the framework cannot expose as asked
+
+``ToolNotAvailableError`` (an unknown tool name) is the harness's, raised by
+``ToolLoop``; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -12,7 +14,3 @@ from __future__ import annotations
 
 class IntegrationError(Exception):
     """Root of every error raised by ``toolfold.integrations``."""
-
-
-class ToolNotAvailableError(IntegrationError):
-    """A tool name the loop does not have, or one a framework cannot add mid-run."""

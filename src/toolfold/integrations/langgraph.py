@@ -26,9 +26,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from toolfold.chord import apply
-from toolfold.harness import HarnessEvent, ToolEnd, ToolResult, ToolStart, ToolUpdate
-
-from ._loop import ToolLoop
+from toolfold.harness import HarnessEvent, ToolEnd, ToolLoop, ToolResult, ToolStart, ToolUpdate
 
 __all__ = [
     "StreamFold",

@@ -30,10 +30,8 @@ from agents import (
 from agents.tool import ToolOutputImage, ToolOutputText
 from agents.tool_context import ToolContext as AgentsToolContext
 
-from toolfold.harness import Tool, ToolResult
+from toolfold.harness import Tool, ToolLoop, ToolResult
 from toolfold.output import Usage
-
-from ._loop import ToolLoop
 
 __all__ = ["AgentsRunOutcome", "function_tools", "run", "stop_on_terminate", "tool_output"]
 

@@ -21,9 +21,8 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 from pydantic_ai.usage import RunUsage
 from pydantic_core import SchemaValidator, core_schema
 
+from toolfold.harness import ToolLoop, model_images
 from toolfold.output import Usage
-
-from ._loop import ToolLoop, model_images
 
 __all__ = ["AgentRunOutcome", "ToolfoldToolset", "run"]
 

@@ -1,4 +1,5 @@
-"""``ToolLoop``: one agent run's side of toolfold tools, shared by every adapter.
+"""``ToolLoop``: one agent run's side of toolfold tools (the framework adapters and
+the reference agent loop share it).
 
 A framework's loop asks it to run one call at a time; it runs each through
 ``execute_tool_call`` (live events on the bus, durable with a session) and keeps
@@ -14,22 +15,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolfold.durability import Durability
-from toolfold.harness import (
-    DEFAULT_CANCEL_GRACE,
-    EventBus,
-    HarnessEvent,
-    Pacing,
-    RunEnd,
-    RunStart,
-    Tool,
-    ToolContext,
-    ToolResult,
-    execute_tool_call,
-)
 from toolfold.output import ToolOutput, Usage
 from toolfold.storage import Session
 
+from ._bus import EventBus
+from ._context import ToolContext
 from ._errors import ToolNotAvailableError
+from ._execute import DEFAULT_CANCEL_GRACE, Pacing, execute_tool_call
+from ._result import ToolResult
+from ._tools import Tool
+from .events import HarnessEvent, RunEnd, RunStart
 
 _USAGE_KEYS = frozenset(Usage.__annotations__)
 
