@@ -106,3 +106,46 @@ async def test_a_second_repository_follows_a_running_call_on_sqlite(tmp_path: Pa
 @pytest.mark.usefixtures("postgres_url")
 async def test_a_second_repository_follows_a_running_call_on_postgresql(postgres_url: str) -> None:
     await _follow(postgres_url)
+
+
+async def test_a_lane_dropped_while_idle_and_made_again_is_followed_again(tmp_path: Path) -> None:
+    from toolfold.server._follow import Followers
+    from toolfold.server._sessions import SessionPool
+
+    url = f"sqlite:{tmp_path / 'toolfold.db'}"
+    writer_repo, reader_repo = open_repository(url), open_repository(url)
+    lanes = Lanes()
+    followers = Followers(SessionPool(reader_repo), lanes, interval=0.2)
+    try:
+        writer = await writer_repo.create_session(LANE)
+        followers.ensure(LANE)
+        first = lanes.host(LANE)
+        assert lanes.discard(LANE)  # idle: no subscriber, nothing running
+        followers.ensure(LANE)  # a new GET: a new host, and a follower for it
+        second = lanes.host(LANE)
+        assert second is not first and followers.following == [LANE]
+        watcher = second.subscribe()  # a follower stops after a while without subscribers
+        gates = [asyncio.Event()]
+        harness = Harness([_gated_tool(gates)], lane=LANE, session=writer)
+        run = asyncio.create_task(harness.run([ToolCall("c1", "steps", {})], run_id="r1"))
+        try:
+            for _ in range(500):
+                tool_entry = second.view["tools"].get("c1")
+                output = tool_entry["output"] if tool_entry else None
+                if output and "step 0 line 3" in output["content"][0]["text"]:
+                    break
+                await asyncio.sleep(0.02)
+            else:
+                raise AssertionError(f"the new lane never saw the running call: {second.view}")
+            assert second.view["tools"]["c1"]["status"] == "running"
+            gates[0].set()
+            await asyncio.wait_for(run, 30)
+        finally:
+            gates[0].set()
+            if not run.done():
+                run.cancel()
+        watcher.close()
+    finally:
+        await followers.aclose()
+        await writer_repo.close()
+        await reader_repo.close()

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 
-from toolfold.harness import DurabilityError, LaneError, Lanes
+from toolfold.harness import DurabilityError, LaneError, LaneHost, Lanes
 from toolfold.history import SessionFollower
 from toolfold.storage import Repository, StorageError
 
@@ -46,7 +46,7 @@ class Followers:
         self.pool = pool
         self.lanes = lanes
         self.interval = interval
-        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._tasks: dict[str, tuple[asyncio.Task[None], LaneHost]] = {}
 
     @property
     def following(self) -> list[str]:
@@ -54,14 +54,27 @@ class Followers:
         return sorted(self._tasks)
 
     def ensure(self, name: str) -> None:
-        """Follow session ``name`` into lane ``name`` unless that is already done."""
-        if name not in self._tasks:
-            task = asyncio.create_task(self._follow(name), name=f"toolfold follow {name}")
-            self._tasks[name] = task
-            task.add_done_callback(lambda _t: self._tasks.pop(name, None))
+        """Follow session ``name`` into lane ``name`` unless that is already done.
 
-    async def _follow(self, name: str) -> None:
+        A lane dropped while idle and made again is a new host: its follower starts
+        anew (the old one, feeding a closed host, is cancelled)."""
         host = self.lanes.host(name)
+        current = self._tasks.get(name)
+        if current is not None:
+            task, followed = current
+            if followed is host and not task.done():
+                return
+            task.cancel()
+        task = asyncio.create_task(self._follow(name, host), name=f"toolfold follow {name}")
+        self._tasks[name] = (task, host)
+
+        def forget(done: asyncio.Task[None]) -> None:
+            if self._tasks.get(name, (None, None))[0] is done:
+                del self._tasks[name]
+
+        task.add_done_callback(forget)
+
+    async def _follow(self, name: str, host: LaneHost) -> None:
         idle = 0
         async with self.pool.use(name) as session:
             follower = SessionFollower(session, name)
@@ -79,7 +92,7 @@ class Followers:
 
     async def aclose(self) -> None:
         """Stop every follower (their sessions go back to the pool)."""
-        tasks = list(self._tasks.values())
+        tasks = [task for task, _ in self._tasks.values()]
         for task in tasks:
             task.cancel()
         for task in tasks:
