@@ -22,6 +22,7 @@ PUBLIC_PACKAGES = [
     "toolfold.history",
     "toolfold.mcp",
     "toolfold.integrations",
+    "toolfold.agent",
     "toolfold.integrations.pydantic_ai",
     "toolfold.integrations.openai_agents",
     "toolfold.integrations.langgraph",

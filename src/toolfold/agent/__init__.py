@@ -1,0 +1,15 @@
+"""``toolfold.agent``: a small reference agent loop on the harness (extra ``agent``).
+
+``run_agent(task, client=AsyncOpenAI(...), model=..., loop=ToolLoop(...))`` streams
+each model turn through ``MessageWriter`` (assistant output as ops, durable with
+a session) and each tool call through ``ToolLoop`` (bounded results, durable, the
+loop contract: ``terminate`` ends the run, ``add_tools`` changes the next turn's
+tools, ``usage`` is summed), until the model answers or ``max_turns`` is reached.
+"""
+
+from __future__ import annotations
+
+from ._errors import AgentError
+from ._loop import DEFAULT_MAX_TURNS, AgentResult, run_agent
+
+__all__ = ["DEFAULT_MAX_TURNS", "AgentError", "AgentResult", "run_agent"]
