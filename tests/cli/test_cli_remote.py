@@ -47,6 +47,7 @@ def test_run_over_ssh_prints_the_window_and_names_the_remote_spill(
     spill = Path(found.group(1))
     assert spill.parent == tmp_path / "remote-spill" / "far"
     assert spill.read_bytes().startswith(b"1\n2\n3\n")
+    assert f"full output: {spill} (on ssh {sshd_server.destination})" in done.stderr
     # Nothing of it went to the local store's spill directory.
     assert not (tmp_path / "spill").exists()
     failing = toolfold(

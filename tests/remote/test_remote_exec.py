@@ -280,3 +280,50 @@ async def test_a_host_sending_an_endless_line_is_cut_off_not_buffered() -> None:
             await env.exec("true")
     finally:
         await env.aclose()
+
+
+def test_the_host_closes_on_an_endless_request_instead_of_buffering_it(tmp_path: Path) -> None:
+    # The host's side of the same bound: a request line past MAX_LINE_BYTES ends the
+    # session (its commands are killed like on a closed stdin) — memory stays bounded.
+    pid_file = tmp_path / "pid"
+    host = subprocess.Popen(
+        [sys.executable, "-m", "toolfold.cli", "exec-host", "--spill-dir", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert host.stdin is not None and host.stdout is not None
+        assert json.loads(host.stdout.readline())["op"] == "hello"
+        first = [
+            {"op": "hello", "protocol": PROTOCOL_VERSION},
+            {
+                "op": "exec",
+                "id": 1,
+                "command": f"echo $$ > {pid_file}; exec sleep 300",
+                "capture": {
+                    "max_bytes": 100,
+                    "max_lines": 10,
+                    "retain": "tail",
+                    "spill": False,
+                    "min_interval": 0.1,
+                    "target_rate": 1000.0,
+                    "spill_high_water": 1 << 20,
+                },
+            },
+        ]
+        host.stdin.write("".join(json.dumps(r) + "\n" for r in first).encode())
+        host.stdin.flush()
+        pid = read_pid(pid_file)
+        chunk = b"x" * (1 << 20)
+        with contextlib.suppress(BrokenPipeError):
+            for _ in range(80):  # 80 MiB without a newline: past the 64 MiB bound
+                host.stdin.write(chunk)
+            host.stdin.flush()
+        assert host.wait(timeout=60) == 0
+        assert wait_gone(pid)
+        assert b"a request longer than 67108864 bytes" in host.communicate()[1]
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()

@@ -332,7 +332,9 @@ def _summary(
         f"{int(t.get('total_lines', 0)):,} lines / {human_bytes(int(t.get('total_bytes', 0)))}",
     ]
     if spill:
-        parts.append(f"full output: {spill}")
+        # A remote run's spill file is on the exec host: say which.
+        where = f" (on {settings.remote.transport.describe()})" if settings.remote else ""
+        parts.append(f"full output: {spill}{where}")
     parts.append(f"{watcher.elapsed:.1f} s")
     spec = settings.spec
     if spec.kind == "memory":
