@@ -24,6 +24,7 @@ from toolfold.execenv import (
     CallbackError,
     CaptureOptions,
     CommandTransport,
+    ExecError,
     ExecStartError,
     LocalExecEnv,
     ProtocolError,
@@ -327,3 +328,18 @@ def test_the_host_closes_on_an_endless_request_instead_of_buffering_it(tmp_path:
         if host.poll() is None:
             host.kill()
             host.wait()
+
+
+async def test_every_bad_request_gets_an_answer_and_the_connection_lives_on(tmp_path: Path) -> None:
+    # Each of these used to be able to crash a request task on the host without a reply,
+    # leaving the caller waiting forever.
+    async with RemoteExecEnv(local_transport()) as env:
+        with pytest.raises(ExecError, match="embedded null byte"):
+            await env.call("stat", {"path": "a\0b"})
+        with pytest.raises(ExecError, match="'max_bytes' must be a positive integer"):
+            await env.call("read_lines", {"path": str(tmp_path), "max_bytes": 1.5, "max_lines": 2})
+        with pytest.raises(ExecError, match="unknown file operation 'rm'"):
+            await env.call("rm", {"path": "/"})
+        with pytest.raises(ExecError, match="null byte"):
+            await env.exec("echo a\0b")
+        assert (await env.exec("echo fine")).text == "fine\n"

@@ -219,6 +219,8 @@ class ExecHost:
             return  # the client is gone: nobody to tell
         except ExecError as exc:
             reply = error_to_dict(request_id, exc)
+        except Exception as exc:  # every request gets an answer, or its caller waits forever
+            reply = error_to_dict(request_id, ExecError(f"{type(exc).__name__}: {exc}"))
         finally:
             self.cancels.pop(request_id, None)
         with contextlib.suppress(ConnectionError):
@@ -238,12 +240,13 @@ class ExecHost:
                 raise FileOpError(f"'args' must be an object, got {args!r}")
             result = await asyncio.to_thread(fn, args, cancel)
             reply: dict[str, Any] = {"op": "result", "id": request_id, "result": result}
-        except (FileOpError, OSError) as exc:
-            text = (
-                f"{exc.strerror}: {exc.filename}"
-                if isinstance(exc, OSError) and exc.strerror
-                else str(exc)
-            )
+        except Exception as exc:  # every request gets an answer, or its caller waits forever
+            if isinstance(exc, OSError) and exc.strerror:
+                text = f"{exc.strerror}: {exc.filename}"
+            elif isinstance(exc, FileOpError):
+                text = str(exc)
+            else:
+                text = f"{type(exc).__name__}: {exc}"
             reply = {"op": "error", "id": request_id, "kind": type(exc).__name__, "message": text}
         finally:
             self.cancels.pop(request_id, None)
