@@ -343,3 +343,13 @@ async def test_every_bad_request_gets_an_answer_and_the_connection_lives_on(tmp_
         with pytest.raises(ExecError, match="null byte"):
             await env.exec("echo a\0b")
         assert (await env.exec("echo fine")).text == "fine\n"
+
+
+async def test_a_cancel_set_before_exec_still_stops_the_command() -> None:
+    # The cancel request follows the exec request at once; the host must not lose it
+    # because the command's task had not started yet.
+    cancel = asyncio.Event()
+    cancel.set()
+    async with RemoteExecEnv(local_transport()) as env:
+        result = await asyncio.wait_for(env.exec("sleep 300", cancel=cancel), 60)
+        assert result.cancelled and result.exit_code is None

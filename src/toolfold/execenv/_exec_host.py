@@ -151,10 +151,16 @@ class ExecHost:
                 file=sys.stderr,
             )
             return
+        # The cancel event is registered now, not when the task first runs: a cancel
+        # read right after its request must find it.
         if op == "exec":
-            job = self._exec(request_id, message)
+            exec_cancel = asyncio.Event()
+            self.cancels[request_id] = exec_cancel
+            job = self._exec(request_id, message, exec_cancel)
         elif op == "call":
-            job = self._call(request_id, message)
+            call_cancel = threading.Event()
+            self.cancels[request_id] = call_cancel
+            job = self._call(request_id, message, call_cancel)
         else:
             job = self._refuse(
                 request_id, f"unknown request op {op!r}; expected exec, call or cancel"
@@ -169,9 +175,7 @@ class ExecHost:
                 {"op": "error", "id": request_id, "kind": "ExecConfigError", "message": message}
             )
 
-    async def _exec(self, request_id: int, message: dict[str, Any]) -> None:
-        cancel = asyncio.Event()
-        self.cancels[request_id] = cancel
+    async def _exec(self, request_id: int, message: dict[str, Any], cancel: asyncio.Event) -> None:
 
         async def on_update(update: ShellOutputUpdate) -> None:
             # A failed send raises into the publisher: LocalExecEnv kills the command
@@ -226,9 +230,9 @@ class ExecHost:
         with contextlib.suppress(ConnectionError):
             await self.output.send(reply)
 
-    async def _call(self, request_id: int, message: dict[str, Any]) -> None:
-        cancel = threading.Event()
-        self.cancels[request_id] = cancel
+    async def _call(
+        self, request_id: int, message: dict[str, Any], cancel: threading.Event
+    ) -> None:
         fn = FILE_OPS.get(str(message.get("fn")))
         args = message.get("args")
         try:
