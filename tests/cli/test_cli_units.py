@@ -3,6 +3,8 @@ live view's window and status line, call lookup."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import cast
 
@@ -183,3 +185,11 @@ async def test_find_call_by_number_id_and_prefix(keyed: bool) -> None:
         listed = await list_calls(session, last=2, messages=False)
         assert [(c.number, c.tool_call_id) for c in listed] == [(2, "call-abd2"), (3, "x")]
         assert await call_count(session) == (3, 0)
+
+
+def test_run_does_not_import_rich_until_a_terminal_needs_it() -> None:
+    # Start-up: a `run` whose output goes to a pipe never draws the live view, so it must
+    # not pay for importing rich (a fresh interpreter: this one may have it already).
+    code = "import sys, toolfold.cli._run; print('rich' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -7,14 +7,14 @@ import contextlib
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
-
-from rich.console import Console, Group
-from rich.live import Live
-from rich.text import Text
+from typing import TYPE_CHECKING, Any, TextIO
 
 from toolfold.chord import ChordError, apply
 from toolfold.harness import HarnessEvent, ToolSettled, ToolStart, ToolUpdate
+
+if TYPE_CHECKING:
+    from rich.console import Console, Group
+    from rich.live import Live
 
 FRAME_INTERVAL = 0.125
 """Seconds between two frames of the live view (8 frames/s: smooth, and cheap)."""
@@ -131,6 +131,10 @@ class LiveView:
     event loop (no refresh thread touches the folded state while the loop mutates it)."""
 
     def __init__(self, watcher: CallWatcher, title: str, console: Console | None = None) -> None:
+        # rich is imported only here, for a terminal: a `run` whose output goes to a
+        # pipe never pays for importing it.
+        from rich.console import Console
+
         self.watcher = watcher
         self.title = title
         self.console = console if console is not None else Console(stderr=True)
@@ -139,6 +143,9 @@ class LiveView:
 
     def render(self) -> Group:
         """The current frame: title, the last lines of the window, the status line."""
+        from rich.console import Group
+        from rich.text import Text
+
         height = max(3, self.console.size.height - 5)
         width = max(20, self.console.size.width)
         lines = last_lines(self.watcher.text, height).split("\n")
@@ -152,6 +159,8 @@ class LiveView:
 
     def note(self, message: str) -> None:
         """Print one line above the live window."""
+        from rich.text import Text
+
         self.console.print(Text(f"toolfold: {message}"))
 
     async def _frames(self) -> None:
@@ -162,6 +171,8 @@ class LiveView:
 
     def start(self) -> None:
         """Begin drawing (needs a running loop)."""
+        from rich.live import Live
+
         self._live = Live(
             self.render(),
             console=self.console,
