@@ -113,3 +113,23 @@ def test_kill_9_of_toolfold_mid_call_then_resume(sshd_server: SSHServer, tmp_pat
     assert final.startswith(seen.split("\n", 1)[0]) and final.endswith(INTERRUPTION_MARKER)
     ticks = [line for line in final.splitlines() if line.startswith("tick ")]
     assert ticks == [f"tick {i}" for i in range(1, len(ticks) + 1)] and len(ticks) >= 5
+
+
+def test_remote_option_errors_are_one_line_and_record_nothing(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'toolfold.db'}"
+    for args, message in (
+        (["--ssh", "a@b", "--exec-host", "env"], "--ssh and --exec-host exclude each other"),
+        (["--ssh-option", "-p 2"], "need --ssh DEST or --exec-host PREFIX"),
+        (["--exec-host", "env", "--ssh-option", "-p 2"], "--ssh-option needs --ssh DEST"),
+        (["--ssh", "-oProxyCommand=x"], "SSH destination must be user@host"),
+        (
+            ["--exec-host", "env", "--remote-command", "toolfold-not-here exec-host"],
+            "toolfold exec-host is not installed on env",
+        ),
+    ):
+        done = toolfold("run", "--store", store, *args, "--", "true", cwd=tmp_path)
+        assert done.returncode == 2, (args, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("toolfold: error: "), done.stderr
+        assert message in lines[0], (args, lines[0])
+    assert not (tmp_path / "toolfold.db").exists()  # refused before the store was opened
