@@ -3,7 +3,8 @@
 Each request to ``POST /v1/chat/completions`` is recorded and answered with the next
 scripted response: a list of chunk dicts sent as ``data:`` events, then ``[DONE]``.
 A response may instead end with ``"DROP"`` (the server closes the connection mid
-stream) or contain a raw string (sent as is: a malformed chunk)."""
+stream) or ``"HOLD"`` (the stream stays open until the server stops), or contain a
+raw string (sent as is: a malformed chunk)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ class ScriptedServer:
         self.repeat_last = repeat_last
         self.requests: list[dict[str, Any]] = []
         self._server: asyncio.Server | None = None
+        self._stop = asyncio.Event()
         self.base_url = ""
 
     async def __aenter__(self) -> ScriptedServer:
@@ -87,6 +89,7 @@ class ScriptedServer:
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
+        self._stop.set()
         self._server.close()
         await self._server.wait_closed()
 
@@ -112,6 +115,9 @@ class ScriptedServer:
                 b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
             )
             for chunk in response:
+                if chunk == "HOLD":
+                    await self._stop.wait()
+                    return
                 if chunk == "DROP":
                     writer.transport.abort()
                     return

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolfold.durability import pending_messages
 from toolfold.execenv import LocalExecEnv
-from toolfold.harness import Harness, RecoveryError, ToolContext, ToolResult
+from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
 from toolfold.storage import CorruptStoreError, StorageError
 
 from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
@@ -184,7 +185,8 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         session = await open_existing_session(repo, spec, session_name)
         calls = await list_calls(session)
         pending = [c for c in calls if not c.settled]
-        if not pending:
+        messages = await pending_messages(session)
+        if not pending and not messages:
             print(f"nothing to resume in session {session_name}: every call has settled")
             return 0
         live = [c for c in pending if process_alive(c.record)]
@@ -208,6 +210,15 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
             ) from exc
         for result in results:
             print(_resumed_line(result, harness))
+        hooks = harness.hooks
+        for entry in hooks.resumed_messages if isinstance(hooks, DurableHooks) else ():
+            text = "".join(
+                p.get("text", "") for p in entry.get("content", []) if p.get("type") == "text"
+            )
+            print(
+                f"assistant message {entry['message_id']}: settled from its last checkpoint "
+                f"as interrupted ({len(text):,} characters of text kept)"
+            )
         print(
             f"resumed {len(results)} call(s) in session {session_name}; "
             f"see `toolfold show {session_name} CALL`"
