@@ -16,8 +16,9 @@ from ._errors import (
     OutputPolicyError,
     OutputValueError,
 )
+from ._opstream import OpStream
 from ._retention import OutputPolicy, Retain
-from ._sink import MAX_OUTPUT_DEPTH, OpStream, SinkState, ToolOutput, image_block
+from ._sink import MAX_OUTPUT_DEPTH, SinkState, ToolOutput, image_block
 from ._state import ImageContent, TextContent, ToolOutputState, Truncation, Usage
 
 __all__ = [
