@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import secrets
 import socket
 import statistics
 import subprocess
@@ -87,8 +88,10 @@ def free_port() -> int:
 def server_figures(store: str, cwd: Path) -> tuple[float, int]:
     """Median seconds of 3 ``?limit=100`` requests and the server's peak RSS (KiB)."""
     port = free_port()
+    token = secrets.token_urlsafe(32)
+    auth = {"Authorization": f"Bearer {token}"}
     proc = subprocess.Popen(
-        [*TOOLFOLD, "serve", "--port", str(port), "--store", store],
+        [*TOOLFOLD, "serve", "--port", str(port), "--store", store, "--token", token],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -97,7 +100,7 @@ def server_figures(store: str, cwd: Path) -> tuple[float, int]:
     try:
         for _ in range(300):  # bounded: at most ~30 s for the server to answer
             try:
-                if httpx.get(f"{base}/v1/sessions", timeout=2).status_code == 200:
+                if httpx.get(f"{base}/v1/sessions", headers=auth, timeout=2).status_code == 200:
                     break
             except httpx.TransportError:
                 time.sleep(0.1)
@@ -106,7 +109,7 @@ def server_figures(store: str, cwd: Path) -> tuple[float, int]:
         times = []
         for _ in range(3):
             start = time.perf_counter()
-            r = httpx.get(f"{base}/v1/sessions/S/calls?limit=100", timeout=120)
+            r = httpx.get(f"{base}/v1/sessions/S/calls?limit=100", headers=auth, timeout=120)
             times.append(time.perf_counter() - start)
             if r.status_code != 200 or len(r.json()["calls"]) != 100:
                 raise SystemExit(f"unexpected answer {r.status_code}: {r.text[:200]}")
