@@ -297,6 +297,7 @@ def test_websockets_get_the_same_checks() -> None:
     refused = asyncio.run(attempt([host]))
     assert refused[0]["type"] == "websocket.close" and refused[0]["code"] == 1008
     assert "no token" in refused[0]["reason"] and seen == []
+    assert len(refused[0]["reason"].encode()) <= 123  # what a close frame can carry
     refused = asyncio.run(attempt([(b"host", b"evil.example"), auth]))
     assert "is not allowed" in refused[0]["reason"] and seen == []
     assert asyncio.run(attempt([host, auth])) == [] and seen == ["websocket"]

@@ -205,7 +205,9 @@ class Guard:
             replay = await self._check_body(scope, headers, receive)
         except _Refused as refused:
             if kind == "websocket":
-                await send({"type": "websocket.close", "code": 1008, "reason": str(refused)})
+                # A close reason holds at most 123 bytes.
+                reason = str(refused).encode()[:123].decode(errors="ignore")
+                await send({"type": "websocket.close", "code": 1008, "reason": reason})
             else:
                 await _refuse(send, refused)
             return
