@@ -9,15 +9,27 @@ lane host (``_lane.py``) runs it on a tracked view to replicate it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 from toolfold.chord import ChordError, JSONValueError, apply
 
-from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+from .events import (
+    HarnessEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    RunEnd,
+    RunStart,
+    ToolEnd,
+    ToolSettled,
+    ToolStart,
+    ToolUpdate,
+)
 
 __all__ = [
     "DEFAULT_SETTLED_TOOLS",
     "DEFAULT_TRANSCRIPT_TAIL",
+    "LaneMessage",
     "LaneOperation",
     "LaneTool",
     "LaneView",
@@ -53,14 +65,30 @@ class LaneTool(TypedDict):
     """The folded ``ToolOutputState`` (``None`` until the first, base, update arrives)."""
 
 
+class LaneMessage(TypedDict):
+    """One assistant message as the lane sees it: identity, status, its folded state."""
+
+    run_id: str
+    turn_id: str
+    status: Literal["running", "ok", "error"]
+    stop_reason: str | None
+    output: Any
+    """The folded ``AssistantMessageState`` (its ``tool_call`` parts name the calls
+    in ``tools`` that it asked for)."""
+
+
 class LaneView(TypedDict):
-    """A lane's state: the operation, its tool calls with folded output, a transcript tail."""
+    """A lane's state: the operation, its tool calls with folded output, a transcript
+    tail, and (once a lane sees one) its assistant messages in ``messages`` /
+    ``message_order``."""
 
     lane: str
     operation: LaneOperation | None
     tools: dict[str, LaneTool]
     order: list[str]
     transcript: list[dict[str, Any]]
+    messages: NotRequired[dict[str, LaneMessage]]
+    message_order: NotRequired[list[str]]
 
 
 def new_lane_view(lane: str) -> LaneView:
@@ -114,6 +142,10 @@ def reduce_lane_snapshot(
       copying it (``"output_ref": ["tools", id, "output"]``, no ``content`` /
       ``details``), so a settled result never crosses a subscription twice.
     - ``RunEnd``: the operation (if it is this run) becomes ``"done"``.
+    - ``MessageStart`` / ``MessageUpdate`` / ``MessageEnd``: an assistant message in
+      ``messages`` (created with ``message_order`` on the first one), its ops
+      folded like a call's output; settled messages past the newest
+      ``settled_tools`` leave.
 
     Anything else is ignored. ``view`` may be a plain dict or a tracked proxy: the
     reducer only reads, assigns, deletes and uses list mutators, so a tracker
@@ -145,6 +177,30 @@ def reduce_lane_snapshot(
     elif isinstance(event, ToolSettled):
         _reduce_settled(view, event, transcript_tail)
         _trim_settled(view, settled_tools)
+    elif isinstance(event, MessageUpdate):
+        message = view.get("messages", {}).get(event.message_id)
+        if message is not None:
+            _reduce_output(message, event.ops)
+    elif isinstance(event, MessageStart):
+        if "messages" not in view:
+            view["messages"] = {}
+            view["message_order"] = []
+        known = event.message_id in view["messages"]
+        view["messages"][event.message_id] = {
+            "run_id": event.run_id,
+            "turn_id": event.turn_id,
+            "status": "running",
+            "stop_reason": None,
+            "output": None,
+        }
+        if not known:
+            view["message_order"].append(event.message_id)
+    elif isinstance(event, MessageEnd):
+        message = view.get("messages", {}).get(event.message_id)
+        if message is not None:
+            message["status"] = "error" if event.is_error else "ok"
+            message["stop_reason"] = event.stop_reason
+            _trim_messages(view, settled_tools)
     elif isinstance(event, RunStart):
         view["operation"] = {"run_id": event.run_id, "status": "running"}
     elif isinstance(event, RunEnd):
@@ -153,15 +209,28 @@ def reduce_lane_snapshot(
             operation["status"] = "done"
 
 
+def _trim_messages(view: LaneView, keep: int) -> None:
+    order = view.get("message_order", [])
+    settled = [m for m in order if view["messages"][m]["status"] != "running"]
+    for message_id in settled[: max(0, len(settled) - keep)]:
+        order.remove(message_id)
+        del view["messages"][message_id]
+
+
 def _reduce_update(view: LaneView, event: ToolUpdate) -> None:
     tool = view["tools"].get(event.tool_call_id)
     if tool is None:
         return
+    _reduce_output(tool, event.ops)
+
+
+def _reduce_output(tool: Any, ops: list[Any]) -> None:
+    """Apply ``ops`` to ``tool["output"]`` (a call's or an assistant message's)."""
     if type(tool) is dict:
         # A plain view: apply in place. `apply` is atomic and proportional to the
         # change; it returns the new value when the batch replaces the root.
         try:
-            tool["output"] = apply(tool["output"], event.ops)
+            tool["output"] = apply(tool["output"], ops)
         except ChordError:
             return
         return
@@ -171,7 +240,7 @@ def _reduce_update(view: LaneView, event: ToolUpdate) -> None:
     # the tracker diffs container over container and emits the small ops
     # (`a` for a grown text, `t`+`a` for a slid window, `p` for a new image).
     try:
-        output = apply(_plain(tool["output"]), event.ops)
+        output = apply(_plain(tool["output"]), ops)
     except ChordError:
         return
     try:
