@@ -4,9 +4,12 @@ and the invariant violations found (target: 0).
 Run: ``.venv/bin/python benchmarks/bench_crashkill.py [--points N]`` (default 500 per
 backend). Uses the suite's child and checker (tests/durability/crashkill_*.py): a
 fork-server child runs bash (spilling), a memoising multi-step tool and a details-heavy
-tool on JSONL or SQLite and SIGKILLs itself at storage call #k — on JSONL every other
+tool on JSONL or SQLite while it streams a durable assistant message (thinking, text,
+tool-call argument deltas), and SIGKILLs itself at storage call #k — on JSONL every other
 pass first cuts commit #k's record short (a torn write) — then the store is reopened,
-the operation resumed and the four invariants of docs/durability.md are checked.
+the operation resumed and the four invariants of docs/durability.md are checked — for
+the message: recovery shows its last checkpoint, resume settles it once (interrupted,
+that text kept; or whole if its settlement had committed).
 Also runs the two ordered memo designs docs/durability.md rejects, to show they are caught.
 """
 
@@ -43,6 +46,7 @@ async def main() -> None:
                     len(outcomes),
                     sum(o.killed for o in outcomes),
                     sum(o.killed and o.torn for o in outcomes),
+                    sum(o.partial_message for o in outcomes),
                     len(bad),
                     seconds,
                 )
@@ -67,6 +71,7 @@ async def main() -> None:
                     len(outcomes),
                     sum(o.killed for o in outcomes),
                     0,
+                    sum(o.partial_message for o in outcomes),
                     len(bad),
                     seconds,
                 )
@@ -76,11 +81,15 @@ async def main() -> None:
     print("### Crash-kill\n")
     print(f"Command: `.venv/bin/python benchmarks/bench_crashkill.py --points {args.points}`\n")
     print(
-        "| backend | memo design | kill points | killed mid-run | torn record | runs violating an invariant | time |"
+        "| backend | memo design | kill points | killed mid-run | torn record "
+        "| partial answer kept | runs violating an invariant | time |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-    for backend, design, n, killed, torn, bad, seconds in rows:
-        print(f"| {backend} | {design} | {n} | {killed} | {torn} | {bad} | {seconds:.0f} s |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for backend, design, n, killed, torn, partial, bad, seconds in rows:
+        print(
+            f"| {backend} | {design} | {n} | {killed} | {torn} | {partial} | {bad} "
+            f"| {seconds:.0f} s |"
+        )
     print()
     for broken, counter in symptoms.items():
         print(f"- {broken}: " + ", ".join(f"{k} ×{v}" for k, v in counter.items()))

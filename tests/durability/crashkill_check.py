@@ -16,7 +16,14 @@ from typing import Any
 import crashkill_child as child
 import orjson
 
-from toolfold.durability import Durability, load_memo_seed, pending_tool_output, recover
+from toolfold.durability import (
+    Durability,
+    load_memo_seed,
+    pending_assistant_output,
+    pending_messages,
+    pending_tool_output,
+    recover,
+)
 from toolfold.harness import INTERRUPTION_MARKER, DurableHooks, resume
 from toolfold.storage import open_repository
 
@@ -61,6 +68,8 @@ class Outcome:
     torn: bool
     killed: bool
     violations: list[str] = field(default_factory=list)
+    partial_message: bool = False
+    """Resume settled the assistant message as interrupted with some text kept."""
 
 
 def store_url(backend: str, directory: Path) -> str:
@@ -87,6 +96,9 @@ class Trace:
     started: bool
     complete: bool
     calls: int
+    message: dict[str, str] = field(default_factory=dict)
+    """The assistant message's ``start`` / ``settle`` commits: ``"done"`` (returned) or
+    ``"in_flight"`` (planned, not returned at the kill); absent: never planned."""
 
 
 def read_trace(path: Path) -> Trace:
@@ -109,9 +121,12 @@ def read_trace(path: Path) -> Trace:
     committed: dict[str, list[Any]] = {}
     in_flight: dict[str, list[Any]] = {}
     memo: dict[str, list[Any]] = {}
+    message: dict[str, str] = {}
     for n in sorted(plans):
         if n in torn:
             continue  # cut short before the kill: must not be durable
+        for what in plans[n].get("msg", []):
+            message[what] = "done" if n in done else "in_flight"
         for inv, state in plans[n]["lists"].items():
             if n in done:
                 committed.setdefault(inv, []).append(state)
@@ -124,15 +139,18 @@ def read_trace(path: Path) -> Trace:
                 memo[inv] = [state]
             else:
                 memo.setdefault(inv, [None]).append(state)
-    return Trace(committed, in_flight, memo, 1 in done, complete, calls)
+    return Trace(committed, in_flight, memo, 1 in done, complete, calls, message)
 
 
 def interrupted_text(text: str) -> str:
     return text + ("\n" if text and not text.endswith("\n") else "") + INTERRUPTION_MARKER
 
 
-async def check(backend: str, directory: Path, req: dict[str, Any]) -> list[str]:
-    """Reopen the store a killed child left, resume, and return invariant violations."""
+async def check(
+    backend: str, directory: Path, req: dict[str, Any], out: Outcome | None = None
+) -> list[str]:
+    """Reopen the store a killed child left, resume, and return invariant violations
+    (``out.partial_message`` says whether a partial answer was kept)."""
     v: list[str] = []
     trace = read_trace(directory / "trace.jsonl")
     repo = open_repository(req["url"])
@@ -164,12 +182,27 @@ async def check(backend: str, directory: Path, req: dict[str, Any]) -> list[str]
                     v.append(
                         f"{inv}: memo seed differs from the state committed with the last memo"
                     )
-        settled_before = {e.value["tool_call_id"] for e in await session.read_entries()}
+        recovered_message = await _check_recovered_message(session, trace, v)
+        settled_before = {
+            e.value.get("tool_call_id") or e.value.get("message_id")
+            for e in await session.read_entries()
+        }
         harness = child.build_harness(session, directory, DurableHooks(durability))
         await resume(harness)
         entries: dict[str, list[Any]] = {}
+        messages: list[Any] = []
         for e in await session.read_entries():
-            entries.setdefault(e.value["tool_call_id"], []).append(e.value)
+            if e.value.get("role") == "assistant":
+                messages.append(e.value)
+            else:
+                entries.setdefault(e.value["tool_call_id"], []).append(e.value)
+        _check_settled_message(req, trace, messages, settled_before, recovered_message, v)
+        if out is not None:
+            out.partial_message = any(
+                m["stop_reason"] == "interrupted"
+                and any(p.get("type") == "text" and p.get("text") for p in m["content"])
+                for m in messages
+            )
         for call in child.calls(req["seed"]):
             if not trace.started and not entries:
                 break  # killed before the operation was recorded: it never started
@@ -222,6 +255,62 @@ async def check(backend: str, directory: Path, req: dict[str, Any]) -> list[str]
     return v
 
 
+async def _check_recovered_message(session: Any, trace: Trace, v: list[str]) -> Any:
+    """The partial message recovery shows: the message's state at its last committed
+    checkpoint (or one in flight at the kill). Returns it (``None``: nothing yet, or
+    no pending message)."""
+    pending = await pending_messages(session)
+    if len(pending) > 1:
+        v.append(f"{len(pending)} pending assistant messages, want at most 1")
+    value = None
+    for p in pending:
+        got = await recover(session, pending_assistant_output(p.operation_id, p.message_id))
+        value = None if got is None else got.value
+        committed = trace.committed.get(child.MESSAGE_ID, [])
+        acceptable = [
+            committed[-1] if committed else None,
+            *trace.in_flight.get(child.MESSAGE_ID, []),
+        ]
+        if value not in acceptable:
+            older = value in committed
+            v.append(
+                "message: recovered state is not the last committed checkpoint "
+                f"({'an older one' if older else 'no producer state at all'})"
+            )
+    return value
+
+
+def _check_settled_message(
+    req: dict[str, Any],
+    trace: Trace,
+    messages: list[Any],
+    settled_before: set[Any],
+    recovered: Any,
+    v: list[str],
+) -> None:
+    """After resume: the message settled exactly once (if its start was durable) —
+    whole when its settlement committed, else its checkpoint kept as interrupted."""
+    start = trace.message.get("start")
+    wanted = {"done": (1,), "in_flight": (0, 1)}.get(start or "", (0,))
+    if len(messages) not in wanted:
+        v.append(f"message: {len(messages)} transcript entries, want {wanted} (start {start})")
+    if not messages:
+        return
+    entry = messages[0]
+    state = {k: entry.get(k) for k in ("content", "stop_reason", "is_error")}
+    whole = child.expected_message(req["seed"])
+    if entry["stop_reason"] != "interrupted":
+        want = {k: whole.get(k) for k in ("content", "stop_reason", "is_error")}
+        if state != want:
+            v.append("message: settled without interruption but not the whole message")
+        return
+    if child.MESSAGE_ID in settled_before or trace.message.get("settle") == "done":
+        v.append("message: its settlement committed before the kill, yet resume settled it")
+    kept = [] if recovered is None else recovered.get("content", [])
+    if entry["content"] != kept or entry["is_error"] is not True:
+        v.append("message: the interrupted message is not its last checkpoint (text lost)")
+
+
 async def run_points(
     backend: str,
     base: Path,
@@ -265,7 +354,7 @@ async def run_points(
             out = Outcome(kill_at, torn, answer.get("signal") == 9)
             if answer.get("exit") not in (None, 0):
                 out.violations.append(f"child failed with exit {answer['exit']} (not a kill)")
-            out.violations.extend(await check(backend, d, req))
+            out.violations.extend(await check(backend, d, req, out))
             outcomes.append(out)
             if not out.violations:
                 shutil.rmtree(d, ignore_errors=True)

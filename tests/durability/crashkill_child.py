@@ -15,6 +15,11 @@ A request: ``{"url": store url, "dir": run directory, "kill_at": k (0: never),
 state of each durable batch *as computed inside the session line* (``plan``), then
 ``done`` once the commit returned (``torn`` instead when the record was cut).
 
+While the tools run, the grandchild also streams one assistant message through a
+durable ``MessageWriter`` (thinking, text and tool-call argument deltas, a yield after
+each), so kills land inside its paced ``pending.assistant_output`` checkpoints and its
+settlement too; the trace records the message's state for each of its batches.
+
 The tool definitions and expected outputs live here too; the test imports them to
 resume in its own process and check the invariants of docs/durability.md.
 """
@@ -37,15 +42,34 @@ from pydantic import BaseModel
 
 from toolfold.durability import Durability
 from toolfold.execenv import LocalExecEnv
-from toolfold.harness import MISSING, DurableHooks, Harness, Tool, ToolCall, ToolContext, tool
-from toolfold.output import OutputPolicy, ToolOutput
-from toolfold.storage import AppendList, FsyncPolicy, Session, SetValue, open_repository
+from toolfold.harness import (
+    MISSING,
+    DurableHooks,
+    Harness,
+    MessageWriter,
+    Tool,
+    ToolCall,
+    ToolContext,
+    tool,
+)
+from toolfold.output import AssistantMessageState, AssistantOutput, OutputPolicy, ToolOutput
+from toolfold.storage import (
+    AppendEntry,
+    AppendList,
+    FsyncPolicy,
+    Session,
+    SetValue,
+    open_repository,
+)
 
 SESSION = "crash"
 RUN_ID = "op1"
 TURN_ID = "t1"
 STEPS = 5
 PARTS = 3
+MESSAGE_ID = "m1"
+MESSAGE_DELTAS = 24
+MESSAGE_STOP = "tool_calls"
 
 
 class StepParams(BaseModel):
@@ -154,6 +178,61 @@ def build_harness(session: Any, directory: Path, hooks: DurableHooks | None = No
     )
 
 
+def message_deltas(seed: int) -> list[tuple[Any, ...]]:
+    """The assistant message's deltas: reasoning, answer text, two tool calls whose
+    argument text streams in pieces (deterministic per seed)."""
+    rng = random.Random(seed * 7919 + 1)
+    deltas: list[tuple[Any, ...]] = []
+    for i in range(MESSAGE_DELTAS):
+        word = "".join(rng.choice("abcdefgh ") for _ in range(rng.randrange(1, 30)))
+        if i < 4:
+            deltas.append(("thinking", f"[{i}] {word}"))
+        elif i < 16:
+            deltas.append(("text", f"[{i}] {word}\n"))
+        else:
+            index = (i - 16) % 2
+            args = f'{{"n": {i}, "w": "{word}"}}' if i >= 22 else f"[{i}]{word}"
+            deltas.append(("tool_call", index, f"call-{index}", f"tool{index}", args))
+    return deltas
+
+
+def apply_delta(out: AssistantOutput, delta: tuple[Any, ...]) -> None:
+    kind = delta[0]
+    if kind == "thinking":
+        out.thinking(delta[1])
+    elif kind == "text":
+        out.text(delta[1])
+    else:
+        out.tool_call(delta[1], id=delta[2], name=delta[3], arguments=delta[4])
+
+
+def expected_message(seed: int) -> AssistantMessageState:
+    """The settled message of an uninterrupted run."""
+    out = AssistantOutput()
+    for delta in message_deltas(seed):
+        apply_delta(out, delta)
+    out.end(MESSAGE_STOP)
+    return out.snapshot()
+
+
+async def stream_message(session: Any, harness: Harness, seed: int, hooks: Any) -> None:
+    """Generate the assistant message durably (checkpoints paced at interval 0)."""
+    writer = MessageWriter(
+        bus=harness.bus,
+        run_id=RUN_ID,
+        turn_id=TURN_ID,
+        message_id=MESSAGE_ID,
+        session=session,
+        interval=0.0,
+    )
+    hooks.message = writer
+    async with writer:
+        for delta in message_deltas(seed):
+            apply_delta(writer.out, delta)
+            await asyncio.sleep(0)  # a yield: lets paced checkpoints interleave
+        writer.out.end(MESSAGE_STOP)
+
+
 # -- the grandchild -------------------------------------------------------------------
 
 
@@ -173,6 +252,7 @@ class RecordingHooks(DurableHooks):
     def __init__(self, durability: Durability) -> None:
         super().__init__(durability)
         self.sinks: dict[str, ToolOutput] = {}
+        self.message: MessageWriter | None = None
 
     async def on_sink_created(
         self, call: Any, sink: ToolOutput, context: ToolContext
@@ -218,15 +298,24 @@ class KillSession:
             ws = writes() if callable(writes) else writes
             lists: dict[str, Any] = {}
             memo: list[str] = []
+            msg: list[str] = []
+            assert self.hooks is not None
             for w in ws:
                 if isinstance(w, AppendList) and w.address.namespace == "pending.tool_output":
                     inv = w.address.key.split(":", 1)[1]
-                    assert self.hooks is not None
                     lists[inv] = self.hooks.sinks[inv]._current_target()
+                if isinstance(w, AppendList) and w.address.namespace == "pending.assistant_output":
+                    assert self.hooks.message is not None
+                    lists[MESSAGE_ID] = self.hooks.message.out.snapshot()
                 if isinstance(w, SetValue) and w.address.namespace == "op.tool_memo_seed":
                     memo.append(w.address.key.split(":", 1)[1])
-            if lists or memo:
-                self.trace.write(ev="plan", n=n, lists=lists, memo=memo)
+                if isinstance(w, SetValue) and w.address.namespace == "op.messages":
+                    msg.append("start")  # the message's operation is recorded
+                entry = w.entry if isinstance(w, AppendEntry) else None
+                if isinstance(entry, dict) and entry.get("role") == "assistant":
+                    msg.append("settle")  # the final message + retirement
+            if lists or memo or msg:
+                self.trace.write(ev="plan", n=n, lists=lists, memo=memo, msg=msg)
             return ws
 
         def planned_then_tear() -> Any:
@@ -337,7 +426,10 @@ async def run_scenario(req: dict[str, Any]) -> None:
     hooks = RecordingHooks(Durability(ks, interval=0.0))  # type: ignore[arg-type]
     ks.hooks = hooks
     harness = build_harness(ks, directory, hooks)
-    await harness.run(calls(req["seed"]), run_id=RUN_ID, turn_id=TURN_ID)
+    await asyncio.gather(
+        harness.run(calls(req["seed"]), run_id=RUN_ID, turn_id=TURN_ID),
+        stream_message(ks, harness, req["seed"], hooks),
+    )
     trace.write(ev="complete", calls=ks.calls)
     await session.close()
     await repo.close()

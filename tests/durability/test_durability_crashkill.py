@@ -1,7 +1,9 @@
 """Crash-kill suite: a child process runs bash (spilling), a memoising multi-step tool and
-a details-heavy tool on JSONL and SQLite and SIGKILLs itself at storage call #k (on JSONL
-also with commit #k's record cut short); the store is reopened, the operation resumed,
-and the four invariants of docs/durability.md checked after every kill."""
+a details-heavy tool on JSONL and SQLite while it streams a durable assistant message,
+and SIGKILLs itself at storage call #k (on JSONL also with commit #k's record cut
+short); the store is reopened, the operation resumed, and the four invariants of
+docs/durability.md checked after every kill — for the message too: recovery shows its
+last checkpoint, resume settles it once, as interrupted keeping that text, or whole."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ async def test_no_invariant_breaks_at_any_kill_point(
     assert killed >= POINTS * 0.6  # the kill points really land inside the run
     if backend == "jsonl":
         assert torn >= POINTS * 0.25
+    # Kills really land inside the message's generation: a partial answer is kept.
+    assert sum(o.partial_message for o in outcomes) >= POINTS * 0.1
     violations = [(o.kill_at, o.torn, v) for o in outcomes for v in o.violations]
     assert violations == []
 
@@ -58,3 +62,19 @@ async def test_the_suite_catches_the_ordered_memo_designs(
         v.split(" after")[0] for o in outcomes for v in o.violations if "c-steps: output" in v
     )
     assert found[f"c-steps: {symptom}"] >= 1, found
+
+
+async def test_the_suite_catches_a_resume_that_drops_the_partial_answer(
+    tmp_path: Path, server: ForkServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Resume settling a crashed message from nothing (as if its checkpoints were
+    # not read back): the checker must report the lost text.
+    import toolfold.durability._messages as messages
+
+    async def nothing_recovered(*args: object, **kwargs: object) -> None:
+        return None
+
+    monkeypatch.setattr(messages, "recover", nothing_recovered)
+    outcomes, _ = await run_points("sqlite", tmp_path, 40, server=server)
+    found = [v for o in outcomes for v in o.violations if v.startswith("message:")]
+    assert "message: the interrupted message is not its last checkpoint (text lost)" in found
