@@ -20,8 +20,11 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    # the tail window of three lines, the details, and the exact total
-    assert proc.stdout.startswith("998\n999\n1000\n")
+    # the tail window of three lines, the notice that says the rest was cut (the
+    # model must not believe it saw everything), the details, and the exact total
+    assert proc.stdout.startswith(
+        "998\n999\n1000\n[Showing the last 3 of 1,000 lines; 997 earlier lines were cut]"
+    )
     assert "{'done': 1000} 1000" in proc.stdout
 
 

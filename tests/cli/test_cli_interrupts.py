@@ -99,7 +99,7 @@ def test_kill_9_then_resume_recovers_the_partial_output(tmp_path: Path) -> None:
     resumed = toolfold("resume", "crash", "--store", store, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "settled from its last checkpoint as interrupted" in resumed.stdout
-    assert "resumed 1 call(s) in session crash" in resumed.stdout
+    assert "resumed 1 call in session crash" in resumed.stdout
     message = json.loads(
         toolfold("show", "crash", "1", "--store", store, "--json", cwd=tmp_path).stdout
     )

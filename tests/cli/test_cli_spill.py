@@ -24,7 +24,7 @@ def test_max_spill_caps_the_spill_file_and_the_footer_says_so(tmp_path: Path) ->
     assert spill.read_bytes() == (b"y\n" * 1_500_000)[: 1 << 20]
     footer = done.stdout.splitlines()[-1]
     assert footer == (
-        "[Showing lines 1498001-1500000 of 1500000 (3.9 KB of 2929.7 KB). "
+        "[Showing lines 1,498,001-1,500,000 of 1,500,000 (3.9 KiB of 2.9 MiB). "
         f"Full output: {spill} (the first 1.0 MiB only: the spill cap (max_spill))]"
     ), footer
 

@@ -115,8 +115,8 @@ def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (0, 1023, 1536, 10 * 1024 * 1024)] == [
         "0 B",
         "1023 B",
-        "1.5 KB",
-        "10.0 MB",
+        "1.5 KiB",
+        "10 MiB",
     ]
 
 
@@ -150,7 +150,7 @@ def test_watcher_folds_only_its_call_and_reports_status() -> None:
     now[0] = 102.0
     assert watcher.text == "a\nb\n"
     assert watcher.status() == (
-        "5,000 lines / 1.9 MB so far · showing 2 lines / 4 B · 2.0 s · 1.0 updates/s · spill: /tmp/x.log"
+        "5,000 lines / 1.9 MiB so far · showing 2 lines / 4 B · 2.0 s · 1.0 updates/s · spill: /tmp/x.log"
     )
     watcher.handle(ToolSettled("r", "t", "c1", {"outcome": "ok"}))
     assert watcher.settled == {"outcome": "ok"}

@@ -3,6 +3,7 @@ the server), and finding one call by number, id or id prefix."""
 
 from __future__ import annotations
 
+from toolfold._units import plural
 from toolfold.history import (
     RUN_RECORD_NAMESPACE,
     CallView,
@@ -45,6 +46,6 @@ async def find_call(session: Session, wanted: str) -> CallView:
         )
     total, _ = await call_count(session)
     raise UnknownCallError(
-        f"no call {wanted!r} in session {name!r} ({total} calls); "
+        f"no call {wanted!r} in session {name!r} ({plural(total, 'call')}); "
         f"see `toolfold show {name}` for numbers and ids"
     )

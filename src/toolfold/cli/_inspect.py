@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from toolfold._units import plural
 from toolfold.durability import pending_messages
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
@@ -145,7 +146,12 @@ def _header(line: str) -> None:
 def _print_settled(call: CallView) -> None:
     message = call.message or {}
     details = message.get("details") or {}
-    extra = ", ".join(f"{k}={v!r}" for k, v in details.items()) if isinstance(details, dict) else ""
+    # What is unknown (a cancelled command has no exit code) is left out, not shown as None.
+    extra = (
+        ", ".join(f"{k}={v!r}" for k, v in details.items() if v is not None)
+        if isinstance(details, dict)
+        else ""
+    )
     _header(
         f"call {call.tool_call_id} ({call.tool_name}): settled, {call.status}"
         + (f"; details: {extra}" if extra else "")
@@ -220,7 +226,7 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
                 f"as interrupted ({len(text):,} characters of text kept)"
             )
         print(
-            f"resumed {len(results)} call(s) in session {session_name}; "
+            f"resumed {plural(len(results), 'call')} in session {session_name}; "
             f"see `toolfold show {session_name} CALL`"
         )
     return 0
@@ -229,7 +235,7 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
 def _resumed_line(result: ToolResult, harness: Harness) -> str:
     tool = harness.tools.get(result.tool_name)
     t = result.state.get("truncation") if result.state is not None else None
-    size = f"{t['total_lines']:,} lines kept" if t else ""
+    size = f"{plural(t['total_lines'], 'line')} kept" if t else ""
     if tool is not None and tool.replay_safe:
         how = f"re-ran seeded from its last memo -> {result.outcome}"
     else:

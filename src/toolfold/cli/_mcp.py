@@ -7,6 +7,7 @@ import secrets
 import sys
 from dataclasses import dataclass
 
+from toolfold._units import plural
 from toolfold.output import OutputPolicy
 
 from ._errors import CliError
@@ -68,7 +69,7 @@ async def mcp_command(options: McpOptions) -> int:
         recovered = await host.recover()
         if recovered:
             print(
-                f"toolfold: settled {len(recovered)} call(s) an earlier server left unsettled "
+                f"toolfold: settled {plural(len(recovered), 'call')} an earlier server left unsettled "
                 f"in session {options.session} as interrupted",
                 file=sys.stderr,
                 flush=True,
@@ -133,7 +134,7 @@ async def proxy_command(options: ProxyOptions) -> int:
         recovered = await host.recover()
         if recovered:
             print(
-                f"toolfold: settled {len(recovered)} call(s) an earlier proxy left unsettled "
+                f"toolfold: settled {plural(len(recovered), 'call')} an earlier proxy left unsettled "
                 f"in session {options.session} as interrupted",
                 file=sys.stderr,
                 flush=True,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolfold._units import plural
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
     DEFAULT_REMOTE_COMMAND,
@@ -329,7 +330,7 @@ def _summary(
     outcome = message.get("outcome", "ok")
     parts = [
         f"{outcome}, exit status {status}",
-        f"{int(t.get('total_lines', 0)):,} lines / {human_bytes(int(t.get('total_bytes', 0)))}",
+        f"{plural(int(t.get('total_lines', 0)), 'line')} / {human_bytes(int(t.get('total_bytes', 0)))}",
     ]
     if spill:
         # A remote run's spill file is on the exec host: say which.

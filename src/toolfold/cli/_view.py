@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
+from toolfold._units import format_bytes, plural
 from toolfold.chord import ChordError, apply
 from toolfold.harness import HarnessEvent, ToolSettled, ToolStart, ToolUpdate
 
@@ -24,14 +25,8 @@ PLAIN_STATUS_INTERVAL = 5.0
 show that a long command is alive, not so many that the log drowns in them."""
 
 
-def human_bytes(n: int) -> str:
-    """``1536`` -> ``"1.5 KB"`` (powers of 1024, as the bash tool's footer counts)."""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover - the loop always returns
+human_bytes = format_bytes
+"""``1536`` -> ``"1.5 KiB"`` (the project's one byte formatter)."""
 
 
 def last_lines(text: str, count: int) -> str:
@@ -104,13 +99,13 @@ class CallWatcher:
         shown_lines = int(t.get("output_lines", total_lines))
         shown_bytes = int(t.get("output_bytes", total_bytes))
         if t.get("truncated"):
-            shown = f"showing {shown_lines:,} lines / {human_bytes(shown_bytes)}"
+            shown = f"showing {plural(shown_lines, 'line')} / {human_bytes(shown_bytes)}"
         else:
             shown = "showing all"
         elapsed = self.elapsed
         rate = self.updates / elapsed if elapsed > 0 else 0.0
         parts = [
-            f"{total_lines:,} lines / {human_bytes(total_bytes)} so far",
+            f"{plural(total_lines, 'line')} / {human_bytes(total_bytes)} so far",
             shown,
             f"{elapsed:.1f} s",
             f"{rate:.1f} updates/s",

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from toolfold._units import format_bytes
+
 from ._errors import SpillError
 
 _MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
@@ -28,14 +30,8 @@ def free_space_reserve(fs_size: int) -> int:
     return min(_MAX_RESERVE, fs_size // 10)
 
 
-def human_size(n: int) -> str:
-    """``1536`` -> ``"1.5 KiB"``."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover - the loop always returns
+human_size = format_bytes
+"""``1536`` -> ``"1.5 KiB"`` (the project's one byte formatter)."""
 
 
 def _refuse(path: Path, why: str) -> SpillError:
@@ -184,7 +180,9 @@ class SpillFile:
         """Bytes on disk so far."""
         return self._written
 
-    def open(self, prefix: bytes, *, max_size: int | None = None) -> tuple[Path | None, int, str | None]:
+    def open(
+        self, prefix: bytes, *, max_size: int | None = None
+    ) -> tuple[Path | None, int, str | None]:
         """Create the directory (if needed) and a new file in it; queue ``prefix``.
 
         Checks free space first: the file may hold at most ``max_size`` bytes and must

@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from toolfold._units import format_bytes, plural
 from toolfold.execenv import AdaptivePublisher, CallbackError
 from toolfold.harness import CallInfo, Durability, DurableHooks, Pacing, ToolContext, ToolResult
 from toolfold.output import ToolOutput
@@ -23,16 +24,9 @@ MAX_LAST_LINE = 80
 """Characters of the latest output line quoted in a progress message."""
 
 
-def _size(n: int) -> str:
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
-
-
 def status_line(total_lines: int, total_bytes: int, text: str) -> str:
-    """``4,000 lines / 38.2 KB so far · last: step 4000`` (one line, bounded)."""
-    status = f"{total_lines:,} lines / {_size(total_bytes)} so far"
+    """``4,000 lines / 38.2 KiB so far · last: step 4000`` (one line, bounded)."""
+    status = f"{plural(total_lines, 'line')} / {format_bytes(total_bytes)} so far"
     # Any whitespace (a carriage return, a Unicode line separator) becomes one space.
     last = " ".join(text.rstrip("\n").rpartition("\n")[2].split())
     if last:

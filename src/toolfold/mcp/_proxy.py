@@ -31,6 +31,7 @@ from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
+from toolfold._units import format_bytes
 from toolfold.execenv import (
     AdaptivePublisher,
     CallbackError,
@@ -64,7 +65,7 @@ def proxy_note(policy: OutputPolicy) -> str:
     end = "end" if policy.retain == "tail" else "start"
     return (
         f"A long result is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
-        f"{policy.max_bytes // 1024} KB); the full text is saved to a spill file you can "
+        f"{format_bytes(policy.max_bytes)}); the full text is saved to a spill file you can "
         f"page with `{READER}`."
     )
 

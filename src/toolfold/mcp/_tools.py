@@ -6,6 +6,7 @@ import importlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from toolfold._units import format_bytes
 from toolfold.harness import Tool
 from toolfold.tools import builtin_tools
 
@@ -22,7 +23,7 @@ def window_note(tool: Tool[Any], *, reader: str | None) -> str:
     end = "end" if policy.retain == "tail" else "start"
     note = (
         f"Output is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
-        f"{policy.max_bytes // 1024} KB); the footer of a cut result says what was left out"
+        f"{format_bytes(policy.max_bytes)}); the footer of a cut result says what was left out"
     )
     if reader is not None and tool.name != reader:
         return (

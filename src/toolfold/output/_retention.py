@@ -54,6 +54,10 @@ class OutputPolicy:
     max_image_bytes: int = 5 * _MiB
     max_total_image_bytes: int = 20 * _MiB
     max_details_bytes: int = 256 * _KiB
+    cut_notice: bool = True
+    """When the text settles cut and the tool set no ``footer()``, a short standard note
+    outside the window says so (``[Showing the last 3 of 1,000 lines; 997 earlier lines
+    were cut]``). ``False`` leaves a cut text as it is."""
 
     def __post_init__(self) -> None:
         if self.retain not in ("head", "tail"):
@@ -74,6 +78,10 @@ class OutputPolicy:
                     f"OutputPolicy.{name} must be a positive int, got {value!r}; "
                     "pass a bound of at least 1"
                 )
+        if not isinstance(self.cut_notice, bool):
+            raise OutputPolicyError(
+                f"OutputPolicy.cut_notice must be a bool, got {self.cut_notice!r}"
+            )
         if self.max_images > 0 and self.max_total_image_bytes < self.max_image_bytes:
             raise OutputPolicyError(
                 f"OutputPolicy.max_total_image_bytes ({self.max_total_image_bytes}) is smaller "

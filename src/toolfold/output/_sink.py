@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfold.chord import MAX_DEPTH, ChordError, Op, track, utf16_len
 
+from ._cutnotice import cut_notice
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._json import dumps, loads
 from ._opstream import OpStream
@@ -233,13 +234,21 @@ class ToolOutput:
     def settle(self, notice: str | None = None) -> ToolOutputState:
         """Freeze the output and return a copy of the final state.
 
-        ``notice`` (an error text, a cancellation marker) is appended to the text
+        A text that was cut and has no ``footer()`` gets the standard cut notice as its
+        footer (unless ``policy.cut_notice`` is off). ``notice`` (an error text, a
+        cancellation marker) is appended to the text
         block *outside* the window, so it is never cut, whatever was written.
         Streams can still ``take()`` the final ops; writes now raise
         ``OutputClosedError``.
         """
         if self._lifecycle is SinkState.SETTLED:
             raise OutputClosedError("settle() called twice on the same ToolOutput")
+        if self.policy.cut_notice and not self._footer:
+            cut = cut_notice(self._window.truncation(), self.policy.retain)
+            if cut:
+                text = self._window.text
+                self._footer = ("\n" if text and not text.endswith("\n") else "") + cut
+                self._text_dirty = True
         if notice:
             text = self._window.text + self._footer
             self._notice = ("\n" if text and not text.endswith("\n") else "") + clean_text(notice)

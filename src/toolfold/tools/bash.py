@@ -6,6 +6,7 @@ import asyncio
 
 from pydantic import BaseModel, Field
 
+from toolfold._units import format_bytes
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
     CaptureOptions,
@@ -29,10 +30,6 @@ class BashParams(BaseModel):
     )
 
 
-def _size(n: int) -> str:
-    return f"{n / 1024:.1f} KB" if n >= 1024 else f"{n} B"
-
-
 def footer(result: ShellExecResult, retain: str = "tail") -> str:
     """The model-visible note on a truncated result: what is shown and where the rest is."""
     t = result.truncation
@@ -48,15 +45,15 @@ def footer(result: ShellExecResult, retain: str = "tail") -> str:
         where = "Full output was not kept"
     if retain == "head":
         if t.first_line_exceeds_limit:
-            shown = f"Showing the first {_size(t.output_bytes)} of line 1"
+            shown = f"Showing the first {format_bytes(t.output_bytes)} of line 1"
         else:
-            shown = f"Showing lines 1-{t.output_lines} of {t.total_lines}"
+            shown = f"Showing lines 1-{t.output_lines:,} of {t.total_lines:,}"
     elif t.last_line_partial:
-        shown = f"Showing the last {_size(t.output_bytes)} of line {t.total_lines}"
+        shown = f"Showing the last {format_bytes(t.output_bytes)} of line {t.total_lines:,}"
     else:
         first = t.total_lines - t.output_lines + 1
-        shown = f"Showing lines {first}-{t.total_lines} of {t.total_lines}"
-    return f"[{shown} ({_size(t.output_bytes)} of {_size(t.total_bytes)}). {where}]"
+        shown = f"Showing lines {first:,}-{t.total_lines:,} of {t.total_lines:,}"
+    return f"[{shown} ({format_bytes(t.output_bytes)} of {format_bytes(t.total_bytes)}). {where}]"
 
 
 BACKGROUND_NOTE = (

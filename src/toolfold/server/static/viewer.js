@@ -124,11 +124,19 @@
     return e;
   }
 
+  // One byte formatter for the whole project (IEC units, see toolfold/_units.py):
+  // units.js defines it, and a browser test checks it against the Python one.
   function fmtBytes(n) {
     if (typeof n !== "number") return "?";
-    if (n < 1024) return n + " B";
-    if (n < 1024 * 1024) return (n / 1024).toFixed(1) + " KB";
-    return (n / 1024 / 1024).toFixed(1) + " MB";
+    return window.toolfoldUnits.formatBytes(n);
+  }
+
+  function plural(n, word) {
+    return typeof n === "number" ? window.toolfoldUnits.plural(n, word) : "? " + word + "s";
+  }
+
+  function group(n) {
+    return typeof n === "number" ? n.toLocaleString("en-US") : "?";
   }
 
   // "showing last N of M lines / full output at PATH", from the truncation
@@ -140,9 +148,9 @@
     if (!tr || !tr.truncated) return null;
     const retain = out.retain || tr.retain || (toolName === "read" || toolName === "grep" ? "head" : "tail");
     const which = retain === "head" ? "first" : "last";
-    let s = "showing " + which + " " + tr.output_lines + " of " + tr.total_lines + " lines (" +
+    let s = "showing " + which + " " + group(tr.output_lines) + " of " + plural(tr.total_lines, "line") + " (" +
       fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + ", limit " +
-      (tr.truncated_by === "bytes" ? fmtBytes(tr.max_bytes) : tr.max_lines + " lines") + ")";
+      (tr.truncated_by === "bytes" ? fmtBytes(tr.max_bytes) : plural(tr.max_lines, "line")) + ")";
     return s;
   }
 
@@ -320,7 +328,7 @@
       viewer.lastSettled = lastSettled;
       if (!first && viewer.session && viewer.session === viewer.lane) showStored(viewer.session);
     }
-    $("transcript-count").textContent = String(tr.length);
+    $("transcript-count").textContent = plural(tr.length, "settled result");
     const ol = $("transcript");
     ol.textContent = "";
     for (const m of tr) {
@@ -330,7 +338,7 @@
       const body = m && Array.isArray(m.output_ref) ? resolve(v, m.output_ref) : m;
       const c = body && Array.isArray(body.content) && body.content[0] && typeof body.content[0].text === "string" ? body.content[0].text : "";
       const lines = c.split("\n");
-      li.textContent = (m && (m.tool_name || m.tool_call_id) || "?") + " — " + lines.length + " lines: " + lines.slice(-1)[0].slice(0, 120);
+      li.textContent = (m && (m.tool_name || m.tool_call_id) || "?") + " — " + plural(lines.length, "line") + ": " + lines.slice(-1)[0].slice(0, 120);
       ol.appendChild(li);
     }
   }
@@ -443,7 +451,7 @@
     }
     const calls = Array.isArray(body.calls) ? body.calls : [];
     title.textContent = "session " + name + " (stored, read-only): " +
-      (calls.length < body.total ? "the last " + calls.length + " of " : "") + body.total + " calls";
+      (calls.length < body.total ? "the last " + calls.length + " of " : "") + plural(body.total, "call");
     const nodes = calls.map((call) => {
       const node = renderTool(storedCards, call.tool_call_id, storedTool(call));
       node.dataset.stored = "1";
