@@ -10,6 +10,24 @@ tools, ``usage`` is summed), until the model answers or ``max_turns`` is reached
 from __future__ import annotations
 
 from ._errors import AgentError
-from ._loop import DEFAULT_MAX_TURNS, AgentResult, run_agent
+from ._history import (
+    History,
+    agent_run_address,
+    agent_run_record,
+    first_messages,
+    rebuild_history,
+)
+from ._loop import DEFAULT_MAX_TURNS, AgentResult, continue_agent, run_agent
 
-__all__ = ["DEFAULT_MAX_TURNS", "AgentError", "AgentResult", "run_agent"]
+__all__ = [
+    "DEFAULT_MAX_TURNS",
+    "AgentError",
+    "AgentResult",
+    "History",
+    "agent_run_address",
+    "agent_run_record",
+    "continue_agent",
+    "first_messages",
+    "rebuild_history",
+    "run_agent",
+]

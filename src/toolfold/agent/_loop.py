@@ -12,10 +12,11 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolfold.harness import MessageWriter, ToolLoop, ToolResult
+from toolfold.harness import MessageWriter, ToolCall, ToolLoop, ToolResult
 from toolfold.storage import Session
 
 from ._errors import AgentError
+from ._history import History, first_messages
 
 DEFAULT_MAX_TURNS = 20
 
@@ -108,13 +109,37 @@ async def run_agent(
     ``terminate``, or ``max_turns`` model turns were made. ``client`` is an
     ``openai.AsyncOpenAI``; ``session`` makes the assistant messages durable (give
     the loop the same one for the tool calls)."""
-    messages: list[dict[str, Any]] = []
-    if system:
-        messages.append({"role": "system", "content": system})
-    messages.append({"role": "user", "content": task})
-    result = AgentResult(stop="max_turns", messages=messages)
+    return await continue_agent(
+        History(first_messages(task, system)),
+        client=client,
+        model=model,
+        loop=loop,
+        session=session,
+        max_turns=max_turns,
+    )
+
+
+async def continue_agent(
+    history: History,
+    *,
+    client: Any,
+    model: str,
+    loop: ToolLoop,
+    session: Session | None = None,
+    max_turns: int = DEFAULT_MAX_TURNS,
+) -> AgentResult:
+    """Go on from ``history`` (``rebuild_history`` of a run a crash cut short): its
+    unanswered tool calls run first, then model turns until ``max_turns`` in all."""
+    messages = history.messages
+    result = AgentResult(stop="max_turns", messages=messages, turns=history.turns)
     async with loop:
-        for turn in range(1, max_turns + 1):
+        if history.unanswered and await _run_calls(
+            loop, history.unanswered, history.turn_id, messages
+        ):
+            result.stop = "terminate"
+        for turn in range(history.turns + 1, max_turns + 1):
+            if result.stop == "terminate":
+                break
             result.turns = turn
             writer = MessageWriter(
                 bus=loop.bus, run_id=loop.run_id, turn_id=f"turn-{turn}", session=session
@@ -146,16 +171,22 @@ async def run_agent(
             if not calls:
                 result.stop, result.answer = "answer", answer
                 break
-            results: list[ToolResult] = await asyncio.gather(
-                *(loop.call(c.name, c.args, c.id, turn_id=f"turn-{turn}") for c in calls)
-            )
-            for r in results:
-                messages.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text})
-            if loop.terminated:
+            if await _run_calls(loop, calls, f"turn-{turn}", messages):
                 result.stop = "terminate"
-                break
     result.tool_usage = dict(loop.usage)
     return result
+
+
+async def _run_calls(
+    loop: ToolLoop, calls: list[ToolCall], turn_id: str, messages: list[dict[str, Any]]
+) -> bool:
+    """Run ``calls`` concurrently, append their bounded results; True: a tool terminated."""
+    results: list[ToolResult] = await asyncio.gather(
+        *(loop.call(c.name, c.args, c.id, turn_id=turn_id) for c in calls)
+    )
+    for r in results:
+        messages.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.text})
+    return loop.terminated
 
 
 def _arguments(writer: MessageWriter, call_id: str) -> str:

@@ -14,6 +14,7 @@ from toolfold.execenv import LocalExecEnv
 from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
 from toolfold.storage import CorruptStoreError, StorageError
 
+from ._agent import agent_to_continue, continue_run
 from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
 from ._run import model_text
@@ -192,7 +193,8 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         calls = await list_calls(session)
         pending = [c for c in calls if not c.settled]
         messages = await pending_messages(session)
-        if not pending and not messages:
+        agent_run = await agent_to_continue(session)
+        if not pending and not messages and agent_run is None:
             print(f"nothing to resume in session {session_name}: every call has settled")
             return 0
         live = [c for c in pending if process_alive(c.record)]
@@ -202,6 +204,11 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
             raise CliError(
                 f"call {c.tool_call_id} of session {session_name!r} is still running in "
                 f"process {pid}; wait for it or stop it, then resume"
+            )
+        if agent_run is not None and process_alive(agent_run):
+            raise CliError(
+                f"the agent run of session {session_name!r} is still running in process "
+                f"{agent_run.get('pid')}; wait for it or stop it, then resume"
             )
         harness = Harness(
             cli_tools(),
@@ -229,6 +236,8 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
             f"resumed {plural(len(results), 'call')} in session {session_name}; "
             f"see `toolfold show {session_name} CALL`"
         )
+        if agent_run is not None:
+            return await continue_run(session, spec, session_name, agent_run)
     return 0
 
 

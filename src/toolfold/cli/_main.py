@@ -55,7 +55,8 @@ def cli() -> None:
     inspect what the store holds (`sessions`, `show`), finish calls a crash left
     unsettled (`resume`), watch calls live in a browser (`serve`), or take the tour
     (`demo`). `run --ssh HOST` runs the command on another machine, where
-    `exec-host` is its far end.
+    `exec-host` is its far end. `agent "task"` runs the reference agent loop on
+    any OpenAI-compatible endpoint.
     """
 
 
@@ -215,13 +216,67 @@ def resume(session_name: str, store: str | None) -> None:
 
     Replay-safe tools are re-run with their output seeded from the state committed
     with their last memo; other tools (bash) are settled from their last checkpoint
-    with the interruption marker. Refuses while the call's process still runs.
+    with the interruption marker; an assistant message is settled as interrupted,
+    keeping its text. A `toolfold agent` run that had not ended then continues from
+    there. Refuses while the call's process still runs.
     """
     from ._inspect import resume_command
 
     spec = resolve_store(store)
     _check_session_name(session_name)
     _exit(_arun(resume_command(spec, session_name), spec))
+
+
+@cli.command(context_settings=CONTEXT)
+@click.argument("task")
+@click.option("--model", required=True, metavar="NAME", help="Model name the endpoint serves.")
+@click.option(
+    "--base-url",
+    metavar="URL",
+    envvar="OPENAI_BASE_URL",
+    help="An OpenAI-compatible Chat Completions endpoint, e.g. http://127.0.0.1:8000/v1 "
+    "for vLLM, llama.cpp or Ollama (default: $OPENAI_BASE_URL, else OpenAI's). "
+    "The key comes from $OPENAI_API_KEY.",
+)
+@click.option("--system", metavar="TEXT", help="A system prompt.")
+@click.option(
+    "--max-turns",
+    type=int,
+    default=20,
+    show_default=True,
+    metavar="N",
+    help="Stop after N model turns (an endless tool loop ends there).",
+)
+@click.option(
+    "--session",
+    "session",
+    metavar="NAME",
+    help="Session to record the run in. Default: a new agent-DATE-TIME-xxxx session.",
+)
+@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+def agent(
+    task: str,
+    model: str,
+    base_url: str | None,
+    system: str | None,
+    max_turns: int,
+    session: str | None,
+    store: str | None,
+) -> None:
+    """Run TASK with the reference agent loop: model -> tools -> model.
+
+    The answer streams to the terminal with its tool calls (bash, read, grep,
+    pytest) under it; every message and call is durable in SESSION, so after a
+    crash `toolfold resume SESSION` settles what was cut and continues the run.
+    """
+    from ._agent import AgentSettings, agent_command
+    from ._run import new_session_name
+
+    spec = resolve_store(store)
+    name = session if session is not None else "agent-" + new_session_name().removeprefix("run-")
+    _check_session_name(name)
+    settings = AgentSettings(spec, name, task, model, base_url, system, max_turns)
+    _exit(_arun(agent_command(settings), spec))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -419,7 +474,9 @@ def mcp_proxy(
     if max_message_bytes < 1024:
         raise CliError(f"--max-message-bytes must be at least 1024, got {max_message_bytes}")
     if upstream_timeout is not None and not upstream_timeout > 0:
-        raise CliError(f"--upstream-timeout must be a number of seconds > 0, got {upstream_timeout}")
+        raise CliError(
+            f"--upstream-timeout must be a number of seconds > 0, got {upstream_timeout}"
+        )
     headers: dict[str, str] = {}
     for header in upstream_headers:
         key, sep, value = header.partition(":")

@@ -1,0 +1,233 @@
+"""``toolfold agent "task"``: the reference agent loop from the shell — a durable session,
+the answer streaming to the terminal with its tool calls, and ``toolfold resume``
+continuing a run a crash cut short from what the store recovered."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import orjson
+
+from toolfold.chord import apply
+from toolfold.harness import (
+    HarnessEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
+    ToolEnd,
+    ToolStart,
+)
+from toolfold.storage import Session, set_value
+
+from ._errors import CliError
+from ._store import StoreSpec, open_store
+
+API_KEY_ENV = "OPENAI_API_KEY"
+"""Where the model client's key comes from (the official client's own variable; a
+local server that checks no key takes any value)."""
+
+
+class AgentConfigError(CliError):
+    """The agent cannot start: no API key, no ``openai`` package, a bad bound."""
+
+
+@dataclass
+class AgentSettings:
+    """Everything ``toolfold agent`` was asked to do."""
+
+    spec: StoreSpec
+    session: str
+    task: str
+    model: str
+    base_url: str | None
+    system: str | None
+    max_turns: int
+
+
+class AgentPrinter:
+    """The live terminal view: each assistant message's text as it streams (folded from
+    its op batches, like any subscriber), then its tool calls, one line each, as they
+    start and end (on ``err``, so ``stdout`` holds only the answers)."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
+        self.states: dict[str, Any] = {}
+        self.printed: dict[str, int] = {}
+
+    def handle(self, event: HarnessEvent) -> None:
+        if isinstance(event, MessageStart):
+            self.states[event.message_id] = None
+            self.printed[event.message_id] = 0
+        elif isinstance(event, MessageUpdate):
+            state = apply(self.states.get(event.message_id), event.ops)
+            self.states[event.message_id] = state
+            self._print_new_text(event.message_id, state)
+        elif isinstance(event, MessageEnd):
+            if self.printed.get(event.message_id):
+                self.out.write("\n")
+                self.out.flush()
+            if event.is_error:
+                self._note(f"the message ended with {event.stop_reason} (its text is kept)")
+            self.states.pop(event.message_id, None)
+        elif isinstance(event, ToolStart):
+            args = orjson.dumps(event.args).decode(errors="replace")
+            self._note(f"-> {event.tool_name} {args[:160]}")
+        elif isinstance(event, ToolEnd):
+            self._note(f"<- {event.tool_call_id} {'error' if event.is_error else 'ok'}")
+
+    def _print_new_text(self, message_id: str, state: Any) -> None:
+        parts = state.get("content", []) if isinstance(state, dict) else []
+        text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+        done = self.printed.get(message_id, 0)
+        if len(text) > done:
+            self.out.write(text[done:])
+            self.out.flush()
+            self.printed[message_id] = len(text)
+
+    def _note(self, line: str) -> None:
+        self.err.write(f"toolfold: {line}\n")
+        self.err.flush()
+
+
+def model_client(base_url: str | None) -> Any:
+    """An ``openai.AsyncOpenAI`` for ``base_url`` with the key from ``$OPENAI_API_KEY``."""
+    key = os.environ.get(API_KEY_ENV)
+    if not key:
+        raise AgentConfigError(
+            f"set ${API_KEY_ENV} to the endpoint's API key (a local server that checks "
+            "none takes any value, e.g. OPENAI_API_KEY=local)"
+        )
+    try:
+        from openai import AsyncOpenAI
+    except ImportError as exc:
+        raise AgentConfigError(
+            "toolfold agent needs the openai package: pip install 'toolfold[agent]'"
+        ) from exc
+    return AsyncOpenAI(base_url=base_url, api_key=key)
+
+
+async def agent_command(settings: AgentSettings) -> int:
+    """Start a durable agent run in a new (or named) session and drive it."""
+    from toolfold.agent import History, agent_run_address, agent_run_record, first_messages
+
+    if settings.max_turns < 1:
+        raise AgentConfigError(f"--max-turns must be at least 1, got {settings.max_turns}")
+    client = model_client(settings.base_url)
+    async with open_store(settings.spec, create=True) as repo:
+        session = await repo.open_session(settings.session, create=True)
+        record = agent_run_record(
+            settings.task,
+            model=settings.model,
+            base_url=settings.base_url,
+            system=settings.system,
+            max_turns=settings.max_turns,
+            run_id=f"agent-{uuid.uuid4().hex[:12]}",
+        )
+        record.update(pid=os.getpid(), host=socket.gethostname())
+        await session.commit([set_value(agent_run_address(), record)])
+        history = History(first_messages(settings.task, settings.system))
+        return await drive(session, settings.spec, settings.session, record, history, client)
+
+
+async def continue_run(
+    session: Session, spec: StoreSpec, session_name: str, record: dict[str, Any]
+) -> int:
+    """``toolfold resume``: go on with an agent run from its recovered transcript."""
+    from toolfold.agent import rebuild_history
+
+    client = model_client(record.get("base_url"))
+    entries = [e.value for e in await session.read_entries() if isinstance(e.value, dict)]
+    history = rebuild_history(
+        entries,
+        task=str(record["task"]),
+        system=record.get("system"),
+        run_id=str(record["run_id"]),
+    )
+    print(
+        f"continuing the agent run of session {session_name} after turn {history.turns}"
+        + (f" ({len(history.unanswered)} tool call(s) to run first)" if history.unanswered else ""),
+        file=sys.stderr,
+    )
+    record = {**record, "pid": os.getpid(), "host": socket.gethostname()}
+    from toolfold.agent import agent_run_address
+
+    await session.commit([set_value(agent_run_address(), record)])
+    return await drive(session, spec, session_name, record, history, client)
+
+
+async def drive(
+    session: Session,
+    spec: StoreSpec,
+    session_name: str,
+    record: dict[str, Any],
+    history: Any,
+    client: Any,
+) -> int:
+    """Run the loop from ``history`` with the live view; record how it ended."""
+    from toolfold.agent import AgentError, agent_run_address, continue_agent
+    from toolfold.execenv import LocalExecEnv
+    from toolfold.harness import ToolContext, ToolLoop
+
+    from ._tools import cli_tools
+
+    loop = ToolLoop(
+        cli_tools(),
+        session=session,
+        context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
+        run_id=str(record["run_id"]),
+    )
+    printer = AgentPrinter()
+    remove = loop.bus.add_listener(printer.handle)
+    try:
+        result = await continue_agent(
+            history,
+            client=client,
+            model=str(record["model"]),
+            loop=loop,
+            session=session,
+            max_turns=int(record["max_turns"]),
+        )
+    except AgentError as exc:
+        raise CliError(
+            f"{exc}; `toolfold resume {session_name}` continues the run from there"
+        ) from exc
+    finally:
+        remove()
+    await session.commit([set_value(agent_run_address(), {**record, "done": result.stop})])
+    tokens = result.model_usage.get("total_tokens")
+    print(
+        f"toolfold: {result.stop} after {result.turns} turn(s)"
+        + (f" · {tokens:,} model tokens" if tokens else "")
+        + f" · `toolfold show {session_name}`",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0 if result.stop in ("answer", "terminate") else 1
+
+
+async def agent_to_continue(session: Session) -> dict[str, Any] | None:
+    """The session's agent run record when that run has not ended."""
+    from toolfold.agent import agent_run_address
+
+    record = await session.get_value(agent_run_address())
+    if isinstance(record, dict) and record.get("done") is None and "task" in record:
+        return record
+    return None
+
+
+__all__ = [
+    "API_KEY_ENV",
+    "AgentConfigError",
+    "AgentPrinter",
+    "AgentSettings",
+    "agent_command",
+    "agent_to_continue",
+    "continue_run",
+]
