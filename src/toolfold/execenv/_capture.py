@@ -379,6 +379,11 @@ class OutputCapture:
         truncated = self._skipped or len(text) < total_clean
         if not truncated:
             by = None
+        elif by is None and self._tail:
+            # The cut happened before the buffer we windowed (a current line that once
+            # outgrew the cap pushed the completed lines out, then a \r redraw shortened
+            # it): decide by the view itself, with the same rule.
+            by = tail_truncated_by(count_lines(text), self.limits.max_lines, partial)
         elif by is None:
             by = "bytes"
         out_bytes = utf8_len(text)
