@@ -40,7 +40,7 @@ async def test_at_the_cap_spilling_stops_and_the_window_and_totals_stay_exact(
     assert result.text == (LINE * 10).decode()  # the last ten lines
     assert result.spill_path is not None
     assert Path(result.spill_path).read_bytes() == (LINE * n)[:1_000_000]
-    assert result.spill_note == "the first 976.6 KiB only: the spill cap (max_spill)"
+    assert result.spill_note == "the first 977 KiB only: the spill cap (max_spill)"  # 1,000,000 B
 
 
 async def test_the_default_cap_is_one_gibibyte() -> None:
