@@ -50,7 +50,8 @@ def test_demo_exits_zero_and_shows_every_step(tmp_path: Path) -> None:
     assert len(details) >= 3, details
     assert details[-1] == "  details: total=6 passed=5 failed=1"
     assert "5 passed, 1 failed (test_step[5])" in out
-    assert "exit status 2 (the command's own)" in out
+    assert "(this step fails on purpose: it shows what a failure looks like)" in out
+    assert "exit status 2 (the command's own, as intended)" in out
     assert "main.c:42: error" in out
     assert "child killed with SIGKILL" in out
     assert "re-ran seeded from its last memo -> ok" in out

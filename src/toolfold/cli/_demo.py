@@ -87,9 +87,13 @@ async def demo_command(directory: str | None) -> int:
     await _pytest_step(spec, home)
 
     _title(3, "a failing command keeps its partial output")
+    _say("(this step fails on purpose: it shows what a failure looks like)")
     _say(f"$ toolfold run -- {FAILING}")
     code = await run_call(RunSettings(spec, "demo", FAILING, OutputPolicy(), live=_live()))
-    _say(f"-> exit status {code} (the command's own), and the output before the error is kept")
+    _say(
+        f"-> exit status {code} (the command's own, as intended), and the output before "
+        "the error is kept"
+    )
     if code != 2:
         raise CliError(f"demo step 3: the failing command exited {code}, expected 2")
 

@@ -17,6 +17,7 @@ from toolfold.storage import CorruptStoreError, StorageError
 from ._agent import agent_to_continue, continue_run
 from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
+from ._images import image_summary, save_images
 from ._run import model_text
 from ._store import (
     StoreSpec,
@@ -94,13 +95,21 @@ def _call_rows(calls: list[CallView]) -> list[list[str]]:
 
 
 async def show_command(
-    spec: StoreSpec, session_name: str, wanted: str | None, as_json: bool
+    spec: StoreSpec,
+    session_name: str,
+    wanted: str | None,
+    as_json: bool,
+    save_to: Path | None = None,
 ) -> int:
     """List a session's calls, or print one call's result (settled) or its recovered
-    pending output (unsettled)."""
+    pending output (unsettled); ``save_to`` also writes the call's images there."""
     async with open_store(spec, create=False, read_only=True) as repo:
         session = await open_existing_session(repo, spec, session_name)
         if wanted is None:
+            if save_to is not None:
+                raise CliError(
+                    "--save-images needs a CALL: `toolfold show SESSION CALL --save-images DIR`"
+                )
             calls = await list_calls(session, messages=False)
             if as_json:
                 print(json.dumps([_call_json(c) for c in calls], indent=2, ensure_ascii=False))
@@ -111,6 +120,8 @@ async def show_command(
             return 0
         call = await find_call(session, wanted)
         if call.message is not None:
+            # Images are saved first: a refusal is then the only thing printed.
+            _save(call.message.get("content"), save_to, call)
             if as_json:
                 print(json.dumps(call.message, indent=2, ensure_ascii=False))
             else:
@@ -123,11 +134,20 @@ async def show_command(
                 f"cannot recover the pending output of call {call.tool_call_id} in session "
                 f"{session_name!r} ({spec.describe()}): {exc}"
             ) from exc
+        _save(state.get("content") if isinstance(state, dict) else None, save_to, call)
         if as_json:
             print(json.dumps({"settled": False, "state": state}, indent=2, ensure_ascii=False))
             return 0
         _print_pending(call, state, session_name)
         return 0
+
+
+def _save(content: Any, save_to: Path | None, call: CallView) -> None:
+    if save_to is None:
+        return
+    written = save_images(content, save_to, call.tool_call_id)
+    listed = ", ".join(str(p) for p in written)
+    _header(f"saved {plural(len(written), 'image')}" + (f": {listed}" if listed else ""))
 
 
 def _call_json(call: CallView) -> dict[str, Any]:
@@ -157,6 +177,9 @@ def _print_settled(call: CallView) -> None:
         f"call {call.tool_call_id} ({call.tool_name}): settled, {call.status}"
         + (f"; details: {extra}" if extra else "")
     )
+    summary = image_summary(message.get("content"))
+    if summary:
+        _header(summary)
     text = model_text(message)
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     sys.stdout.flush()
@@ -179,6 +202,9 @@ def _print_pending(call: CallView, state: Any, session_name: str) -> None:
         "as of its last durable checkpoint:"
     )
     content = state.get("content") if isinstance(state, dict) else None
+    summary = image_summary(content)
+    if summary:
+        _header(summary)
     first = content[0] if isinstance(content, list) and content else {}
     text = str(first.get("text", "")) if isinstance(first, dict) else ""
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -195,17 +196,32 @@ def sessions(store: str | None) -> None:
     is_flag=True,
     help="Print JSON (the settled message, or the recovered state).",
 )
-def show(session_name: str, call: str | None, store: str | None, as_json: bool) -> None:
+@click.option(
+    "--save-images",
+    "save_images",
+    metavar="DIR",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Also write CALL's images to DIR as CALL-N.png etc. (files 0600; never overwrites).",
+)
+def show(
+    session_name: str,
+    call: str | None,
+    store: str | None,
+    as_json: bool,
+    save_images: Path | None,
+) -> None:
     """List the calls of SESSION, or show one CALL (its number, id, or an id prefix).
 
     A settled call prints its model-visible result; an unsettled one prints the
-    pending output recovered from its last durable checkpoint.
+    pending output recovered from its last durable checkpoint. A result that holds
+    images says so (`[2 images: image/png 34 KiB, ...]`, on stderr);
+    --save-images writes them to files.
     """
     from ._inspect import show_command
 
     spec = resolve_store(store)
     _check_session_name(session_name)
-    _exit(_arun(show_command(spec, session_name, call, as_json), spec))
+    _exit(_arun(show_command(spec, session_name, call, as_json, save_images), spec))
 
 
 @cli.command(context_settings=CONTEXT)
