@@ -275,6 +275,54 @@
     return c.root;
   }
 
+  const messageCards = new Map();  // message_id -> {root, parts}
+
+  // An assistant message as it streams: its reasoning (dim), its answer text, and
+  // the tool calls it asks for with their argument text as it arrives. The calls'
+  // own cards follow it (renderTool), so the answer reads with its calls under it.
+  function renderMessage(id, m) {
+    let c = messageCards.get(id);
+    if (!c) {
+      const root = el("article", "message");
+      root.dataset.messageId = id;
+      const head = el("div", "tool-head");
+      const name = el("span", "tool-name", "assistant");
+      const turn = el("span", "tool-args");
+      const badge = el("span", "badge");
+      head.append(name, turn, badge);
+      const thinking = el("pre", "thinking");
+      const answer = el("div", "answer");
+      const calls = el("ul", "message-calls");
+      root.append(head, thinking, answer, calls);
+      c = { root, turn, badge, thinking, answer, calls, key: null };
+      messageCards.set(id, c);
+    }
+    const status = m.status || "running";
+    c.root.className = "message status-" + status;
+    c.turn.textContent = m.turn_id || "";
+    c.badge.className = "badge status-" + status;
+    c.badge.textContent = status === "running" ? "writing" : (m.stop_reason || status);
+    const out = m.output && typeof m.output === "object" ? m.output : {};
+    const parts = Array.isArray(out.content) ? out.content : [];
+    const join = (kind, key) => parts.filter((p) => p && p.type === kind && typeof p[key] === "string").map((p) => p[key]).join("");
+    const thinking = join("thinking", "thinking");
+    const answer = join("text", "text");
+    const calls = parts.filter((p) => p && p.type === "tool_call");
+    const key = JSON.stringify([thinking.length, answer.length, calls]);
+    if (c.key !== key) {
+      c.key = key;
+      c.thinking.textContent = thinking;
+      c.thinking.hidden = !thinking;
+      c.answer.textContent = answer;
+      c.calls.textContent = "";
+      for (const call of calls) {
+        c.calls.appendChild(el("li", null, (call.name || "?") + " " + (call.arguments || "")));
+      }
+      c.calls.hidden = calls.length === 0;
+    }
+    return c.root;
+  }
+
   function resolve(value, path) {
     let cur = value;
     for (const seg of path) {
@@ -292,15 +340,34 @@
     $("operation").textContent = op ? "operation " + op.run_id + ": " + op.status : "no operation yet";
     const order = Array.isArray(v.order) ? v.order : [];
     const tools = v.tools || {};
+    const messages = v.messages || {};
     const seen = new Set();
+    const seenMessages = new Set();
     const nodes = [];
+    // Each assistant message, then the calls it asked for; calls no message in
+    // the lane asked for (toolfold run, a command) follow in their own order.
+    for (const mid of Array.isArray(v.message_order) ? v.message_order : []) {
+      const m = messages[mid];
+      if (!m) continue;
+      seenMessages.add(mid);
+      nodes.push(renderMessage(mid, m));
+      const parts = m.output && Array.isArray(m.output.content) ? m.output.content : [];
+      for (const p of parts) {
+        if (!p || p.type !== "tool_call" || !tools[p.id] || seen.has(p.id)) continue;
+        seen.add(p.id);
+        const node = renderTool(cards, p.id, tools[p.id]);
+        node.classList.add("under-message");
+        nodes.push(node);
+      }
+    }
     for (const id of order) {
       const tool = tools[id];
-      if (!tool) continue;
+      if (!tool || seen.has(id)) continue;
       seen.add(id);
       nodes.push(renderTool(cards, id, tool));
     }
     for (const id of Array.from(cards.keys())) if (!seen.has(id)) cards.delete(id);
+    for (const id of Array.from(messageCards.keys())) if (!seenMessages.has(id)) messageCards.delete(id);
     if (nodes.length === 0) {
       box.replaceChildren(el("p", "empty", "No tool calls in lane " + viewer.lane + " yet."));
     } else {
