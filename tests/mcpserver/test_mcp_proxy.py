@@ -132,6 +132,7 @@ async def test_git_log_of_50k_commits_is_bounded_and_spilled_byte_exact(
     assert text.startswith(raw[:1000])  # head window: the newest commits
     spill = Path(text.split("Full output: ")[1].split("]")[0])
     assert spill.read_bytes() == raw.encode()
+    assert text.count("[Showing the") == 1  # the proxy's note, no standard cut notice too
     assert f'call toolfold_read with path="{spill}"' in text
     [call] = await calls(tmp_path, "p1")
     assert call.status == "ok" and call.tool_name == "git_log"

@@ -63,6 +63,7 @@ async def test_two_megabytes_give_a_bounded_result_a_byte_exact_spill_and_progre
     assert not result.is_error
     assert len(text.encode()) < 60 * 1024  # the window (50 KB) plus footer and hint
     assert f"Full output: {spill}" in text
+    assert "cut]" not in text  # bash's footer stands in for the standard cut notice
     assert f'call read with path="{spill}" and offset=1' in text
     assert structured["truncation"]["total_bytes"] == len(expected)
     assert structured["truncation"]["truncated"] is True

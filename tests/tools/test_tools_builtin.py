@@ -306,6 +306,8 @@ async def test_bash_footer_never_costs_a_window_line_nor_gets_cut(
     assert body == expected, text
     shown = "Showing lines 8-10 of 10" if retain == "tail" else "Showing lines 1-3 of 10"
     assert shown in footer and "Full output: " in footer, footer
+    # bash's own footer replaces the standard cut notice: one note, not two
+    assert text.count("[Showing") == 1 and "were cut]" not in text, text
     assert fold(events) == result.state
 
 
