@@ -200,3 +200,11 @@ def test_rebuild_history_runs_a_message_s_unsettled_calls_and_drops_cut_ones() -
     ]
     assert "tool_calls" not in history.messages[4]
     assert [c["id"] for c in history.messages[5]["tool_calls"]] == ["b", "c"]
+    assert not history.answered
+    # A whole answer without calls last: the run had ended before the crash.
+    done = rebuild_history([*entries, result("c", "z"), message(4, "stop", [], "ok")], task="t",
+                           system=None, run_id="r")  # fmt: skip
+    assert done.answered and done.unanswered == [] and done.turns == 4
+    cut = rebuild_history([*entries, message(4, "interrupted", [], "o")], task="t",
+                          system=None, run_id="r")  # fmt: skip
+    assert not cut.answered

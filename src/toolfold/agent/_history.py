@@ -52,6 +52,9 @@ class History:
     turns: int = 0
     unanswered: list[ToolCall] = field(default_factory=list)
     turn_id: str = ""
+    answered: bool = False
+    """The last message was a whole answer without tool calls: the run had ended
+    (a crash came before that was recorded), there is nothing to continue."""
 
 
 def first_messages(task: str, system: str | None) -> list[dict[str, Any]]:
@@ -128,6 +131,9 @@ def rebuild_history(
         history.turn_id = str(entry.get("turn_id") or f"turn-{history.turns}")
         asked = message_calls(entry)
         history.messages.append(assistant_message(_text(entry.get("content")), asked))
+        history.answered = not asked and not (
+            entry.get("stop_reason") == "interrupted" or entry.get("is_error")
+        )
     history.unanswered = [c for c in asked if c.id not in results]
     _answer(history, [c for c in asked if c.id in results], results)
     return history

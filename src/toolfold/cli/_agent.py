@@ -150,14 +150,18 @@ async def continue_run(
         system=record.get("system"),
         run_id=str(record["run_id"]),
     )
+    from toolfold.agent import agent_run_address
+
+    if history.answered:
+        await session.commit([set_value(agent_run_address(), {**record, "done": "answer"})])
+        print(f"the agent run of session {session_name} had already answered", file=sys.stderr)
+        return 0
     print(
         f"continuing the agent run of session {session_name} after turn {history.turns}"
         + (f" ({len(history.unanswered)} tool call(s) to run first)" if history.unanswered else ""),
         file=sys.stderr,
     )
     record = {**record, "pid": os.getpid(), "host": socket.gethostname()}
-    from toolfold.agent import agent_run_address
-
     await session.commit([set_value(agent_run_address(), record)])
     return await drive(session, spec, session_name, record, history, client)
 
