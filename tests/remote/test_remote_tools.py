@@ -95,7 +95,7 @@ async def test_read_pages_through_a_remote_spill_file(
     assert ran.text.startswith("98001\n")
     page = await call(READ, {"path": spill, "offset": 5000, "limit": 3}, remote, tmp_path)
     assert page.text == (
-        "5000\n5001\n5002\n[Showing lines 5000-5002. More lines follow; use offset=5003 to continue.]"
+        "5000\n5001\n5002\n[Showing lines 5,000-5,002. More lines follow; use offset=5003 to continue.]"
     )
 
 

@@ -166,7 +166,7 @@ async def test_read_a_big_file_keeps_the_head_with_exact_totals(tmp_path: Path) 
     assert t["total_lines"] == 100_000 and t["output_lines"] == 2000
     assert result.text.startswith("row 000000\n")
     assert result.text.endswith(
-        "[Showing lines 1-2000 of 100000 (22000 of 1100000 bytes). Use offset=2001 to continue.]"
+        "[Showing lines 1-2,000 of 100,000 (21 KiB of 1.0 MiB). Use offset=2001 to continue.]"
     )
     assert fold(events) == result.state
 
@@ -176,7 +176,7 @@ async def test_read_from_an_offset_in_a_big_file_counts_the_whole_file(tmp_path:
     result, _ = await call(READ, {"path": "big.txt", "offset": 101}, tmp_path)
     assert result.text.startswith("r000100 \ufffd\n")  # invalid UTF-8 shows as U+FFFD
     assert result.text.endswith(
-        "[Showing lines 101-2100 of 30000 (24000 of 358800 bytes). Use offset=2101 to continue.]"
+        "[Showing lines 101-2,100 of 30,000 (23 KiB of 350 KiB). Use offset=2101 to continue.]"
     )
     result, _ = await call(READ, {"path": "big.txt", "offset": 30_001}, tmp_path)
     assert result.is_error and result.text.startswith("offset 30001 is past the end of")

@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, Field
 
+from toolfold._units import format_bytes
 from toolfold.execenv import RemoteExecEnv
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput, image_block
@@ -95,14 +96,15 @@ def _finish(
         nxt = last + 1 if ends_clean else last
         total = start - 1 + t["total_lines"]
         out.footer(
-            f"{'' if ends_clean else chr(10)}[Showing lines {start}-{last} of {total} "
-            f"({t['output_bytes']} of {t['total_bytes']} bytes). Use offset={nxt} to continue.]"
+            f"{'' if ends_clean else chr(10)}[Showing lines {start:,}-{last:,} of {total:,} "
+            f"({format_bytes(t['output_bytes'])} of {format_bytes(t['total_bytes'])}). "
+            f"Use offset={nxt} to continue.]"
         )
     elif more:
         text = out.text
         sep = "\n" if text and not text.endswith("\n") else ""
         out.footer(
-            f"{sep}[Showing lines {start}-{start + shown - 1}. More lines follow; "
+            f"{sep}[Showing lines {start:,}-{start + shown - 1:,}. More lines follow; "
             f"use offset={start + shown} to continue.]"
         )
 
