@@ -4,7 +4,10 @@
 and turns it into the events a lane folds: ``RunStart`` / ``ToolStart`` for a call
 found running, ``ToolUpdate`` for each durable checkpoint batch it wrote (decoded, so
 the first is the base ``["r", state]``), ``ToolEnd`` + ``ToolSettled`` when its result
-entry lands, ``RunEnd`` when its operation scope is retired.
+entry lands, ``RunEnd`` when its operation scope is retired. An assistant message being
+generated (``toolfold agent`` in another process) is followed the same way:
+``MessageStart``, a ``MessageUpdate`` per checkpoint batch, then a last base update
+with the settled message and ``MessageEnd``.
 
 Every poll costs a few indexed reads, whatever the session's size: the live scopes,
 the checkpoint lists after the last seq seen, and the transcript entries after the
@@ -19,15 +22,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolfold.chord import ChordError, Decoder
+from toolfold.durability import pending_messages
 from toolfold.harness import (
     Durability,
     HarnessEvent,
+    MessageEnd,
+    MessageStart,
+    MessageUpdate,
     RunEnd,
     RunStart,
     ToolEnd,
     ToolSettled,
     ToolStart,
     ToolUpdate,
+    pending_assistant_output,
     pending_tool_output,
 )
 from toolfold.storage import ListAddress, Session
@@ -46,6 +54,8 @@ class _Call:
     last_seq: int | None = None
     decoder: Decoder | None = None
     """``None`` until a base batch was decoded (deltas before it cannot be folded)."""
+    message: bool = False
+    """An assistant message (``tool_call_id`` is its message id), not a tool call."""
 
 
 @dataclass
@@ -69,6 +79,8 @@ class SessionFollower:
         self._entries_after = session.next_seq - 1 if start_seq is None else start_seq
         self._scopes: frozenset[str] = frozenset()
         self._ops: dict[str, _Operation] = {}
+        self._messages: dict[str, _Call] = {}
+        """Assistant messages being generated, by operation id."""
 
     async def poll(self) -> list[HarnessEvent]:
         """The events for everything that changed since the previous poll."""
@@ -80,6 +92,8 @@ class SessionFollower:
         for op in self._ops.values():
             for call in op.calls.values():
                 await self._checkpoints(call, events)
+        for message in self._messages.values():
+            await self._checkpoints(message, events)
         await self._settled(events)
         # A result entry lands in the same transaction that retires its operation, and
         # the scopes were read first: every retired operation's results were read above.
@@ -91,6 +105,15 @@ class SessionFollower:
         new = scopes - self._scopes
         if not new:
             return
+        for found in await pending_messages(self.session):
+            if found.operation_id in new and found.operation_id not in self._messages:
+                ids = (found.run_id, found.turn_id, found.message_id)
+                self._messages[found.operation_id] = _Call(
+                    *ids,
+                    pending_assistant_output(found.operation_id, found.message_id),
+                    message=True,
+                )
+                events.append(MessageStart(*ids))
         for pending in await Durability(self.session).pending_operations():
             if pending.operation_id not in new or pending.operation_id in self._ops:
                 continue
@@ -151,7 +174,8 @@ class SessionFollower:
             except ChordError:
                 call.decoder = None  # wait for the next base batch
                 continue
-            events.append(ToolUpdate(call.run_id, call.turn_id, call.tool_call_id, ops))
+            update = MessageUpdate if call.message else ToolUpdate
+            events.append(update(call.run_id, call.turn_id, call.tool_call_id, ops))
 
     async def _from_latest_base(self, address: ListAddress[Any]) -> list[Any]:
         tail: list[Any] = []
@@ -174,6 +198,9 @@ class SessionFollower:
             for entry in entries:
                 self._entries_after = entry.seq
                 message = entry.value
+                if isinstance(message, dict) and message.get("role") == "assistant":
+                    self._message_settled(message, events)
+                    continue
                 if not isinstance(message, dict) or message.get("role") != "tool_result":
                     continue
                 tool_call_id = str(message.get("tool_call_id", ""))
@@ -199,6 +226,24 @@ class SessionFollower:
                 events.append(ToolSettled(*ids, message))
             if len(entries) < _PAGE:
                 return
+
+    def _message_settled(self, entry: dict[str, Any], events: list[HarnessEvent]) -> None:
+        call = self._messages.pop(str(entry.get("operation_id", "")), None)
+        if call is None:
+            return  # settled before following began, or between two polls unseen
+        ids = (call.run_id, call.turn_id, call.tool_call_id)
+        # The last checkpoint may have been retired with the scope unread: the
+        # settled message is the final state, sent once as a base.
+        state = {
+            k: entry[k]
+            for k in ("role", "content", "stop_reason", "is_error", "error", "usage")
+            if k in entry
+        }
+        events.append(MessageUpdate(*ids, [["r", state]]))
+        stop = entry.get("stop_reason")
+        events.append(
+            MessageEnd(*ids, stop_reason=str(stop), is_error=bool(entry.get("is_error")))
+        )
 
 
 __all__ = ["SessionFollower"]
