@@ -27,7 +27,7 @@ def test_ten_megabytes_bounded_result_complete_spill_and_nonzero_status(tmp_path
     assert len(out.encode()) < 51_200 + 1_000
     assert f"line {LINES:08d}\n" in out
     assert "line 00000001\n" not in out
-    assert f"of {LINES}" in out and "Full output: " in out
+    assert f"of {LINES:,}" in out and "Full output: " in out
     assert out.rstrip().endswith("Command exited with code 7")
     assert "`toolfold show big call-" in proc.stderr and f" --store {store}`" in proc.stderr
     spills = list((tmp_path / "store" / "spill" / "big").glob("*.log"))
