@@ -39,7 +39,7 @@ def test_unknown_call(store: tuple[Path, str]) -> None:
     home, url = store
     line = one_error_line(toolfold("show", "good", "call-zzz", "--store", url, cwd=home))
     assert line == (
-        "toolfold: error: no call 'call-zzz' in session 'good' (1 calls); "
+        "toolfold: error: no call 'call-zzz' in session 'good' (1 call); "
         "see `toolfold show good` for numbers and ids"
     )
     line = one_error_line(toolfold("show", "good", "2", "--store", url, cwd=home))
