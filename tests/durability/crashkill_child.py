@@ -290,7 +290,7 @@ class KillSession:
     def _sizes(self) -> dict[Path, int]:
         return {p: p.stat().st_size for p in self.root.rglob("*") if p.is_file()}
 
-    async def commit(self, writes: Any) -> Any:
+    async def commit(self, writes: Any, **kw: Any) -> Any:
         tear = self._tick(commit=True)
         n = self.calls
 
@@ -325,7 +325,7 @@ class KillSession:
                 self._tear_inside_the_line(n)
             return ws
 
-        result = await self.inner.commit(planned_then_tear)
+        result = await self.inner.commit(planned_then_tear, **kw)
         self.trace.write(ev="done", n=n)
         if tear:  # the commit wrote nothing, so nothing tore: die right after it
             os.kill(os.getpid(), signal.SIGKILL)

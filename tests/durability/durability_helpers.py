@@ -45,7 +45,7 @@ class Tap:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def commit(self, writes: Sequence[Any] | Callable[[], Sequence[Any]]) -> Any:
+    async def commit(self, writes: Sequence[Any] | Callable[[], Sequence[Any]], **kw: Any) -> Any:
         self.commits += 1
         n = self.commits
         if self.crash_at is not None and n >= self.crash_at:
@@ -71,7 +71,7 @@ class Tap:
                 return await original(ws, scope)
 
             inner._commit_writes = slow
-        return await self.inner.commit(writes)
+        return await self.inner.commit(writes, **kw)
 
 
 class Store(BackendStore):

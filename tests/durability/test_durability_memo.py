@@ -138,13 +138,13 @@ async def test_memo_commit_is_one_transaction_in_the_operation_scope(store: Stor
     seen: list[Any] = []
 
     class Spy(Tap):
-        async def commit(self, writes: Any) -> Any:
+        async def commit(self, writes: Any, **kw: Any) -> Any:
             def planned() -> Any:
                 ws = writes() if callable(writes) else writes
                 seen.append(list(ws))
                 return ws
 
-            return await self.inner.commit(planned)
+            return await self.inner.commit(planned, **kw)
 
     spy = Spy(session)
     out = new_sink()

@@ -250,6 +250,9 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         for result in results:
             print(_resumed_line(result, harness))
         hooks = harness.hooks
+        for skipped in hooks.skipped if isinstance(hooks, DurableHooks) else ():
+            # Leased by another host and live there: not ours (see docs/durability.md).
+            print(f"skipped: {skipped}")
         for entry in hooks.resumed_messages if isinstance(hooks, DurableHooks) else ():
             text = "".join(
                 p.get("text", "") for p in entry.get("content", []) if p.get("type") == "text"

@@ -13,6 +13,8 @@ loop that runs tools one at a time passes ``durability=Durability(session)`` to
 - ``commit_memo``: a memo and a base-batch checkpoint in one transaction (``_memos``);
 - ``Durability`` / ``DurableOperation``: operations, call records, settlement that
   retires the operation scope with its last call, pending operations (``_operations``);
+- ``acquire_lease`` / ``Lease``: which host runs an operation, with a fencing token
+  every durable write of the operation carries (``_leases``);
 - ``start_message`` / ``DurableMessage``: an assistant message being generated,
   checkpointed the same way, settled (or, after a crash, settled as interrupted)
   in one transaction with the retirement of its scope (``_messages``).
@@ -30,7 +32,17 @@ from ._addresses import (
     pending_tool_output,
     validate_memo_name,
 )
-from ._errors import DurabilityError, MemoError, RecoveryError
+from ._errors import DurabilityError, FencedError, LeaseHeldError, MemoError, RecoveryError
+from ._leases import (
+    DEFAULT_LEASE_TTL,
+    Lease,
+    LeaseInfo,
+    acquire_lease,
+    default_host_id,
+    lease_holder,
+    lease_token,
+    read_lease,
+)
 from ._memos import MISSING, commit_memo
 from ._messages import (
     INTERRUPTED_STOP,
@@ -61,6 +73,7 @@ from ._stream import (
 
 __all__ = [
     "DEFAULT_CHECKPOINT_INTERVAL",
+    "DEFAULT_LEASE_TTL",
     "DEFAULT_REBASE_EVERY",
     "INTERRUPTED_STOP",
     "MISSING",
@@ -72,6 +85,10 @@ __all__ = [
     "DurableMessage",
     "DurableOperation",
     "DurableStream",
+    "FencedError",
+    "Lease",
+    "LeaseHeldError",
+    "LeaseInfo",
     "MemoError",
     "OpSource",
     "PendingMessage",
@@ -80,8 +97,12 @@ __all__ = [
     "RecoveryError",
     "StreamStats",
     "TrackerSource",
+    "acquire_lease",
     "commit_memo",
     "decode_base",
+    "default_host_id",
+    "lease_holder",
+    "lease_token",
     "load_memo_seed",
     "message_entry",
     "operation_call",
@@ -92,6 +113,7 @@ __all__ = [
     "pending_assistant_output",
     "pending_messages",
     "pending_tool_output",
+    "read_lease",
     "recover",
     "settle_interrupted_message",
     "settle_writes",

@@ -70,7 +70,7 @@ async def commit_memo(
         return [memo_write, delete_list(stream.address), checkpoint, set_value(seed_address, wire)]
 
     try:
-        await stream.session.commit(plan)
+        await stream.commit(plan)
     except MemoError:
         raise
     except BaseException:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolfold.storage import (
+    CommitResult,
     EphemeralScope,
     Session,
     Write,
@@ -26,6 +27,7 @@ from ._addresses import (
     validate_memo_name,
 )
 from ._errors import DurabilityError, RecoveryError
+from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseInfo, acquire_lease, read_lease
 from ._memos import MISSING, commit_memo
 from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
 
@@ -140,8 +142,12 @@ class DurableOperation:
         records: Sequence[CallRecord],
         *,
         settled: Collection[str] = (),
+        lease: Lease | None = None,
     ) -> None:
         self.durability = durability
+        #: This host's lease on the operation, when it is leased: every durable write
+        #: of the operation carries its fencing token.
+        self.lease = lease
         self.operation_id = operation_id
         self.run_id = run_id
         self.scope = ephemeral_scope(operation_id)
@@ -170,6 +176,7 @@ class DurableOperation:
             interval=d.interval,
             rebase_every=d.rebase_every,
             clock=d.clock,
+            lease=self.lease,
         )
         inv = DurableInvocation(self, record, stream)
         self._invocations[invocation_id] = inv
@@ -195,13 +202,35 @@ class DurableOperation:
             # order retires the scope, so every sibling's entry is committed before
             # the retirement (a crash in between cannot lose a settled sibling).
             self._unsettled.discard(invocation_id)
-            return settle_writes(message, retire=None if self._unsettled else self.scope)
+            last = not self._unsettled
+            writes = settle_writes(message, retire=self.scope if last else None)
+            if last and self.lease is not None:
+                writes.extend(self.lease.release_writes())  # the lease ends with the scope
+            return writes
 
         try:
-            await self.durability.session.commit(plan)
+            await self.commit(plan)
         except BaseException:
             self._unsettled.add(invocation_id)
             raise
+        if not self._unsettled and self.lease is not None:
+            self.lease.stop_heartbeat()
+
+    async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
+        """Commit writes of this operation, fenced by its lease when it is leased
+        (:class:`FencedError` if another host took the operation over)."""
+        if self.lease is not None:
+            return await self.lease.commit(writes)
+        return await self.durability.session.commit(writes)
+
+    async def retire(self) -> None:
+        """Retire the operation scope (and end its lease) when every call had settled
+        but the retirement itself never committed."""
+        writes: list[Write] = [retire_scope(self.scope)]
+        if self.lease is not None:
+            writes.extend(self.lease.release_writes())
+            self.lease.stop_heartbeat()
+        await self.commit(writes)
 
 
 @dataclass(frozen=True)
@@ -213,6 +242,8 @@ class PendingOperation:
     calls: tuple[CallRecord, ...]
     settled: frozenset[str]
     """Invocation ids whose result entry is already in the transcript."""
+    lease: LeaseInfo | None = None
+    """Its lease as stored (``None``: not leased): live means it runs on ``lease.owner``."""
 
 
 class Durability:
@@ -225,17 +256,30 @@ class Durability:
         interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         rebase_every: int = DEFAULT_REBASE_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        host: str | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.session = session
         self.interval = interval
         self.rebase_every = rebase_every
         self.clock = clock
+        #: This host's id. When set, every operation it starts is leased (owner = host,
+        #: renewed every ``lease_ttl / 3`` s) and fenced; see ``_leases``.
+        self.host = host
+        self.lease_ttl = lease_ttl
+        self.wall_clock = wall_clock
 
     async def start_operation(
         self, operation_id: str, run_id: str, records: Sequence[CallRecord]
     ) -> DurableOperation:
         """Record the operation and its calls in the operation scope (one transaction)
         before any tool runs, so a crash at any later point leaves enough to resume."""
+        lease = None
+        if self.host is not None:
+            lease = await acquire_lease(
+                self.session, operation_id, self.host, ttl=self.lease_ttl, clock=self.wall_clock
+            )
         after = self.session.next_seq - 1
         writes: list[Write] = [
             set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after})
@@ -247,8 +291,11 @@ class Durability:
                     f"{operation_id!r}"
                 )
             writes.append(set_value(operation_call(operation_id, r.invocation_id), r.to_json()))
-        await self.session.commit(writes)
-        return DurableOperation(self, operation_id, run_id, records)
+        op = DurableOperation(self, operation_id, run_id, records, lease=lease)
+        await op.commit(writes)
+        if lease is not None:
+            lease.start_heartbeat()
+        return op
 
     async def pending_operations(self) -> list[PendingOperation]:
         """Every live (unsettled) operation in the session, with its calls and which of
@@ -284,9 +331,33 @@ class Durability:
                     break
                 cursor = entries[-1].seq
             found.append(
-                PendingOperation(op, str(meta.get("run_id", op)), tuple(calls), frozenset(settled))
+                PendingOperation(
+                    op,
+                    str(meta.get("run_id", op)),
+                    tuple(calls),
+                    frozenset(settled),
+                    await read_lease(self.session, op),
+                )
             )
         return found
+
+    async def claim(self, pending: PendingOperation, host: str) -> DurableOperation:
+        """Take a pending operation over to resume it as ``host``: one conditional commit
+        bumps its fencing token, so a host still writing under the old token is refused
+        from then on, and of two hosts claiming it only one wins. Raises
+        :class:`LeaseHeldError` while another host's lease on it is live."""
+        lease = await acquire_lease(
+            self.session, pending.operation_id, host, ttl=self.lease_ttl, clock=self.wall_clock
+        )
+        lease.start_heartbeat()
+        return DurableOperation(
+            self,
+            pending.operation_id,
+            pending.run_id,
+            pending.calls,
+            settled=pending.settled,
+            lease=lease,
+        )
 
     def reopen(self, pending: PendingOperation) -> DurableOperation:
         """A :class:`DurableOperation` for a pending one (its settled calls stay settled)."""

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
 from toolfold.chord import Encoder, Tracker, is_base
 from toolfold.storage import (
     AppendList,
+    CommitResult,
     ListAddress,
     Session,
     StorageError,
@@ -21,6 +22,11 @@ from toolfold.storage import (
     append_list,
     delete_list,
 )
+
+from ._errors import FencedError
+
+if TYPE_CHECKING:
+    from ._leases import Lease
 
 #: Ordinary (paced) checkpoints are committed at most this often, and only when the
 #: stream is dirty. Measured in ``benchmarks/bench_durability.py``: see
@@ -106,6 +112,7 @@ class DurableStream:
         interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         rebase_every: int = DEFAULT_REBASE_EVERY,
         clock: Callable[[], float] = time.monotonic,
+        lease: Lease | None = None,
     ) -> None:
         if rebase_every < 1:
             raise ValueError(f"rebase_every must be >= 1, got {rebase_every!r}")
@@ -117,6 +124,8 @@ class DurableStream:
         self.interval = interval
         self.rebase_every = rebase_every
         self._clock = clock
+        #: The operation's lease when it is leased: every write carries its fencing token.
+        self.lease = lease
         self._encoder = Encoder()
         self._since_base = 0
         # Encoded sizes of the newest base and of the deltas since: once the deltas
@@ -221,11 +230,26 @@ class DurableStream:
         propagate. Returns whether a batch was committed."""
         return await self._commit(base=base, swallow=False)
 
+    async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
+        """Commit ``writes`` to the stream's session, fenced by its lease if it has one
+        (a :class:`FencedError` then also fences the stream: this host lost the call)."""
+        try:
+            if self.lease is not None:
+                return await self.lease.commit(writes)
+            return await self.session.commit(writes)
+        except FencedError:
+            self.fence()
+            raise
+
     async def _commit(self, *, base: bool, swallow: bool) -> bool:
         if self._fenced:
             return False
         try:
-            result = await self.session.commit(lambda: self.plan(base=base))
+            result = await self.commit(lambda: self.plan(base=base))
+        except FencedError:
+            # Never swallowed: the host must learn it no longer owns the call.
+            self._lost()
+            raise
         except (StorageError, OSError):
             self._lost()
             if swallow:

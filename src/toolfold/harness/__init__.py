@@ -51,6 +51,7 @@ from ._execute import (
     format_validation_error,
 )
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
+from ._janitor import resume_orphans
 from ._loop import ToolLoop, model_images
 from ._result import (
     CANCELLED_MARKER,
@@ -134,6 +135,7 @@ __all__ = [
     "pending_tool_output",
     "recover",
     "resume",
+    "resume_orphans",
     "tool",
 ]
 

@@ -21,8 +21,10 @@ from toolfold.durability import (
     DurabilityError,
     DurableInvocation,
     DurableOperation,
+    LeaseHeldError,
     PendingMessage,
     PendingOperation,
+    default_host_id,
     load_memo_seed,
     operation_call,
     pending_messages,
@@ -31,7 +33,7 @@ from toolfold.durability import (
     settle_interrupted_message,
 )
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
-from toolfold.storage import Session, retire_scope, set_value
+from toolfold.storage import Session, set_value
 
 from ._bus import EventBus
 from ._context import ToolContext
@@ -92,6 +94,9 @@ class DurableHooks(ExecutionHooks):
         self._seeds: dict[tuple[str, str], JSON] = {}
         self.resumed_messages: list[JSON] = []
         """Transcript entries of the assistant messages :meth:`resume` settled."""
+        self.skipped: list[LeaseHeldError] = []
+        """Operations :meth:`resume` left alone: their lease is live on another host (they
+        are running there), or another host took them over first."""
 
     @property
     def session(self) -> Session:
@@ -181,8 +186,16 @@ class DurableHooks(ExecutionHooks):
         ``is_error`` and outcome ``"interrupted"``. Returns the settled results.
         """
         results: list[ToolResult] = []
+        self.skipped = []
         for pending in await self.durability.pending_operations():
-            results.extend(await self._resume_operation(harness, pending))
+            try:
+                op = await self.durability.claim(pending, self.durability.host or default_host_id())
+            except LeaseHeldError as exc:
+                # Running on another host (its lease is live), or another resumer won
+                # the takeover: not ours to settle or replay.
+                self.skipped.append(exc)
+                continue
+            results.extend(await self._resume_operation(harness, pending, op))
         for message in await pending_messages(self.session):
             self.resumed_messages.append(await self._resume_message(harness, message))
         return results
@@ -199,9 +212,8 @@ class DurableHooks(ExecutionHooks):
         return entry
 
     async def _resume_operation(
-        self, harness: ResumeHost, pending: PendingOperation
+        self, harness: ResumeHost, pending: PendingOperation, op: DurableOperation
     ) -> list[ToolResult]:
-        op = self.durability.reopen(pending)
         run_id = pending.run_id
         self._attach(op)
         todo = [c for c in pending.calls if c.invocation_id in op.unsettled]
@@ -215,7 +227,7 @@ class DurableHooks(ExecutionHooks):
         if not todo:
             # Every call had settled but the crash came before the retirement
             # (a call settled by an older harness without the last-call retirement).
-            await self.session.commit([retire_scope(op.scope)])
+            await op.retire()
         return [t.result() for t in tasks]
 
     async def _resume_call(

@@ -21,6 +21,7 @@ import orjson
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, check_part
 from ._errors import (
     ClosedError,
+    ConflictError,
     CorruptStoreError,
     ReadOnlyError,
     SessionExistsError,
@@ -29,6 +30,7 @@ from ._errors import (
 from ._writes import (
     JSON,
     EphemeralWrite,
+    Expect,
     SessionWrite,
     Write,
     check_writes,
@@ -46,6 +48,7 @@ __all__ = [
     "Repository",
     "Session",
     "StoredElement",
+    "check_expect",
     "check_session_name",
     "cut_at_tag",
     "decode_json",
@@ -354,6 +357,24 @@ class _Closable(ABC):
         await self.close()
 
 
+def check_expect(session: str, e: Expect, found: bytes | str | None) -> None:
+    """Raise :class:`ConflictError` unless ``found`` (the stored JSON text at ``e``'s
+    address, ``None``: missing) is ``e``'s value. Compares encoded text: storage never
+    interprets the values it guards."""
+    want = None if e.value is None else encode_json(e.value)
+    got = found.encode() if isinstance(found, str) else found
+    if got == want:
+        return
+    shown = None if got is None else decode_json(got, path="(precondition)")
+    raise ConflictError(
+        f"commit of session {session!r} refused: expected {e.address} to be "
+        f"{e.value!r:.80}, found {shown!r:.80}; nothing was written",
+        address=e.address,
+        expected=e.value,
+        found=shown,
+    )
+
+
 class Session(_Closable):
     """One open session of a store: values, lists and entries in scopes, one global seq.
 
@@ -371,9 +392,16 @@ class Session(_Closable):
         self._closed = False
         self._on_close: Callable[[Session], None] | None = None
         self._read_only = False
+        # The preconditions of the commit in flight, for backends that check them inside
+        # their own transaction (``_expects_in_transaction``); empty between commits.
+        self._expect: tuple[Expect, ...] = ()
         #: What opening the session found and dealt with: a torn last record dropped by a
         #: writer, or skipped by a reader (one line each, naming the file and offset).
         self.notes: tuple[str, ...] = ()
+
+    #: Whether the backend checks ``self._expect`` inside its commit transaction (SQL
+    #: backends: other processes write the same rows); otherwise the line checks it.
+    _expects_in_transaction: bool = False
 
     # -- public API ------------------------------------------------------------
 
@@ -394,13 +422,31 @@ class Session(_Closable):
         return self._read_only
 
     @overload
-    async def commit(self, writes: Sequence[SessionWrite]) -> CommitResult: ...
+    async def commit(
+        self, writes: Sequence[SessionWrite], *, expect: Sequence[Expect] = ()
+    ) -> CommitResult: ...
     @overload
-    async def commit(self, writes: Sequence[EphemeralWrite]) -> CommitResult: ...
+    async def commit(
+        self, writes: Sequence[EphemeralWrite], *, expect: Sequence[Expect] = ()
+    ) -> CommitResult: ...
     @overload
-    async def commit(self, writes: Callable[[], Sequence[Write]]) -> CommitResult: ...
-    async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
+    async def commit(
+        self, writes: Callable[[], Sequence[Write]], *, expect: Sequence[Expect] = ()
+    ) -> CommitResult: ...
+    async def commit(
+        self,
+        writes: Sequence[Write] | Callable[[], Sequence[Write]],
+        *,
+        expect: Sequence[Expect] = (),
+    ) -> CommitResult:
         """Commit ``writes`` atomically; each write gets the next global seq.
+
+        ``expect`` (preconditions built with ``expect(address, value)``) makes the commit
+        conditional: unless every expected session-scope value is stored as given when
+        the transaction commits, it raises :class:`ConflictError` and writes nothing. The
+        check is atomic with the commit on every backend (inside the transaction on SQL
+        backends, which serialise every writer of a session on its row; inside the
+        session line on memory and JSONL, whose session has one writing process).
 
         ``writes`` is a sequence of writes, or a callable returning one, evaluated inside
         the session line right before the writes execute (it may return ``[]``: nothing is
@@ -414,6 +460,13 @@ class Session(_Closable):
                 f"session {self._name!r} was opened read-only; open it with "
                 "open_session(name) from a writable repository to commit"
             )
+        expects = tuple(expect)
+        for e in expects:
+            if not isinstance(e, Expect):
+                raise StorageError(
+                    f"commit of session {self._name!r}: expect must hold expect(address, "
+                    f"value) preconditions, got {type(e).__name__} {e!r:.80}"
+                )
         async with self._line:
             self._check_open()
             batch = writes() if callable(writes) else writes
@@ -427,7 +480,15 @@ class Session(_Closable):
             ws = tuple(batch)
             scope = scope_of(ws)
             check_writes(ws)
-            seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
+            if expects and not self._expects_in_transaction:
+                for e in expects:
+                    found = await self._get_value(e.address)
+                    check_expect(self._name, e, None if found is None else encode_json(found))
+            self._expect = expects
+            try:
+                seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
+            finally:
+                self._expect = ()
             return CommitResult(seqs)
 
     async def get_value(self, address: ValueAddress[Any]) -> JSON | None:

@@ -11,7 +11,8 @@
           ├── ReadOnlyError        a write through a read-only session or repository
           ├── BackendError         the backend broke underneath us (sqlite3, psycopg, OSError)
           ├── SessionNotFoundError opening/deleting a session that does not exist
-          └── SessionExistsError   creating a session that already exists
+          ├── SessionExistsError   creating a session that already exists
+          └── ConflictError        a commit whose ``expect`` precondition did not hold
 
 Errors from sqlite3, psycopg and the operating system never leak out of the
 layer: they are re-raised as one of these with the original as ``__cause__``.
@@ -82,3 +83,19 @@ class SessionNotFoundError(StorageError, LookupError):
 
 class SessionExistsError(StorageError):
     """Raised when creating a session whose name is already taken."""
+
+
+class ConflictError(StorageError):
+    """Raised when a commit's precondition (``expect(address, value)``) does not hold:
+    the value stored at ``address`` is not ``expected``. Nothing of the transaction was
+    committed. ``found`` is the stored value (``None``: missing).
+
+    The check runs atomically with the commit (inside the database transaction on SQL
+    backends), so it is how writers on many hosts make a write conditional — fencing
+    tokens are built on it (see docs/durability.md)."""
+
+    def __init__(self, message: str, *, address: object, expected: object, found: object) -> None:
+        super().__init__(message)
+        self.address = address
+        self.expected = expected
+        self.found = found

@@ -27,6 +27,7 @@ from ._base import (
     Order,
     Repository,
     Session,
+    check_expect,
     decode_json,
 )
 from ._errors import (
@@ -313,6 +314,8 @@ class PostgresRepository(Repository):
 class PostgresSession(Session):
     """One session of a :class:`PostgresRepository`, with its own connection."""
 
+    _expects_in_transaction = True
+
     def __init__(
         self, repo: PostgresRepository, name: str, next_seq: int, conn: psycopg.AsyncConnection[Any]
     ) -> None:
@@ -341,6 +344,7 @@ class PostgresSession(Session):
         payloads = [payload(w) for w in writes]
         name = self._name
         floor = self._next_seq
+        expects = self._expect
 
         async def commit(conn: psycopg.AsyncConnection[Any]) -> tuple[int, ...]:
             async with conn.transaction():
@@ -359,6 +363,17 @@ class PostgresSession(Session):
                         f"session {name!r} no longer exists in {self._repo.location} "
                         "(deleted elsewhere?)"
                     )
+                # The row lock above serialises every writer of the session, so what
+                # these reads see (READ COMMITTED: a fresh snapshot per statement) is
+                # what the writes below land on: a precondition cannot go stale.
+                for e in expects:
+                    cur = await conn.execute(
+                        "SELECT value FROM kv_values WHERE session = %s AND scope_id = %s "
+                        "AND namespace = %s AND key = %s",
+                        (name, scope_column(e.address.scope), e.address.namespace, e.address.key),
+                    )
+                    found = await cur.fetchone()
+                    check_expect(name, e, None if found is None else str(found[0]))
                 first = int(row[0]) - len(writes)
                 seqs = tuple(range(first, first + len(writes)))
                 # The writes need no answers: pipeline them (one round trip, not one each).

@@ -30,6 +30,7 @@ from ._base import (
     Order,
     Repository,
     Session,
+    check_expect,
     decode_json,
 )
 from ._errors import (
@@ -251,7 +252,10 @@ class SqliteRepository(Repository):
             raise BackendError(f"cannot create {self.path}: {exc}") from exc
         try:
             conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=True, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path,
+                isolation_level=None,
+                check_same_thread=True,
+                timeout=BUSY_TIMEOUT_MS / 1000,
             )
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite file {self.path}: {exc}") from exc
@@ -419,6 +423,8 @@ class SqliteRepository(Repository):
 class SqliteSession(Session):
     """One session of a :class:`SqliteRepository`."""
 
+    _expects_in_transaction = True
+
     def __init__(self, repo: SqliteRepository, name: str, next_seq: int) -> None:
         super().__init__(name, next_seq)
         self._repo = repo
@@ -427,6 +433,7 @@ class SqliteSession(Session):
         payloads = [payload(w) for w in writes]
         name = self._name
         floor = self._next_seq
+        expects = self._expect
 
         def commit(conn: sqlite3.Connection) -> tuple[int, ...]:
             conn.execute("BEGIN IMMEDIATE")
@@ -439,6 +446,15 @@ class SqliteSession(Session):
                         f"session {name!r} no longer exists in {self._repo.location} "
                         "(deleted by another process?)"
                     )
+                # Under BEGIN IMMEDIATE no other process writes until we commit, so the
+                # preconditions still hold when the writes land.
+                for e in expects:
+                    found = conn.execute(
+                        "SELECT value FROM kv_values WHERE session = ? AND scope_id = ? "
+                        "AND namespace = ? AND key = ?",
+                        (name, scope_column(e.address.scope), e.address.namespace, e.address.key),
+                    ).fetchone()
+                    check_expect(name, e, None if found is None else found[0])
                 # The database is the authority (another process may share the file);
                 # our own floor keeps seqs burnt by a failed commit from coming back.
                 first = max(int(row[0]), floor)

@@ -28,6 +28,7 @@ __all__ = [
     "DeleteList",
     "DeleteValue",
     "EphemeralWrite",
+    "Expect",
     "JSONLike",
     "RetireScope",
     "SessionWrite",
@@ -38,6 +39,7 @@ __all__ = [
     "check_json",
     "delete_list",
     "delete_value",
+    "expect",
     "retire_scope",
     "scope_of",
     "set_value",
@@ -277,3 +279,30 @@ def check_writes(writes: Sequence[Write]) -> None:
             check_json(w.summary, f"write {i} ({describe(w)}) summary")
             if w.key is not None:
                 check_part(f"write {i} ({describe(w)})", "key", w.key, allow_empty=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """A commit precondition: the value at ``address`` (session scope) must be ``value``
+    (``None``: no value there) when the transaction commits, else the commit raises
+    :class:`ConflictError` and writes nothing.
+
+    Values compare as their encoded JSON, so storage never interprets them: it is an
+    equality on opaque stored text, checked inside the commit's transaction."""
+
+    address: ValueAddress[SessionScope]
+    value: JSONLike
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.address, ValueAddress) or self.address.scope != SESSION:
+            raise ScopeError(
+                f"expect needs a value(namespace, key) address in SESSION scope, got "
+                f"{self.address!r}; preconditions on ephemeral scopes are not supported"
+            )
+        check_json(self.value, f"expect of {self.address}")
+
+
+def expect(address: ValueAddress[SessionScope], value: JSONLike) -> Expect:
+    """Return a commit precondition: "the value at ``address`` is ``value``" (``None``:
+    missing). Pass it as ``session.commit(writes, expect=[...])``."""
+    return Expect(address, value)

@@ -1,0 +1,260 @@
+"""Leases and fencing tokens: which host runs an operation, and proof that it still does.
+
+An operation (one harness run of calls) that is leased has two session-scope values:
+
+- ``lease.token/<operation>``: its fencing token, an integer that only grows. Taking the
+  operation (starting it, or taking it over after its holder's lease expired) is ONE
+  conditional commit: "set the token to t + 1, if it is still t". Two hosts racing to
+  take over the same operation both expect t; the database serialises them and exactly
+  one commit succeeds, the other gets a conflict.
+- ``lease.holder/<operation>``: ``{"owner", "token", "expires", "heartbeat"}``, renewed
+  by the holder's heartbeat (also conditional on the token).
+
+Every durable write of a leased operation (checkpoints, memos, settlement) is committed
+with the precondition "the token is still mine" (``storage.expect``), checked inside the
+commit's transaction. A host that was paused or partitioned past its lease and lost the
+operation therefore cannot write anything after the takeover: its commit raises
+:class:`FencedError` and writes nothing. Settlement deletes both values in the same
+transaction as the result entry.
+
+Expiry is wall-clock time (``time.time``) compared across hosts: hosts are assumed to
+keep their clocks within a small fraction of the lease (NTP); see docs/durability.md.
+Fencing does not depend on clocks — only when a takeover is *allowed* does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from toolfold.storage import (
+    CommitResult,
+    ConflictError,
+    Expect,
+    Session,
+    SessionScope,
+    ValueAddress,
+    Write,
+    delete_value,
+    expect,
+    set_value,
+    value,
+)
+
+from ._errors import DurabilityError, FencedError, LeaseHeldError
+
+#: Lease length in seconds: how long a host may go silent before another may take over
+#: its operations. The heartbeat renews it every third of that.
+DEFAULT_LEASE_TTL: Final = 10.0
+
+
+def default_host_id() -> str:
+    """This process's host id when none is configured: ``hostname:pid`` (a restarted
+    process is another host: it takes its old operations over once their lease expired)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def lease_token(operation_id: str) -> ValueAddress[SessionScope]:
+    """The fencing token of a leased operation (session scope, an int)."""
+    return value("lease.token", operation_id)
+
+
+def lease_holder(operation_id: str) -> ValueAddress[SessionScope]:
+    """Who holds a leased operation, until when (session scope)."""
+    return value("lease.holder", operation_id)
+
+
+@dataclass(frozen=True)
+class LeaseInfo:
+    """A lease as stored: ``owner`` host id, fencing ``token``, wall-clock ``expires``
+    and last ``heartbeat`` (seconds since the epoch)."""
+
+    owner: str
+    token: int
+    expires: float
+    heartbeat: float
+
+    def live(self, now: float) -> bool:
+        """Whether the lease has not expired at ``now``."""
+        return self.expires > now
+
+
+async def read_lease(session: Session, operation_id: str) -> LeaseInfo | None:
+    """The operation's lease, or ``None`` if it is not leased (or its record is not ours)."""
+    data: Any = await session.get_value(lease_holder(operation_id))
+    if not isinstance(data, dict):
+        return None
+    try:
+        return LeaseInfo(
+            str(data["owner"]),
+            int(data["token"]),
+            float(data["expires"]),
+            float(data["heartbeat"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class Lease:
+    """A lease this host holds on one operation: the fencing token its writes carry."""
+
+    def __init__(
+        self,
+        session: Session,
+        operation_id: str,
+        owner: str,
+        token: int,
+        *,
+        ttl: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self.session = session
+        self.operation_id = operation_id
+        self.owner = owner
+        self.token = token
+        self.ttl = ttl
+        self.clock = clock
+        self._heartbeat: asyncio.Task[None] | None = None
+        #: Set once a write or a heartbeat found the operation taken over.
+        self.lost: FencedError | None = None
+
+    def expects(self) -> list[Expect]:
+        """The precondition every write of the operation is committed with."""
+        return [expect(lease_token(self.operation_id), self.token)]
+
+    def holder_record(self) -> dict[str, Any]:
+        """The ``lease.holder`` value for a renewal now."""
+        now = self.clock()
+        return {
+            "owner": self.owner,
+            "token": self.token,
+            "expires": now + self.ttl,
+            "heartbeat": now,
+        }
+
+    def release_writes(self) -> list[Write]:
+        """The writes that end the lease (committed with the settlement)."""
+        return [
+            delete_value(lease_token(self.operation_id)),
+            delete_value(lease_holder(self.operation_id)),
+        ]
+
+    async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
+        """``session.commit(writes)`` fenced by this lease's token: raises
+        :class:`FencedError` (nothing written) if another host took the operation over."""
+        if self.lost is not None:
+            raise self.lost
+        try:
+            return await self.session.commit(writes, expect=self.expects())
+        except ConflictError as exc:
+            if isinstance(exc, FencedError):
+                raise
+            self.lost = await self._fenced(exc)
+            self.stop_heartbeat()
+            raise self.lost from None
+
+    async def _fenced(self, exc: ConflictError) -> FencedError:
+        now_holder: LeaseInfo | None = None
+        with contextlib.suppress(Exception):
+            now_holder = await read_lease(self.session, self.operation_id)
+        holder = None if now_holder is None else now_holder.owner
+        return FencedError(
+            f"write of operation {self.operation_id!r} by host {self.owner!r} refused: it "
+            f"carries fencing token {self.token}, but the stored token is {exc.found!r} "
+            f"(held by {holder or 'nobody: settled'}); this host lost its lease and must "
+            "stop working on the operation",
+            operation_id=self.operation_id,
+            owner=self.owner,
+            token=self.token,
+            current_token=exc.found,
+            holder=holder,
+            conflict=exc,
+        )
+
+    async def renew(self) -> None:
+        """Heartbeat: push the expiry one ``ttl`` ahead (fenced like any write)."""
+        await self.commit([set_value(lease_holder(self.operation_id), self.holder_record())])
+
+    def start_heartbeat(self) -> None:
+        """Renew every ``ttl / 3`` in a background task until :meth:`stop_heartbeat`."""
+        if self._heartbeat is None or self._heartbeat.done():
+            self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+
+    def stop_heartbeat(self) -> None:
+        """Stop renewing (the lease then expires unless released)."""
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.ttl / 3)
+            try:
+                await self.renew()
+            except FencedError:
+                return  # ``lost`` is set: the next write raises it
+            except Exception:
+                continue
+
+
+async def acquire_lease(
+    session: Session,
+    operation_id: str,
+    owner: str,
+    *,
+    ttl: float = DEFAULT_LEASE_TTL,
+    clock: Callable[[], float] = time.time,
+) -> Lease:
+    """Take the operation's lease for ``owner``: a new one or an expired one (whoever
+    held it). One conditional commit bumps the fencing
+    token, so of two hosts taking the same operation over exactly one wins; the other
+    gets :class:`LeaseHeldError`, as does any host while the lease is live elsewhere."""
+    if not isinstance(owner, str) or not owner:
+        raise DurabilityError(f"a lease owner must be a non-empty host id, got {owner!r}")
+    if not ttl > 0:
+        raise DurabilityError(f"lease ttl must be > 0 seconds, got {ttl!r}")
+    current = await session.get_value(lease_token(operation_id))
+    if current is not None and not isinstance(current, int):
+        raise DurabilityError(
+            f"{lease_token(operation_id)} holds {current!r}, not a fencing token; "
+            "the session was written by something else"
+        )
+    held = await read_lease(session, operation_id)
+    now = clock()
+    # Live is live, whoever holds it: a janitor on the holder's own host must not
+    # resume what that host is running (a restarted host waits out its old lease).
+    if held is not None and held.live(now):
+        raise LeaseHeldError(
+            f"operation {operation_id!r} is held by host {held.owner!r} (token "
+            f"{held.token}) for another {held.expires - now:.1f} s; it is running there",
+            operation_id=operation_id,
+            holder=held.owner,
+            expires=held.expires,
+        )
+    token = (current or 0) + 1
+    lease = Lease(session, operation_id, owner, token, ttl=ttl, clock=clock)
+    try:
+        await session.commit(
+            [
+                set_value(lease_token(operation_id), token),
+                set_value(lease_holder(operation_id), lease.holder_record()),
+            ],
+            expect=[expect(lease_token(operation_id), current)],
+        )
+    except ConflictError as exc:
+        winner = await read_lease(session, operation_id)
+        raise LeaseHeldError(
+            f"operation {operation_id!r} was taken by host "
+            f"{winner.owner if winner else '(unknown)'!r} first (token {exc.found!r}); "
+            "two hosts never resume the same operation",
+            operation_id=operation_id,
+            holder=winner.owner if winner else "",
+            expires=winner.expires if winner else 0.0,
+        ) from None
+    return lease

@@ -1,0 +1,148 @@
+"""Leases and fencing in one process, on every in-process backend (the multi-process and
+PostgreSQL versions are in test_durability_hosts_pg.py): a live lease keeps other hosts
+out, an expired one is taken over by exactly one host with a newer token, and every
+write of the old holder is then refused with FencedError and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from durability_helpers import Store
+
+from toolfold.chord import track
+from toolfold.durability import (
+    CallRecord,
+    Durability,
+    DurableOperation,
+    FencedError,
+    LeaseHeldError,
+    TrackerSource,
+    lease_holder,
+    lease_token,
+    read_lease,
+    recover,
+)
+from toolfold.harness import DurableHooks, Harness, resume
+from toolfold.storage import ConflictError
+
+
+def record(call: str, op: str = "op1") -> CallRecord:
+    return CallRecord(op, call, "echo", call, {}, op, "turn-1")
+
+
+def message(call: str) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call, "content": [{"type": "text", "text": call}]}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def stop(*ops: DurableOperation) -> None:
+    for op in ops:
+        if op.lease is not None:
+            op.lease.stop_heartbeat()
+
+
+async def test_takeover_fences_every_write_of_the_old_host(store: Store) -> None:
+    s = await store.session()
+    clock = Clock()
+    a = Durability(s, host="A", lease_ttl=5, wall_clock=clock, interval=0)
+    b = Durability(s, host="B", lease_ttl=5, wall_clock=clock, interval=0)
+    op_a = await a.start_operation("op1", "op1", [record("c1"), record("c2")])
+    out = track({"text": ""})
+    inv = op_a.invocation("c1", TrackerSource(out))
+    try:
+        out.state["text"] += "before "
+        assert await inv.stream.checkpoint()
+        [pending] = await b.pending_operations()
+        assert pending.lease is not None and (pending.lease.owner, pending.lease.token) == ("A", 1)
+        with pytest.raises(LeaseHeldError, match="held by host 'A'"):
+            await b.claim(pending, "B")
+        clock.now += 6  # A went silent past its lease
+        op_b = await b.claim(pending, "B")
+        assert op_b.lease is not None and op_b.lease.token == 2
+        # A wakes up: its checkpoint, its memo, its settlement are all refused.
+        out.state["text"] += "after "
+        with pytest.raises(FencedError, match=r"token 1, but the stored token is 2 \(held by B\)"):
+            await inv.stream.checkpoint()
+        assert inv.stream.fenced
+        with pytest.raises(FencedError) as info:
+            await op_a.settle("c2", message("c2 by A"))
+        assert isinstance(info.value, ConflictError)
+        assert (info.value.holder, info.value.token, info.value.current_token) == ("B", 1, 2)
+        got = await recover(s, inv.stream.address)
+        assert got is not None and got.value == {"text": "before "}
+        # B settles both calls; the lease ends with the operation.
+        await op_b.settle("c1", message("c1 by B"))
+        await op_b.settle("c2", message("c2 by B"))
+        entries = [e.value["content"][0]["text"] for e in await s.read_entries()]  # type: ignore[index]
+        assert entries == ["c1 by B", "c2 by B"]
+        assert await s.live_scopes() == []
+        assert await s.get_value(lease_token("op1")) is None
+        assert await s.get_value(lease_holder("op1")) is None
+    finally:
+        stop(op_a)
+
+
+async def test_two_hosts_taking_over_the_same_operation_one_wins(store: Store) -> None:
+    s = await store.session()
+    clock = Clock()
+    a = Durability(s, host="A", lease_ttl=5, wall_clock=clock)
+    op_a = await a.start_operation("op1", "op1", [record("c1")])
+    stop(op_a)
+    clock.now += 6
+    [pending] = await a.pending_operations()
+    hosts = [Durability(s, host=h, lease_ttl=5, wall_clock=clock) for h in ("B", "C")]
+    results = await asyncio.gather(
+        *(d.claim(pending, d.host or "") for d in hosts), return_exceptions=True
+    )
+    won = [r for r in results if isinstance(r, DurableOperation)]
+    lost = [r for r in results if isinstance(r, BaseException)]
+    assert len(won) == 1 and len(lost) == 1 and isinstance(lost[0], LeaseHeldError), results
+    stop(*won)
+    lease = await read_lease(s, "op1")
+    assert lease is not None and lease.token == 2 and won[0].lease is not None
+    assert lease.owner == won[0].lease.owner
+
+
+async def test_resume_skips_an_operation_live_on_another_host(store: Store) -> None:
+    s = await store.session()
+    clock = Clock()
+    a = Durability(s, host="A", lease_ttl=5, wall_clock=clock)
+    op_a = await a.start_operation("op1", "op1", [record("c1")])
+    stop(op_a)
+    hooks = DurableHooks(Durability(s, wall_clock=clock))
+    h = Harness([], hooks=hooks)
+    assert await resume(h) == []
+    [skipped] = hooks.skipped
+    assert (skipped.operation_id, skipped.holder) == ("op1", "A")
+    assert await s.read_entries() == []
+    # Once the lease expired, resume settles it (interrupted: the tool is unknown here).
+    clock.now += 6
+    [result] = await resume(h)
+    assert result.is_error and len(await s.read_entries()) == 1
+    assert await s.live_scopes() == []
+
+
+async def test_a_heartbeat_keeps_the_lease_and_stops_when_fenced(store: Store) -> None:
+    s = await store.session()
+    clock = Clock()
+    a = Durability(s, host="A", lease_ttl=5, wall_clock=clock)
+    op_a = await a.start_operation("op1", "op1", [record("c1")])
+    stop(op_a)
+    assert op_a.lease is not None
+    clock.now += 4
+    await op_a.lease.renew()
+    held = await read_lease(s, "op1")
+    assert held is not None and held.expires == clock.now + 5
+    clock.now += 4  # 8 s after the start, but 4 s after the renewal: still live
+    [pending] = await a.pending_operations()
+    with pytest.raises(LeaseHeldError):
+        await Durability(s, host="B", wall_clock=clock).claim(pending, "B")
