@@ -18,12 +18,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "durability"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from crashkill_check import ForkServer, run_points  # noqa: E402
 
@@ -31,13 +33,25 @@ from crashkill_check import ForkServer, run_points  # noqa: E402
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--points", type=int, default=500, help="kill points per backend")
+    parser.add_argument(
+        "--backends", default="jsonl,sqlite,postgres", help="comma-separated backends to run"
+    )
     args = parser.parse_args()
     server = ForkServer()
     rows = []
+    cluster = None
+    pg = os.environ.get("TOOLFOLD_TEST_POSTGRES_DSN")
+    if pg is None:
+        from pg_fixture import start_cluster
+
+        cluster = start_cluster(fsync=True)
+        pg = cluster.dsn
     try:
-        for backend in ("jsonl", "sqlite"):
+        for backend in args.backends.split(","):
             with tempfile.TemporaryDirectory(prefix=f"crashkill-{backend}-") as tmp:
-                outcomes, seconds = await run_points(backend, Path(tmp), args.points, server=server)
+                outcomes, seconds = await run_points(
+                    backend, Path(tmp), args.points, server=server, pg_server=pg
+                )
             bad = [o for o in outcomes if o.violations]
             rows.append(
                 (
@@ -55,7 +69,8 @@ async def main() -> None:
                 print(f"  {backend} kill at #{o.kill_at} torn={o.torn}: {o.violations}")
         broken_points = max(40, args.points // 10)
         symptoms: dict[str, collections.Counter[str]] = {}
-        for broken in ("memo_then_checkpoint", "checkpoint_then_memo"):
+        rejected = ("memo_then_checkpoint", "checkpoint_then_memo")
+        for broken in rejected if "sqlite" in args.backends.split(",") else ():
             with tempfile.TemporaryDirectory(prefix="crashkill-broken-") as tmp:
                 outcomes, seconds = await run_points(
                     "sqlite", Path(tmp), broken_points, server=server, broken=broken
@@ -78,8 +93,13 @@ async def main() -> None:
             )
     finally:
         server.close()
+        if cluster is not None:
+            cluster.stop()
     print("### Crash-kill\n")
-    print(f"Command: `.venv/bin/python benchmarks/bench_crashkill.py --points {args.points}`\n")
+    print(
+        f"Command: `.venv/bin/python benchmarks/bench_crashkill.py --points {args.points} "
+        f"--backends {args.backends}`\n"
+    )
     print(
         "| backend | memo design | kill points | killed mid-run | torn record "
         "| partial answer kept | runs violating an invariant | time |"

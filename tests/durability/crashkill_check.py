@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,14 +73,39 @@ class Outcome:
     """Resume settled the assistant message as interrupted with some text kept."""
 
 
-def store_url(backend: str, directory: Path) -> str:
+def store_url(backend: str, directory: Path, pg_server: str | None = None) -> str:
+    """A fresh store for one kill point (on PostgreSQL: a new database on ``pg_server``,
+    dropped by :func:`drop_store`)."""
     root = directory / "store"
     root.mkdir(parents=True, exist_ok=True)
     if backend == "jsonl":
         return f"jsonl:{root}"
     if backend == "sqlite":
         return f"sqlite:{root / 'store.db'}"
-    raise ValueError(f"crash-kill runs on jsonl or sqlite, not {backend!r}")
+    if backend == "postgres":
+        if pg_server is None:
+            raise ValueError("crash-kill on postgres needs a server DSN (pg_server)")
+        import psycopg
+
+        from pg_fixture import with_dbname
+
+        name = f"ck_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return with_dbname(pg_server, name)
+    raise ValueError(f"crash-kill runs on jsonl, sqlite or postgres, not {backend!r}")
+
+
+def drop_store(url: str, pg_server: str | None) -> None:
+    """Drop a kill point's PostgreSQL database (other stores live in its directory)."""
+    if pg_server is None or not url.startswith("postgresql:"):
+        return
+    import psycopg
+    import psycopg.conninfo
+
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @dataclass
@@ -318,6 +344,7 @@ async def run_points(
     *,
     server: ForkServer | None = None,
     broken: str | None = None,
+    pg_server: str | None = None,
 ) -> tuple[list[Outcome], float]:
     """Run ``count`` kill points on ``backend``: kill at every storage call #1..K of a
     calibrated run (plus past the end), with new seeds each pass; on JSONL every other
@@ -328,8 +355,14 @@ async def run_points(
     try:
         calib = base / "calibrate"
         calib.mkdir(parents=True)
-        req = {"url": store_url(backend, calib), "dir": str(calib), "kill_at": 0, "seed": 0}
+        req = {
+            "url": store_url(backend, calib, pg_server),
+            "dir": str(calib),
+            "kill_at": 0,
+            "seed": 0,
+        }
         server.run(req)
+        drop_store(str(req["url"]), pg_server)
         total = read_trace(calib / "trace.jsonl").calls
         if total == 0:
             raise RuntimeError(f"calibration run on {backend} did not complete (see {calib})")
@@ -342,7 +375,7 @@ async def run_points(
             d = base / f"k{i}"
             d.mkdir()
             req = {
-                "url": store_url(backend, d),
+                "url": store_url(backend, d, pg_server),
                 "dir": str(d),
                 "store_root": str(d / "store"),
                 "kill_at": kill_at,
@@ -354,7 +387,10 @@ async def run_points(
             out = Outcome(kill_at, torn, answer.get("signal") == 9)
             if answer.get("exit") not in (None, 0):
                 out.violations.append(f"child failed with exit {answer['exit']} (not a kill)")
-            out.violations.extend(await check(backend, d, req, out))
+            try:
+                out.violations.extend(await check(backend, d, req, out))
+            finally:
+                drop_store(str(req["url"]), pg_server)
             outcomes.append(out)
             if not out.violations:
                 shutil.rmtree(d, ignore_errors=True)

@@ -447,6 +447,7 @@ def run_one(req: dict[str, Any]) -> int:
 def _preload() -> None:
     """Pay every lazy import once, before forking: each grandchild inherits them."""
     import toolfold.storage._jsonl
+    import toolfold.storage._postgres
     import toolfold.storage._sqlite
     import toolfold.tools  # noqa: F401
 

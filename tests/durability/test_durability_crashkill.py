@@ -1,5 +1,5 @@
 """Crash-kill suite: a child process runs bash (spilling), a memoising multi-step tool and
-a details-heavy tool on JSONL and SQLite while it streams a durable assistant message,
+a details-heavy tool on JSONL, SQLite and PostgreSQL while it streams a durable assistant message,
 and SIGKILLs itself at storage call #k (on JSONL also with commit #k's record cut
 short); the store is reopened, the operation resumed, and the four invariants of
 docs/durability.md checked after every kill — for the message too: recovery shows its
@@ -41,6 +41,25 @@ async def test_no_invariant_breaks_at_any_kill_point(
     # Kills really land inside the message's generation: a partial answer is kept.
     assert sum(o.partial_message for o in outcomes) >= POINTS * 0.1
     violations = [(o.kill_at, o.torn, v) for o in outcomes for v in o.violations]
+    assert violations == []
+
+
+#: Fewer on PostgreSQL: each kill point gets a database of its own (the benchmark,
+#: benchmarks/bench_crashkill.py, runs 500).
+PG_POINTS = 60
+
+
+@pytest.mark.slow
+async def test_no_invariant_breaks_at_any_kill_point_on_postgres(
+    tmp_path: Path, server: ForkServer, postgres_server: str
+) -> None:
+    outcomes, _ = await run_points(
+        "postgres", tmp_path, PG_POINTS, server=server, pg_server=postgres_server
+    )
+    assert len(outcomes) == PG_POINTS
+    assert sum(o.killed for o in outcomes) >= PG_POINTS * 0.6
+    assert sum(o.partial_message for o in outcomes) >= PG_POINTS * 0.1
+    violations = [(o.kill_at, v) for o in outcomes for v in o.violations]
     assert violations == []
 
 
