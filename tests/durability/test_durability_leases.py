@@ -85,8 +85,11 @@ async def test_takeover_fences_every_write_of_the_old_host(store: Store) -> None
         entries = [e.value["content"][0]["text"] for e in await s.read_entries()]  # type: ignore[index]
         assert entries == ["c1 by B", "c2 by B"]
         assert await s.live_scopes() == []
-        assert await s.get_value(lease_token("op1")) is None
+        assert await s.get_value(lease_token("op1")) == {"settled": 2}
         assert await s.get_value(lease_holder("op1")) is None
+        # A resumer that listed the operation just before it settled cannot take it.
+        with pytest.raises(LeaseHeldError, match="already settled"):
+            await b.claim(pending, "B")
     finally:
         stop(op_a)
 

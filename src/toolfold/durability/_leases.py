@@ -14,8 +14,9 @@ Every durable write of a leased operation (checkpoints, memos, settlement) is co
 with the precondition "the token is still mine" (``storage.expect``), checked inside the
 commit's transaction. A host that was paused or partitioned past its lease and lost the
 operation therefore cannot write anything after the takeover: its commit raises
-:class:`FencedError` and writes nothing. Settlement deletes both values in the same
-transaction as the result entry.
+:class:`FencedError` and writes nothing. Settlement deletes the holder and turns the
+token into the tombstone ``{"settled": token}`` in the same transaction as the result
+entry, so no later claim can take a settled operation.
 
 Expiry is wall-clock time (``time.time``) compared across hosts: hosts are assumed to
 keep their clocks within a small fraction of the lease (NTP); see docs/durability.md.
@@ -139,9 +140,13 @@ class Lease:
         }
 
     def release_writes(self) -> list[Write]:
-        """The writes that end the lease (committed with the settlement)."""
+        """The writes that end the lease (committed with the settlement): the holder goes,
+        the token becomes the tombstone ``{"settled": token}``. Deleting the token would
+        let a resumer that listed the operation as pending just before the settlement
+        take a fresh lease on it and settle it twice; the tombstone makes that claim's
+        conditional commit fail instead."""
         return [
-            delete_value(lease_token(self.operation_id)),
+            set_value(lease_token(self.operation_id), {"settled": self.token}),
             delete_value(lease_holder(self.operation_id)),
         ]
 
@@ -220,6 +225,14 @@ async def acquire_lease(
     if not ttl > 0:
         raise DurabilityError(f"lease ttl must be > 0 seconds, got {ttl!r}")
     current = await session.get_value(lease_token(operation_id))
+    if isinstance(current, dict) and "settled" in current:
+        raise LeaseHeldError(
+            f"operation {operation_id!r} has already settled (fencing token "
+            f"{current['settled']!r}); there is nothing to resume",
+            operation_id=operation_id,
+            holder="",
+            expires=0.0,
+        )
     if current is not None and not isinstance(current, int):
         raise DurabilityError(
             f"{lease_token(operation_id)} holds {current!r}, not a fencing token; "

@@ -349,6 +349,11 @@ class Durability:
         lease = await acquire_lease(
             self.session, pending.operation_id, host, ttl=self.lease_ttl, clock=self.wall_clock
         )
+        # ``pending`` was read before the lease was ours: its previous holder may have
+        # settled more calls since. Nobody can now, so read which ones once more.
+        for fresh in await self.pending_operations():
+            if fresh.operation_id == pending.operation_id:
+                pending = fresh
         lease.start_heartbeat()
         return DurableOperation(
             self,
