@@ -387,7 +387,7 @@ def test_viewer_replica_equals_server_view_after_a_long_bash_stream(
         assert (width, height) == (1280, 900)
         assert len(data) > 20_000, f"screenshot is only {len(data)} bytes: the page looks empty"
         card = page.inner_text(f"article[data-tool-call-id='{call_id}']")
-        assert "running" in card and "showing last" in card and f"of {LINES}" in card
+        assert "running" in card and "showing last" in card and f"of {LINES:,}" in card
         assert "漢字テスト" in card and "😀" in card
 
         gate.write_text("go")
@@ -515,7 +515,7 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
         assert page.evaluate("() => window.toolfoldViewer.stored.total") == 2
         long = page.inner_text(f"#stored article.status-ok[data-tool-call-id='{long_id}']")
         assert "seq 1 2500" in long and "ok" in long
-        assert "showing last 2000 of 2500 lines" in long
+        assert "showing last 2,000 of 2,500 lines" in long
         assert f"full output at {tmp_path / 'spill' / 'main'}" in long
         assert "exit_code" in long  # the details table
         failed = page.inner_text(f"#stored article.status-error[data-tool-call-id='{failed_id}']")
