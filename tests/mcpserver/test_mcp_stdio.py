@@ -179,6 +179,23 @@ def _rpc(proc: subprocess.Popen[bytes], line: bytes) -> dict[str, Any]:
     return reply
 
 
+def _initialize(proc: subprocess.Popen[bytes]) -> None:
+    """The MCP handshake, by hand: initialize, then the initialized notification."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    assert "result" in _rpc(proc, json.dumps(init).encode())
+    assert proc.stdin is not None
+    proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+
+
 def test_a_malformed_message_gets_an_error_and_the_server_keeps_serving(tmp_path: Path) -> None:
     # Malformed input cannot be sent through the SDK client, so this one test speaks
     # JSON-RPC lines itself.
@@ -192,19 +209,7 @@ def test_a_malformed_message_gets_an_error_and_the_server_keeps_serving(tmp_path
         start_new_session=True,
     )
     try:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-        assert "result" in _rpc(proc, json.dumps(init).encode())
-        assert proc.stdin is not None
-        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        _initialize(proc)
         bad = _rpc(proc, b'{"jsonrpc": "2.0", "id": 2, "method": ')
         assert bad["error"]["code"] == -32700, bad
         listed = _rpc(proc, b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}')
@@ -301,19 +306,7 @@ def test_closing_stdin_mid_call_settles_the_call_cancelled(tmp_path: Path) -> No
     )
     command = "echo $$ > command.pid; for i in $(seq 1 100000); do echo tick $i; sleep 0.01; done"
     try:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
-        assert "result" in _rpc(proc, json.dumps(init).encode())
-        assert proc.stdin is not None
-        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        _initialize(proc)
         call = {
             "jsonrpc": "2.0",
             "id": 2,
