@@ -26,7 +26,7 @@ TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 def clean_env() -> dict[str, str]:
     """The test environment without a developer's ``TOOLFOLD_STORE`` / token."""
     return {
-        k: v for k, v in os.environ.items() if k not in ("TOOLFOLD_STORE", "TOOLFOLD_MCP_TOKEN")
+        k: v for k, v in os.environ.items() if k not in ("TOOLFOLD_STORE", "TOOLFOLD_TOKEN")
     } | {"PYTHONUNBUFFERED": "1"}
 
 

@@ -61,7 +61,7 @@ def server(tmp_path: Path) -> Iterator[str]:
                 "h1",
             ],
             cwd=tmp_path,
-            env=clean_env() | {"TOOLFOLD_MCP_TOKEN": TOKEN},
+            env=clean_env() | {"TOOLFOLD_TOKEN": TOKEN},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -116,7 +116,7 @@ def test_a_request_without_the_token_is_refused(server: str) -> None:
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
         reply = httpx.post(server, json=INIT, headers=MCP_HEADERS | headers, timeout=10)
         assert reply.status_code == 401, (headers, reply.text)
-        assert "TOOLFOLD_MCP_TOKEN" in reply.json()["error"]
+        assert "TOOLFOLD_TOKEN" in reply.json()["error"]
     ok = httpx.post(
         server, json=INIT, headers=MCP_HEADERS | {"Authorization": f"Bearer {TOKEN}"}, timeout=10
     )
@@ -145,7 +145,7 @@ def test_an_unusable_token_is_a_one_line_error(tmp_path: Path) -> None:
     done = subprocess.run(
         [*TOOLFOLD, "mcp", "--http", "--port", str(_free_port()), "--store", store_url(tmp_path)],
         cwd=tmp_path,
-        env=clean_env() | {"TOOLFOLD_MCP_TOKEN": "short"},
+        env=clean_env() | {"TOOLFOLD_TOKEN": "short"},
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -153,7 +153,7 @@ def test_an_unusable_token_is_a_one_line_error(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     [line] = [x for x in done.stderr.splitlines() if x.startswith("toolfold: error:")]
-    assert "TOOLFOLD_MCP_TOKEN cannot be used" in line and "16-512 characters" in line
+    assert "TOOLFOLD_TOKEN cannot be used" in line and "16-512 characters" in line
 
 
 async def test_the_proxy_reaches_an_http_upstream_with_its_header(

@@ -389,7 +389,7 @@ def mcp(
     progress is reported while a call runs; a cancel keeps the partial output; every
     call is recorded in the store (`toolfold show SESSION`, `toolfold serve`). On
     start, calls an earlier server left unsettled in the session (a crash) are
-    settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_MCP_TOKEN
+    settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_TOKEN
     (a token is made and printed when it is unset) and checks Host and Origin.
     `toolfold mcp proxy -- COMMAND...` puts the same bounds in front of any MCP server.
     """

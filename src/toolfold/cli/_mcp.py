@@ -13,8 +13,9 @@ from toolfold.output import OutputPolicy
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 
-TOKEN_ENV = "TOOLFOLD_MCP_TOKEN"
-"""Environment variable holding the bearer token of ``toolfold mcp --http``."""
+TOKEN_ENV = "TOOLFOLD_TOKEN"
+"""Environment variable holding the bearer token of ``toolfold mcp --http`` (the same one
+``toolfold serve`` reads, so one exported secret serves both)."""
 
 
 @dataclass(frozen=True)

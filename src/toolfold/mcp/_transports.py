@@ -100,10 +100,10 @@ def http_app(host: McpHost, *, token: str, bind: str) -> ASGIApp:
             token=token,
             allowed_hosts=allowed_hosts(None if wildcard else bind),
             max_body_bytes=MAX_BODY_BYTES,
-            token_hint="send it as 'Authorization: Bearer <token>' ($TOOLFOLD_MCP_TOKEN)",
+            token_hint="send it as 'Authorization: Bearer <token>' ($TOOLFOLD_TOKEN)",
         )
     except ValueError as exc:
-        raise McpHostError(f"$TOOLFOLD_MCP_TOKEN cannot be used: {exc}") from exc
+        raise McpHostError(f"$TOOLFOLD_TOKEN cannot be used: {exc}") from exc
     return Guard(app, config)
 
 
