@@ -1,4 +1,5 @@
-"""Tracker benchmarks: median µs per mutate+flush, cost vs value size, jsonpatch side by side.
+"""Tracker benchmarks: median µs per mutate+flush, cost vs value size, and side by side the
+alternatives a Python user would pick: send a full JSON snapshot, or ``jsonpatch.make_patch``.
 
 Run: ``.venv/bin/python benchmarks/bench_chord_tracker.py [--quick]``. Prints markdown tables.
 
@@ -7,6 +8,11 @@ time; a 50 KB rolling window ``text = text[32:] + chunk``; a transcript push of 
 ``{"id", "text"}`` entry. Text is varied and every iteration writes a fresh string (a repeated
 fixture would make the overlap probe give up and measure the fallback instead). The same
 workloads at 500 KB show that the cost follows the change, not the value.
+
+The snapshot column is the same mutation on a plain dict followed by ``json.dumps`` of the
+whole value (what a producer without a tracker sends every time); it runs fewer iterations
+(each one serialises the whole value) and measures only producing the bytes, not sending or
+applying them.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from toolfold.chord import Encoder, track
 QUICK = "--quick" in sys.argv
 ITERATIONS = 300 if QUICK else 2000
 WARMUP = 50 if QUICK else 300
-REFERENCE_US = {"append": 180.0, "rolling": 4.8, "push": 10.7}  # TypeScript, 2-core machine
+SNAPSHOT_ITERATIONS = 50 if QUICK else 300
 
 _rng = random.Random(7)
 _WORDS = [
@@ -87,8 +93,9 @@ def append_workload(size: int) -> Callable[[], Callable[[], list[Any]]]:
     return setup
 
 
-def plain_baseline(kind: str, size: int) -> float:
-    """Median µs of the same mutation on a plain dict (no tracker, no flush)."""
+def plain_baseline(kind: str, size: int, snapshot: bool = False) -> tuple[float, float]:
+    """(median µs, mean bytes sent) of the same mutation on a plain dict: no tracker, no
+    flush; with ``snapshot`` each mutation is followed by ``json.dumps`` of the whole value."""
     if kind == "append":
         d: Any = {"content": [{"type": "text", "text": text(size)}]}
         part = d["content"][0]
@@ -103,7 +110,7 @@ def plain_baseline(kind: str, size: int) -> float:
         def step() -> None:
             d["text"] = d["text"][32:] + next(chunks)
     else:
-        d = {"transcript": []}
+        d = {"transcript": [{"id": i, "text": text(40)} for i in range(size)]}
         texts = iter([text(40) for _ in range(ITERATIONS + WARMUP)])
         log = d["transcript"]
         counter = iter(range(10**9))
@@ -111,14 +118,22 @@ def plain_baseline(kind: str, size: int) -> float:
         def step() -> None:
             log.append({"id": next(counter), "text": next(texts)})
 
-    for _ in range(WARMUP):
+    def dumped() -> int:
         step()
+        return len(json.dumps(d, separators=(",", ":"), ensure_ascii=False).encode())
+
+    run: Callable[[], Any] = dumped if snapshot else step
+    iterations = SNAPSHOT_ITERATIONS if snapshot else ITERATIONS
+    for _ in range(iterations // 10 if snapshot else WARMUP):
+        run()
     times = []
-    for _ in range(ITERATIONS):
+    sent = 0
+    for _ in range(iterations):
         t0 = time.perf_counter_ns()
-        step()
+        n = run()
         times.append((time.perf_counter_ns() - t0) / 1000)
-    return statistics.median(times)
+        sent += n or 0
+    return statistics.median(times), sent / iterations
 
 
 def rolling_workload(size: int, scan: int = 65536) -> Callable[[], Callable[[], list[Any]]]:
@@ -238,9 +253,10 @@ def main() -> None:
     print(f"iterations {ITERATIONS}, warm-up {WARMUP}, Python {sys.version.split()[0]}\n")
     print(
         "| workload | median µs (mutate+flush) | same mutation on a plain dict µs "
-        "| TS reference µs | ratio to TS | op B | wire B |"
+        "| op B | wire B | full snapshot µs (mutate+json.dumps) | snapshot B "
+        "| snapshot / tracker time | snapshot / wire bytes |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     rows = [
         ("200 KB string, append 7-8 chars", append_workload(200_000), "append", 200_000),
         ("500 KB string, append 7-8 chars", append_workload(500_000), "append", 500_000),
@@ -258,12 +274,11 @@ def main() -> None:
     ]
     for name, setup, kind, size in rows:
         us, ob, wb = measure(setup)
-        base = plain_baseline(kind, size)
-        ref_us = REFERENCE_US[kind] if size in (0, 200_000, 50_000) else None
-        ref_text = f"{ref_us:g}" if ref_us else ""
-        ratio = f"{us / ref_us:.2f}" if ref_us else ""
+        base, _ = plain_baseline(kind, size)
+        snap_us, snap_b = plain_baseline(kind, size, snapshot=True)
         print(
-            f"| {name} | {us:,.2f} | {base:,.2f} | {ref_text} | {ratio} | {ob:,.0f} | {wb:,.0f} |"
+            f"| {name} | {us:,.2f} | {base:,.2f} | {ob:,.0f} | {wb:,.0f} | {snap_us:,.1f} "
+            f"| {snap_b:,.0f} | {snap_us / us:,.1f}x | {snap_b / wb:,.0f}x |"
         )
     print()
     print("| vs jsonpatch.make_patch | jsonpatch | chord tracker | time ratio | bytes ratio |")
