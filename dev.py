@@ -9,7 +9,9 @@ needs (re-installing only when pyproject.toml changed), then runs:
     test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
            (`test --random`: hypothesis draws new examples instead of CI's fixed ones)
     mutate the mutation run on the data-corrupting core (mutmut; slow, not part of CI):
-           prints the score per module for docs/TESTING.md
+           prints the score per module for docs/TESTING.md (`mutate storage`: only the
+           mutants of one package, e.g. chord, output, execenv, durability, storage;
+           mutmut's own mutant-name globs such as `toolfold.storage._base*` work too)
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
@@ -157,7 +159,9 @@ def mutate(args: list[str]) -> int:
     killed / survived per module and every survivor (docs/TESTING.md keeps the verdicts)."""
     _ensure_venv("dev,mutate")
     children = str(max(1, (os.cpu_count() or 2)))
-    code = _run([str(BIN / "mutmut"), "run", "--max-children", children, *args])
+    # A bare package name stands for its mutants: `mutate storage` -> `toolfold.storage.*`.
+    names = [a if a.startswith("-") or "." in a or "*" in a else f"toolfold.{a}.*" for a in args]
+    code = _run([str(BIN / "mutmut"), "run", "--max-children", children, *names])
     if code != 0:
         return code
     listing = subprocess.run(
@@ -178,13 +182,15 @@ def mutate(args: list[str]) -> int:
         counts[status] = counts.get(status, 0) + 1
         if status == "survived":
             survivors.append(name)
-    print("| module | mutants | killed | survived | other | score |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| module | mutants | killed | survived | timeouts | other | score |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     total = killed = 0
     for module, counts in sorted(per_module.items()):
         n, k, s = sum(counts.values()), counts.get("killed", 0), counts.get("survived", 0)
+        t = counts.get("timeout", 0)
         total, killed = total + n, killed + k
-        print(f"| {module} | {n} | {k} | {s} | {n - k - s} | {100 * k / max(n, 1):.1f} % |")
+        score = 100 * k / max(n, 1)
+        print(f"| {module} | {n} | {k} | {s} | {t} | {n - k - s - t} | {score:.1f} % |")
     print(f"| all | {total} | {killed} | | | {100 * killed / max(total, 1):.1f} % |")
     print("\nsurvivors (give each a verdict in docs/TESTING.md):")
     print("\n".join(survivors) or "none")

@@ -168,12 +168,23 @@ def test_seeded_window_resumes_exact_totals() -> None:
     ("kwargs", "needle"),
     [
         ({"retain": "middle"}, "retain must be 'head' or 'tail', got 'middle'"),
-        ({"max_bytes": 0}, "max_bytes must be a positive int, got 0"),
+        ({"max_bytes": 0}, "max_bytes must be a positive int, got 0; pass a bound of at least 1"),
         ({"max_lines": True}, "max_lines must be a positive int, got True"),
-        ({"max_image_bytes": 10, "max_total_image_bytes": 5}, "max_total_image_bytes (5)"),
+        (
+            {"max_image_bytes": 10, "max_total_image_bytes": 5},
+            "max_total_image_bytes (5) is smaller than max_image_bytes (10); raise the total "
+            "or lower the per-image bound",
+        ),
+        # One image allowed is enough for the total to have to hold it.
+        ({"max_images": 1, "max_image_bytes": 10, "max_total_image_bytes": 9}, "(9) is smaller"),
     ],
 )
 def test_bad_policy_names_the_field(kwargs: dict[str, object], needle: str) -> None:
     with pytest.raises(OutputPolicyError) as info:
         OutputPolicy(**kwargs)  # type: ignore[arg-type]
     assert needle in str(info.value)
+
+
+def test_a_total_image_bound_equal_to_the_per_image_bound_is_accepted() -> None:
+    policy = OutputPolicy(max_images=1, max_image_bytes=10, max_total_image_bytes=10)
+    assert policy.max_total_image_bytes == policy.max_image_bytes == 10

@@ -82,7 +82,8 @@ class OutputPolicy:
             raise OutputPolicyError(
                 f"OutputPolicy.cut_notice must be a bool, got {self.cut_notice!r}"
             )
-        if self.max_images > 0 and self.max_total_image_bytes < self.max_image_bytes:
+        # max_images >= 1 here, so every policy may hold an image and the total must fit one.
+        if self.max_total_image_bytes < self.max_image_bytes:
             raise OutputPolicyError(
                 f"OutputPolicy.max_total_image_bytes ({self.max_total_image_bytes}) is smaller "
                 f"than max_image_bytes ({self.max_image_bytes}); raise the total or lower the "
