@@ -157,6 +157,54 @@ async def test_kill_9_mid_answer_then_resume_continues_the_run(tmp_path: Path) -
     assert live == []
 
 
+async def test_ctrl_c_ends_with_one_line_and_130_and_resume_goes_on(tmp_path: Path) -> None:
+    url = f"sqlite:{tmp_path / 'store.db'}"
+    script = [
+        tool_chunks([("c1", "bash", {"command": "sleep 60"})]),
+        text_chunks("Done after Ctrl-C."),
+    ]
+    async with ScriptedServer(script) as server:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "toolfold.cli", "agent", "wait", "--model", "scripted",
+            "--base-url", server.base_url, "--session", "s3", "--store", url,
+            cwd=tmp_path, env=env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        assert proc.stderr is not None
+        try:
+            ready = b""
+            for _ in range(100):  # bounded: the tool call's start line, then Ctrl-C
+                if b"-> bash" in ready:
+                    break
+                ready += await asyncio.wait_for(proc.stderr.readline(), timeout=60)
+            assert b"-> bash" in ready, ready
+            proc.send_signal(signal.SIGINT)
+            out, rest = await asyncio.wait_for(proc.communicate(), timeout=60)
+            assert out == b""  # a tool-call turn has no answer text
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        err = (ready + rest).decode()
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and "aborted" not in err
+        assert err.endswith(
+            "toolfold: interrupted; `toolfold resume s3 --store sqlite:"
+            f"{tmp_path / 'store.db'}` continues the run\n"
+        ), err
+        assert [line for line in err.splitlines() if "interrupted" in line or not line] == [
+            err.splitlines()[-1]
+        ]
+        record, entries, live = await session_values(url, "s3")
+        assert record["done"] is None and live == []
+        assert entries[-1]["tool_call_id"] == "c1" and entries[-1]["outcome"] == "interrupted"
+        code, out2, err2 = await toolfold("resume", "s3", "--store", url, cwd=tmp_path)
+    assert code == 0, err2
+    assert "Done after Ctrl-C." in out2
+    record, _, live = await session_values(url, "s3")
+    assert record["done"] == "answer" and live == []
+
+
 def test_rebuild_history_runs_a_message_s_unsettled_calls_and_drops_cut_ones() -> None:
     def message(turn: int, stop: str, calls: list[tuple[str, str]], text: str = "") -> Any:
         content: list[Any] = [{"type": "text", "text": text}] if text else []

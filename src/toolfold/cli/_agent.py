@@ -4,7 +4,9 @@ continuing a run a crash cut short from what the store recovered."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
 import socket
 import sys
 import uuid
@@ -26,6 +28,7 @@ from toolfold.harness import (
 from toolfold.storage import Session, set_value
 
 from ._errors import CliError
+from ._run import _store_flag
 from ._store import StoreSpec, open_store
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -189,8 +192,8 @@ async def drive(
     )
     printer = AgentPrinter()
     remove = loop.bus.add_listener(printer.handle)
-    try:
-        result = await continue_agent(
+    task = asyncio.ensure_future(
+        continue_agent(
             history,
             client=client,
             model=str(record["model"]),
@@ -198,11 +201,32 @@ async def drive(
             session=session,
             max_turns=int(record["max_turns"]),
         )
+    )
+    signalled: list[int] = []
+    running = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        # Cancel the loop, which settles the running message and calls as interrupted
+        # with what they had; the run record stays open, so `toolfold resume` goes on.
+        signalled.append(signum)
+        task.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        running.add_signal_handler(signum, on_signal, signum)
+    resume = f"`toolfold resume {session_name}{_store_flag(spec)}`"
+    try:
+        result = await task
+    except asyncio.CancelledError:
+        if not signalled:
+            raise
+        printer.err.write(f"toolfold: interrupted; {resume} continues the run\n")
+        printer.err.flush()
+        return 128 + signalled[0]
     except AgentError as exc:
-        raise CliError(
-            f"{exc}; `toolfold resume {session_name}` continues the run from there"
-        ) from exc
+        raise CliError(f"{exc}; {resume} continues the run from there") from exc
     finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            running.remove_signal_handler(signum)
         remove()
     await session.commit([set_value(agent_run_address(), {**record, "done": result.stop})])
     tokens = result.model_usage.get("total_tokens")
