@@ -15,7 +15,7 @@ from pathlib import Path
 from toolfold.harness import Harness, ToolCall, ToolContext
 from toolfold.storage import open_repository
 
-from ._tools import DEMO_STEPS
+from ._demo_steps import DEMO_STEPS
 
 
 async def _main(url: str, session_name: str, steps: int, step_seconds: float, hold_at: int) -> None:

@@ -34,7 +34,7 @@ from toolfold.storage import StorageError, set_value
 
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
 from ._store import StoreSpec, open_store, report_notes, resolve_store
-from ._tools import cli_tools
+from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
 
 MAX_WINDOW_BYTES = 16 * 1024 * 1024
@@ -224,7 +224,8 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         record = new_run_record(settings.command, where, started)
         await session.commit([set_value(run_record_address(call_id), record)])
         harness = Harness(
-            cli_tools(settings.policy, max_spill=settings.max_spill),
+            # bash alone: the only tool `run` calls (and the others would import pydantic)
+            [cli_bash(settings.policy, max_spill=settings.max_spill)],
             context=context,
             session=session,
         )

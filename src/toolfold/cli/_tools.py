@@ -3,62 +3,21 @@ and the demo's memoising tool, so ``toolfold resume`` can re-run it seeded."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from toolfold.harness import MISSING, Tool, ToolContext
-from toolfold.output import OutputPolicy, ToolOutput
-from toolfold.tools import BASH, bash_tool, builtin_tools
+from toolfold.harness import Tool
+from toolfold.output import OutputPolicy
+from toolfold.tools import BASH, BashParams, bash_tool
 
 
-class StepsParams(BaseModel):
-    """Arguments of the demo's ``demo_steps`` tool."""
-
-    steps: int = Field(default=8, ge=1, le=1000, description="How many steps to run.")
-    step_seconds: float = Field(
-        default=0.2, ge=0, le=10, description="How long each step works before it reports."
-    )
-
-
-async def run_steps(
-    tool_call_id: str,
-    params: StepsParams,
-    cancel: asyncio.Event,
-    out: ToolOutput,
-    context: ToolContext,
-) -> None:
-    """Run numbered steps; each writes one line, then memoises that it is done.
-
-    Replay-safe: after a crash the harness re-runs it with a sink seeded from the state
-    committed with the last memo, so finished steps are skipped (they emit nothing, their
-    lines are already in the sink) and the interrupted step is redone once."""
-    done = await context.get_memo("done")
-    first = 1 if done is MISSING else int(done) + 1
-    hook = context.extra.get("after_memo")
-    for step in range(first, params.steps + 1):
-        if cancel.is_set():
-            return
-        out.write(f"step {step}/{params.steps}: working\n")
-        await asyncio.sleep(params.step_seconds)  # the step's work
-        out.write(f"step {step}/{params.steps}: done\n")
-        out.details["done"] = step
-        # Output first, memo second: the memo commits with a checkpoint holding the line.
-        await context.set_memo("done", step)
-        if callable(hook):
-            hook(step)
-
-
-DEMO_STEPS: Tool[StepsParams] = Tool(
-    name="demo_steps",
-    description=(run_steps.__doc__ or "").split("\n")[0],
-    params=StepsParams,
-    execute=run_steps,
-    output=OutputPolicy(retain="head"),
-    replay_safe=True,
-)
+def cli_bash(
+    policy: OutputPolicy | None = None, *, max_spill: int | None = None
+) -> Tool[BashParams]:
+    """The ``bash`` tool with ``policy`` and a ``max_spill`` cap when given. All that
+    ``toolfold run`` needs: it imports neither the other tools nor pydantic."""
+    tool = BASH if max_spill is None else bash_tool(max_spill=max_spill)
+    return tool if policy is None else dataclasses.replace(tool, output=policy)
 
 
 def cli_tools(
@@ -66,13 +25,14 @@ def cli_tools(
 ) -> list[Tool[Any]]:
     """The built-in tools (``bash`` with ``bash_policy`` and a ``max_spill`` cap when
     given) plus ``demo_steps``."""
+    from toolfold.tools import builtin_tools
+
+    from ._demo_steps import DEMO_STEPS
+
     tools: list[Tool[Any]] = []
     for tool in builtin_tools():
         if tool.name == BASH.name:
-            if max_spill is not None:
-                tool = bash_tool(max_spill=max_spill)
-            if bash_policy is not None:
-                tool = dataclasses.replace(tool, output=bash_policy)
+            tool = cli_bash(bash_policy, max_spill=max_spill)
         tools.append(tool)
     tools.append(DEMO_STEPS)
     return tools

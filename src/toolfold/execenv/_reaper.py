@@ -21,8 +21,6 @@ command's shell) are not ours to touch. See docs/execenv.md ("Escaped processes"
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import os
 import secrets
 import signal
@@ -58,8 +56,13 @@ def become_subreaper() -> bool:
     if _subreaper is None:
         _subreaper = False
         if sys.platform.startswith("linux"):
+            # ctypes on first use, and the process's own symbols (which hold libc's
+            # prctl) rather than ctypes.util.find_library, which imports tempfile and
+            # friends and runs `ldconfig -p`: both cost every `toolfold run` its start-up.
+            import ctypes
+
             with contextlib.suppress(OSError, AttributeError):
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+                libc = ctypes.CDLL(None, use_errno=True)
                 _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, cast
 
 from toolfold.chord import JSONValueError, check_json, describe
 from toolfold.durability import Durability
@@ -25,6 +24,9 @@ from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
 from ._tools import EXECUTE_ARGS, Tool
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 MAX_NOTICE_CHARS = 4000
 """Error texts appended to a result are cut to this many characters (a traceback-sized
@@ -64,6 +66,18 @@ def format_validation_error(tool_name: str, exc: ValidationError) -> str:
         loc = ".".join(str(part) for part in err["loc"]) or "(arguments)"
         lines.append(f"- {loc}: {err['msg']}")
     return "\n".join(lines)
+
+
+def _validation_error(exc: Exception) -> ValidationError | None:
+    """``exc`` when it is pydantic's ``ValidationError``, else ``None``. Looked up in
+    ``sys.modules`` rather than imported: a params class that raised one has imported
+    pydantic already, and one that did not (the plain ``bash`` params) must not pay for
+    it."""
+    core = sys.modules.get("pydantic_core")
+    error_type = getattr(core, "ValidationError", None)
+    if error_type is not None and isinstance(exc, error_type):
+        return cast("ValidationError", exc)
+    return None
 
 
 def unknown_added_tools(added: Iterable[str] | None, known: Collection[str]) -> str | None:
@@ -175,8 +189,11 @@ def _tool_body(
     ) -> tuple[Outcome, str | None]:
         try:
             params = tool.params.model_validate(args)
-        except ValidationError as exc:
-            return "invalid_arguments", format_validation_error(tool.name, exc)
+        except Exception as exc:
+            invalid = _validation_error(exc)
+            if invalid is None:
+                raise
+            return "invalid_arguments", format_validation_error(tool.name, invalid)
         if cancel.is_set():
             return "cancelled", CANCELLED_MARKER
         started = _start(tool, (tool_call_id, params, cancel, sink, context))

@@ -7,16 +7,27 @@ import inspect
 import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
-
-from pydantic import BaseModel
+from typing import Any, Generic, Protocol, Self, TypeVar
 
 from toolfold.output import OutputPolicy, ToolOutput
 
 from ._context import ToolContext
 from ._errors import ToolDefinitionError
 
-P = TypeVar("P", bound=BaseModel)
+
+class ParamsModel(Protocol):
+    """What a tool's ``params`` class must offer: a pydantic ``BaseModel`` subclass, or a
+    class with the same two class methods (the built-in ``bash`` has one, so that
+    ``toolfold run`` starts without importing pydantic)."""
+
+    @classmethod
+    def model_validate(cls, obj: Any) -> Self: ...
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]: ...
+
+
+P = TypeVar("P", bound=ParamsModel)
 
 ExecuteFn = Callable[[str, P, asyncio.Event, ToolOutput, ToolContext], Coroutine[Any, Any, None]]
 """``async def execute(tool_call_id, params, cancel, out, context) -> None``."""
@@ -74,7 +85,13 @@ class Tool(Generic[P]):
                 f"tool name {self.name!r} is invalid: use 1-64 characters, a letter first, "
                 "then letters, digits, '_' or '-'"
             )
-        if not (isinstance(self.params, type) and issubclass(self.params, BaseModel)):
+        # Checked by shape, not by issubclass(BaseModel): importing pydantic here would
+        # cost every `toolfold run` its import (docs/BENCHMARKS.md, start-up).
+        if not (
+            isinstance(self.params, type)
+            and callable(getattr(self.params, "model_validate", None))
+            and callable(getattr(self.params, "model_json_schema", None))
+        ):
             raise ToolDefinitionError(
                 f"tool {self.name!r}: params must be a pydantic BaseModel subclass, got {self.params!r}"
             )

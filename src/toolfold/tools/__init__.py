@@ -6,18 +6,45 @@ nothing. ``builtin_tools()`` returns them all for a ``Harness``.
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from toolfold.harness import Tool
 
 from .bash import BASH, BashParams, bash_tool
-from .grep import GREP, GrepParams
-from .pytest_tool import PYTEST, PytestParams
-from .read import READ, ReadParams
+
+if TYPE_CHECKING:
+    from .grep import GREP, GrepParams
+    from .pytest_tool import PYTEST, PytestParams
+    from .read import READ, ReadParams
+
+# read, grep and pytest define pydantic models: they are imported on first use, so that
+# `toolfold run` (which only needs bash) starts without pydantic.
+_LAZY = {
+    "GREP": ".grep",
+    "GrepParams": ".grep",
+    "PYTEST": ".pytest_tool",
+    "PytestParams": ".pytest_tool",
+    "READ": ".read",
+    "ReadParams": ".read",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 
 def builtin_tools() -> list[Tool[Any]]:
     """The built-in tools, in a stable order: bash, read, grep, pytest."""
+    from .grep import GREP
+    from .pytest_tool import PYTEST
+    from .read import READ
+
     return [BASH, READ, GREP, PYTEST]
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-
-from pydantic import BaseModel, Field
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Self
 
 from toolfold._units import format_bytes
 from toolfold.execenv import (
@@ -21,13 +22,67 @@ BASH_OUTPUT = OutputPolicy(retain="tail")
 """Builds and test runs matter at the end: keep a rolling tail (50 KiB / 2,000 lines)."""
 
 
-class BashParams(BaseModel):
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+
+@dataclass(frozen=True, kw_only=True)
+class BashParams:
     """Arguments of the ``bash`` tool."""
 
-    command: str = Field(description="The shell command to run (bash -c).")
-    timeout: float | None = Field(
-        default=None, gt=0, description="Seconds before the command is killed (default: none)."
-    )
+    command: str
+    timeout: float | None = None
+
+    # A plain class with pydantic's two class methods rather than a BaseModel: the
+    # common call ({"command": "..."}) is checked here, so `toolfold run` never imports
+    # pydantic (about half its start-up, docs/BENCHMARKS.md). Anything else goes through
+    # the equivalent pydantic model, built on first use, so coercions, error messages and
+    # the JSON schema are exactly pydantic's.
+
+    def __post_init__(self) -> None:
+        if not _plain(self.command, self.timeout):
+            checked = _model()(command=self.command, timeout=self.timeout)
+            for name, value in checked.model_dump().items():
+                object.__setattr__(self, name, value)
+
+    @classmethod
+    def model_validate(cls, obj: Any) -> Self:
+        """Validate the model's arguments (raises pydantic's ``ValidationError``)."""
+        if isinstance(obj, cls):
+            return obj
+        if (
+            type(obj) is dict
+            and obj.keys() <= {"command", "timeout"}
+            and _plain(obj.get("command"), obj.get("timeout"))
+        ):
+            return cls(command=obj["command"], timeout=obj.get("timeout"))
+        return cls(**_model().model_validate(obj).model_dump())
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        """The JSON schema sent to the model (pydantic's, for the same fields)."""
+        return _model().model_json_schema()
+
+
+def _plain(command: object, timeout: object) -> bool:
+    """Whether pydantic would accept these values unchanged (an exact ``str`` command and
+    no timeout, or a positive ``float`` one); anything else takes pydantic's path."""
+    return type(command) is str and (timeout is None or (type(timeout) is float and timeout > 0))
+
+
+@functools.cache
+def _model() -> type[BaseModel]:
+    from pydantic import BaseModel, Field
+
+    class BashParams(BaseModel):  # same name and docstring: they title the JSON schema
+        """Arguments of the ``bash`` tool."""
+
+        command: str = Field(description="The shell command to run (bash -c).")
+        timeout: float | None = Field(
+            default=None, gt=0, description="Seconds before the command is killed (default: none)."
+        )
+
+    return BashParams
 
 
 def footer(result: ShellExecResult, retain: str = "tail") -> str:

@@ -1,0 +1,72 @@
+"""What ``toolfold run`` imports: none of the heavy optional layers (the web server, the
+terminal UI, other storage backends, MCP, pydantic). An assertion about behaviour (the
+modules a process loads), not timing; the time is in benchmarks/bench_startup.py."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_helpers import clean_env
+
+NOT_FOR_RUN = ("starlette", "uvicorn", "rich", "psycopg", "pydantic", "pydantic_core", "mcp")
+"""Packages ``toolfold run -- true`` on the default SQLite store must not import."""
+
+_IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
+
+ENTRY_POINTS = {
+    # what `python -m toolfold.cli` runs
+    "module": ["-m", "toolfold.cli"],
+    # what the `toolfold` console script runs (its generated wrapper calls main())
+    "script": ["-c", "import sys; from toolfold.cli import main; sys.argv[0] = 'toolfold'; main()"],
+}
+
+
+def imported_by(args: list[str], cwd: Path) -> set[str]:
+    """Every module a fresh ``python -X importtime ARGS`` process imported."""
+    env = clean_env()
+    env["HOME"] = str(cwd)  # the default store (~/.toolfold) lands in the test's directory
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    modules = {m.group(1) for m in map(_IMPORT.match, proc.stderr.splitlines()) if m}
+    assert "toolfold.cli" in modules or "toolfold" in modules, proc.stderr[-2000:]
+    return modules
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if m.split(".")[0] in NOT_FOR_RUN)
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+def test_run_on_the_default_store_imports_no_heavy_layer(tmp_path: Path, entry: str) -> None:
+    modules = imported_by([*ENTRY_POINTS[entry], "run", "--", "echo", "hi"], tmp_path)
+    assert "sqlite3" in modules  # it did open the default store
+    assert (tmp_path / ".toolfold").is_dir()
+    assert heavy(modules) == []
+    # nor the other built-in tools, whose params are pydantic models
+    assert (
+        not {"toolfold.tools.read", "toolfold.tools.grep", "toolfold.tools.pytest_tool"} & modules
+    )
+
+
+def test_help_imports_no_command_module(tmp_path: Path) -> None:
+    modules = imported_by(["-m", "toolfold.cli", "--help"], tmp_path)
+    assert heavy(modules) == []
+    assert not [m for m in modules if m.startswith(("toolfold.harness", "toolfold.storage"))]
+
+
+def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The assertion above can fail: a command that needs pydantic shows it."""
+    modules = imported_by(["-c", "import toolfold.tools; toolfold.tools.READ", "run"], tmp_path)
+    assert "pydantic" in heavy(modules)
