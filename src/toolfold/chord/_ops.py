@@ -186,7 +186,7 @@ def json_copier(
         if t is bool or value is None:
             return value
         if t is str:
-            if value.isascii() or _LONE_SURROGATE.search(value) is None:
+            if _is_valid_unicode(value):
                 return value
             bad = _LONE_SURROGATE.search(value)
             raise NotJSON(
@@ -230,7 +230,7 @@ def json_copier(
             for key, item in value.items():
                 if type(key) is not str:
                     raise NotJSON(f"object key {describe(key)} is not a str")
-                if not key.isascii() and _LONE_SURROGATE.search(key) is not None:
+                if not _is_valid_unicode(key):
                     raise NotJSON(f"object key {describe(key)} holds a lone surrogate")
                 ti = type(item)
                 if (
@@ -260,9 +260,22 @@ def json_copier(
 _copy = json_copier()
 
 
+def _is_valid_unicode(text: str) -> bool:
+    """Whether ``text`` holds no lone surrogate. The strict UTF-8 encoder answers that
+    several times faster than a regex scan of a non-ASCII string (it refuses exactly the
+    surrogates); the scan runs only to name the position of a bad one."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def lone_surrogate(text: str) -> int | None:
     """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``."""
-    if text.isascii():
+    if _is_valid_unicode(text):
         return None
     bad = _LONE_SURROGATE.search(text)
     return None if bad is None else bad.start()

@@ -10,11 +10,22 @@ from __future__ import annotations
 # would in JavaScript.
 
 
+_NOT_ASTRAL_LEAD = bytes(range(0xF0)) + bytes(range(0xF5, 0x100))
+"""Every byte but the lead bytes of 4-byte UTF-8 sequences (U+10000 and up)."""
+
+
 def utf16_len(s: str) -> int:
     """Length of ``s`` in UTF-16 code units."""
     if s.isascii():
         return len(s)
-    return len(s.encode("utf-16-le", "surrogatepass")) // 2
+    # One unit per code point, plus one per astral character (a surrogate pair); the
+    # astral ones are the 4-byte UTF-8 sequences. Encoding to UTF-8 and deleting all but
+    # their lead bytes is about three times faster than encoding to UTF-16.
+    try:
+        raw = s.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: 3 bytes each, one unit each
+        raw = s.encode("utf-8", "surrogatepass")
+    return len(s) + len(raw.translate(None, _NOT_ASTRAL_LEAD))
 
 
 def _low_surrogate(ch: str) -> str:
@@ -32,10 +43,24 @@ def drop_utf16_prefix(s: str, n: int) -> str:
     head = s[:n]
     if head.isascii():
         return s[n:]
-    units = utf16_len(head)
-    if units <= n:
+    raw = head.encode("utf-16-le", "surrogatepass")
+    if len(raw) <= 2 * n:
         # `head` has at most n code points; fewer units than n only when s is short.
-        return s[n:] if len(head) == n and units == n else ""
+        return s[n:] if len(head) == n and len(raw) == 2 * n else ""
+    # The first n units, decoded back: one encode and one decode, whatever the length
+    # (a split astral character decodes to its lone high surrogate).
+    kept = raw[: 2 * n].decode("utf-16-le", "surrogatepass")
+    k = len(kept)
+    if s.startswith(kept):
+        return s[k:]
+    if s.startswith(kept[:-1]) and ord(s[k - 1]) > 0xFFFF:
+        # The unit boundary falls inside the astral character at k - 1.
+        return _low_surrogate(s[k - 1]) + s[k:]
+    # Lone surrogates that pair up once encoded: find the boundary by bisection.
+    return _drop_by_bisection(s, n)
+
+
+def _drop_by_bisection(s: str, n: int) -> str:
     # Smallest k with utf16_len(s[:k]) >= n, by bisection on C-speed slices.
     lo, hi = (n + 1) // 2, n
     while lo < hi:

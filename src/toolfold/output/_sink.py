@@ -109,6 +109,7 @@ class ToolOutput:
         self._listeners: list[Callable[[], None]] = []
         self._soon: asyncio.Handle | None = None
         self._failure: OutputLimitError | None = None
+        self._blocked = False  # settled or failed: writes raise (see _check_open)
         self._text_dirty = False
         self._notice = ""
         self._footer = ""
@@ -258,19 +259,33 @@ class ToolOutput:
             self._soon = None
         self._pump()
         self._lifecycle = SinkState.SETTLED
+        self._blocked = True
         return self.snapshot()
 
     # -- writing ------------------------------------------------------------------
 
     def write(self, text: str) -> None:
         """Append to the text block (windowed by the policy)."""
-        self._check_open("write()")
-        if not isinstance(text, str):
+        # The per-line path: one flag for "settled or failed", a type check, the
+        # window's park. Everything else waits for the next publish.
+        if self._blocked:
+            self._check_open("write()")
+        if type(text) is not str and not isinstance(text, str):
             raise OutputValueError(f"write() takes a str, got {type(text).__name__}: {text!r:.80}")
         if text:
-            self._window.write(text)  # cleaned by the window, once per publish
+            window = self._window
+            if window.parks:
+                # The window's own park (TextWindow.write), inlined: a call per line
+                # costs about as much as the rest of this method.
+                window.parked.append(text)
+                window.parked_chars += len(text)
+                if window.parked_chars > window.park_limit:
+                    window.settle()
+            else:
+                window.write(text)  # cleaned by the window
             self._text_dirty = True
-            self._changed()
+            if self._listeners:
+                self._changed()
 
     def replace(self, text: str) -> None:
         """Replace the retained text wholesale (the op stream still finds a ``t`` + ``a``
@@ -572,10 +587,14 @@ class ToolOutput:
         truncation = self._window.truncation()
         current = target["truncation"]
         if current != truncation:
-            tracked = self._tracker.state["truncation"]
+            # Like the text, the totals are the sink's own slot: it writes the plain
+            # target and emits the `s` ops itself (no tracker records, no copies: the
+            # values are scalars). A base batch reads the target, so it carries them.
+            ops = self._text_ops
             for key, value in truncation.items():
                 if current.get(key) != value or key not in current:
-                    tracked[key] = value
+                    current[key] = value
+                    ops.append(["s", ["truncation", key], value])
         self._text_dirty = False
 
     def _check_details(self) -> None:
@@ -587,6 +606,7 @@ class ToolOutput:
         # Roll back before anything is flushed, so the oversized value never leaves.
         self._tracker.state["details"] = loads(self._details_good)
         if self._failure is None:
+            self._blocked = True
             self._failure = OutputLimitError(
                 f"tool details serialise to {len(data)} bytes, over max_details_bytes={limit}; "
                 "details were rolled back to the last state that fitted "
@@ -606,7 +626,7 @@ class ToolOutput:
             return
         self._check_details()
         text_ops, self._text_ops = self._text_ops, []
-        rest = self._tracker.flush()
+        rest = self._tracker.flush() if self._tracker.dirty else []
         if rest and rest[0][0] == "r":
             # The tracker collapsed into a base: it carries the whole current state.
             rest[0][1]["content"][0]["text"] = self._window.text + self._suffix

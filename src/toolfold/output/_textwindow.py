@@ -87,8 +87,6 @@ class TextWindow:
         "_old_parts",
         "_partial",
         "_parts",
-        "_pending",
-        "_pending_chars",
         "_replaced",
         "_retain",
         "_sizes",
@@ -97,6 +95,10 @@ class TextWindow:
         "_view_bytes",
         "_view_chars",
         "_view_newlines",
+        "park_limit",
+        "parked",
+        "parked_chars",
+        "parks",
     )
 
     def __init__(self, policy: OutputPolicy) -> None:
@@ -104,6 +106,11 @@ class TextWindow:
         self._max_bytes = policy.max_bytes
         self._max_lines = policy.max_lines
         self._captured: Truncation | None = None
+        # Tail writes are parked (appended to ``parked``) until the next read or drain,
+        # until a source's capture takes over. The sink's write() parks inline, so these
+        # four names are the sink's to use; anything else goes through the methods.
+        self.parks = self._retain == "tail"
+        self.park_limit = 2 * self._max_bytes + _PART
         self._reset("")
 
     def _reset(self, view: str) -> None:
@@ -133,8 +140,8 @@ class TextWindow:
         self._view_chars = len(view)
         self._view_newlines = view.count("\n")
         self._joined: str | None = view
-        self._pending: list[str] = []  # tail writes not yet windowed (see write)
-        self._pending_chars = 0
+        self.parked: list[str] = []  # tail writes not yet windowed (see write)
+        self.parked_chars = 0
         # What replicas hold: after a replace, nothing they can build on.
         self._replaced = True
         self._drop_units = 0
@@ -150,21 +157,27 @@ class TextWindow:
         applied once per windowing rather than once per write)."""
         if not text:
             return
-        if self._captured is None and self._retain == "tail":
+        if self.parks:
             # The tail rule applied to (view + everything written since) gives the view
             # of everything written, so a write is only parked: counting, appending and
             # cutting wait until the window is read or drained (once per publish, not
             # once per line). The parked text is bounded by about twice the cap.
-            self._pending.append(text)
-            self._pending_chars += len(text)
-            if self._pending_chars > 2 * self._max_bytes + _PART:
-                self._settle()
-            return
-        self._write(text)
+            self.parked.append(text)
+            self.parked_chars += len(text)
+            if self.parked_chars > self.park_limit:
+                self.settle()
+        else:
+            self._write(text)
 
     def _write(self, text: str) -> None:
-        text = clean_text(text)
-        size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+        if text.isascii():
+            size = len(text)
+        else:
+            try:  # one encode both sizes the text and proves it holds no lone surrogate
+                size = len(text.encode("utf-8"))
+            except UnicodeEncodeError:
+                text = clean_text(text)
+                size = len(text.encode("utf-8"))
         newlines = text.count("\n")
         if self._captured is None:
             self._count(text, size, newlines)
@@ -177,21 +190,22 @@ class TextWindow:
     def slide(self, drop: int, text: str) -> None:
         """Drop the first ``drop`` characters of the view, then append ``text`` (an exec
         env ``Slide``: the source already windowed it)."""
-        self._settle()
+        self.settle()
         self._drop_chars(min(drop, self._view_chars))
         self.write(text)
 
-    def _settle(self) -> None:
-        if self._pending:
-            text = "".join(self._pending)
-            self._pending = []
-            self._pending_chars = 0
+    def settle(self) -> None:
+        """Window the parked writes now (every read and drain does this first)."""
+        if self.parked:
+            text = "".join(self.parked)
+            self.parked = []
+            self.parked_chars = 0
             self._write(text)
 
     def replace(self, text: str) -> None:
         """Make ``text`` (already cleaned) the whole output so far."""
-        self._pending = []
-        self._pending_chars = 0
+        self.parked = []
+        self.parked_chars = 0
         if self._captured is not None:
             # The source's view is authoritative; it is only re-cut if it is over
             # our caps (a source configured with larger limits than the tool).
@@ -206,8 +220,9 @@ class TextWindow:
 
     def capture(self, truncation: Truncation) -> None:
         """Adopt source-owned totals (the execution environment counted the stream)."""
-        self._settle()  # what was written before is counted and cut as before
+        self.settle()  # what was written before is counted and cut as before
         self._captured = truncation
+        self.parks = False
         # The source's view may begin mid-line; then its position 0 is no line start.
         self._partial = bool(truncation.get("last_line_partial", False))
 
@@ -396,7 +411,7 @@ class TextWindow:
         """What turns the text replicas held at the previous drain into the current
         view: ``[("s", text)]`` after a replace, else ``("t", units)`` then
         ``("a", text)`` (each only when non-empty). The replicas hold the view after."""
-        self._settle()
+        self.settle()
         out: list[TextDelta] = []
         if self._replaced:
             out.append(("s", self.text))
@@ -418,7 +433,7 @@ class TextWindow:
     @property
     def changed(self) -> bool:
         """Whether ``drain()`` has something to say."""
-        self._settle()
+        self.settle()
         return self._replaced or bool(self._drop_units) or bool(self._fresh)
 
     # -- reading -----------------------------------------------------------------
@@ -426,7 +441,7 @@ class TextWindow:
     @property
     def text(self) -> str:
         """The retained text (joined on read, then kept until the next change)."""
-        self._settle()
+        self.settle()
         if self._joined is None:
             self._joined = "".join(
                 part[start:] if start else part for part, start, _ in self._spans()
@@ -436,12 +451,12 @@ class TextWindow:
     @property
     def view_bytes(self) -> int:
         """UTF-8 bytes of the retained text."""
-        self._settle()
+        self.settle()
         return self._view_bytes
 
     def truncation(self) -> Truncation:
         """The ``truncation`` object for the current state."""
-        self._settle()
+        self.settle()
         lines = self._lines()
         if self._captured is not None:
             result = dict(self._captured)
