@@ -30,7 +30,7 @@ from toolfold.execenv import (
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy
-from toolfold.storage import StorageError, set_value
+from toolfold.storage import StorageError, set_value, storage_failure
 
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
 from ._store import StoreSpec, open_store, report_notes, resolve_store
@@ -276,7 +276,7 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
             except BaseExceptionGroup as group:
                 # The call ran, but the store refused to record its end (a full disk):
                 # the harness raises it from the call's task group.
-                store_failure = _storage_failure(group)
+                store_failure = storage_failure(group)
                 if store_failure is None:
                     raise
                 results = []
@@ -354,17 +354,6 @@ def _store_flag(spec: StoreSpec) -> str:
     except StoreURLError:
         bare = None
     return "" if spec.url == bare else f" --store {spec.describe()}"
-
-
-def _storage_failure(group: BaseExceptionGroup[BaseException]) -> StorageError | None:
-    """The storage error behind ``group`` when storage errors are all it holds."""
-    matched, rest = group.split(StorageError)
-    if matched is None or rest is not None:
-        return None
-    first: BaseException = matched
-    while isinstance(first, BaseExceptionGroup):
-        first = first.exceptions[0]
-    return first if isinstance(first, StorageError) else None
 
 
 __all__ = [

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import logging
 import shutil
 import tempfile
@@ -27,7 +28,7 @@ from toolfold.harness import (
 )
 from toolfold.history import check_session_name, new_run_record, run_record_address, settled_record
 from toolfold.output import ToolOutput
-from toolfold.storage import StorageError, set_value
+from toolfold.storage import StorageError, set_value, storage_failure
 
 from ._errors import CommandRejectedError
 from ._sessions import SessionPool, session_pool
@@ -173,7 +174,7 @@ class HarnessCommands:
             run = await self._start_durable(self.sessions, lane, call, command)
         task = asyncio.create_task(run, name=f"command {tool_call_id}")
         self._tasks.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(functools.partial(self._done, lane, tool_call_id))
         return tool_call_id
 
     async def _start_durable(
@@ -218,10 +219,28 @@ class HarnessCommands:
         async with hold:
             await harness.run([call])
 
-    def _done(self, task: asyncio.Task[Any]) -> None:
+    def _done(self, lane: str, call_id: str, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("command run %s failed", task.get_name(), exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        failure = storage_failure(exc) if self.sessions is not None else None
+        if failure is not None:
+            # The store refused a write (a full disk): an operational condition, said in
+            # one line with what was kept and how to finish; a bug keeps its traceback.
+            log.error(
+                "command %s in lane %s could not be recorded: %s; it is left unsettled "
+                "with its output up to its last checkpoint: once the store can be written "
+                "again, `toolfold resume %s` on this store settles it",
+                call_id,
+                lane,
+                " ".join(str(failure).split()),
+                lane,
+            )
+            return
+        log.error("command %s in lane %s failed", call_id, lane, exc_info=exc)
 
     @property
     def running(self) -> int:

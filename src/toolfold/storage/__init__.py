@@ -39,6 +39,7 @@ from ._errors import (
     SessionExistsError,
     SessionNotFoundError,
     StorageError,
+    storage_failure,
 )
 from ._memory import MemoryRepository
 from ._repository import open_repository
@@ -113,5 +114,6 @@ __all__ = [
     "retire_scope",
     "scope_of",
     "set_value",
+    "storage_failure",
     "value",
 ]

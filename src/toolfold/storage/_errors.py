@@ -85,6 +85,23 @@ class SessionExistsError(StorageError):
     """Raised when creating a session whose name is already taken."""
 
 
+def storage_failure(exc: BaseException) -> StorageError | None:
+    """The storage error behind ``exc``: ``exc`` itself, or the first one of an exception
+    group that holds storage errors only (a harness run raises its calls' failures as a
+    group). ``None`` when anything else is in it: that is a bug, and keeps its traceback."""
+    if isinstance(exc, StorageError):
+        return exc
+    if not isinstance(exc, BaseExceptionGroup):
+        return None
+    matched, rest = exc.split(StorageError)
+    if matched is None or rest is not None:
+        return None
+    first: BaseException = matched
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, StorageError) else None
+
+
 class ConflictError(StorageError):
     """Raised when a commit's precondition (``expect(address, value)``) does not hold:
     the value stored at ``address`` is not ``expected``. Nothing of the transaction was
