@@ -18,7 +18,17 @@ COMMANDS = sorted(name for name, command in cli.commands.items() if not command.
 
 
 def test_the_command_set() -> None:
-    assert COMMANDS == ["agent", "demo", "exec-host", "mcp", "resume", "run", "serve", "sessions", "show"]
+    assert COMMANDS == [
+        "agent",
+        "demo",
+        "exec-host",
+        "mcp",
+        "resume",
+        "run",
+        "serve",
+        "sessions",
+        "show",
+    ]
 
 
 @pytest.mark.parametrize("command", [None, *COMMANDS])

@@ -16,7 +16,9 @@ def test_all_names_exist_and_come_from_the_package(package: str) -> None:
         owner = getattr(obj, "__module__", None)
         if owner is not None and isinstance(obj, type):
             # The harness re-exports the durability layer's names (it sits below it).
-            allowed = (package, "toolfold.durability.") if package == "toolfold.harness" else (package,)
+            allowed = (
+                (package, "toolfold.durability.") if package == "toolfold.harness" else (package,)
+            )
             assert owner.startswith(allowed), (name, owner)
 
 
