@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +23,9 @@ from toolfold.storage import open_repository
 T = TypeVar("T")
 
 TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
+
+COMMITS = 50_000
+"""Commits in the ``big_repo`` fixture's repository."""
 
 
 def clean_env() -> dict[str, str]:
@@ -113,3 +118,75 @@ def kill_group_in(pidfile: Path) -> None:
     (bash commands run in their own session and outlive a SIGKILLed server)."""
     with contextlib.suppress(FileNotFoundError, ValueError, ProcessLookupError):
         os.killpg(int(pidfile.read_text().split()[0]), signal.SIGKILL)
+
+
+@contextlib.asynccontextmanager
+async def session_on(
+    params: StdioServerParameters, errlog_path: Path, **callbacks: Any
+) -> AsyncIterator[ClientSession]:
+    """An initialized SDK client session on the server ``params`` runs (stdio), with
+    ``ClientSession`` callbacks; leaving the block closes stdin, which stops it."""
+    with open(errlog_path, "a") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (r, w),
+            ClientSession(r, w, **callbacks) as client,
+        ):
+            await client.initialize()
+            yield client
+
+
+def proxy(
+    tmp_path: Path, *upstream: str, options: tuple[str, ...] = (), session: str = "p1"
+) -> StdioServerParameters:
+    """``toolfold mcp proxy --store <tmp store> --session S OPTIONS -- UPSTREAM...``
+    (give ``upstream`` empty with ``--upstream-url`` in ``options``)."""
+    return StdioServerParameters(
+        command=TOOLFOLD[0],
+        args=[
+            *TOOLFOLD[1:],
+            "mcp",
+            "proxy",
+            "--store",
+            store_url(tmp_path),
+            "--session",
+            session,
+            *options,
+            *(("--", *upstream) if upstream else ()),
+        ],
+        env=clean_env(),
+        cwd=str(tmp_path),
+    )
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (yet)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_upstream(command: list[str], port: int, errlog_path: Path) -> Iterator[str]:
+    """Run ``command`` (an MCP server listening on ``port``) until the block ends; yields
+    its ``/mcp`` URL once it listens. The server gets ``PORT`` in its environment."""
+    with open(errlog_path, "w") as err:
+        server = subprocess.Popen(
+            command,
+            env=clean_env() | {"PORT": str(port)},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+
+    def listening() -> bool:
+        assert server.poll() is None, errlog_path.read_text()
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        poll(listening, "the HTTP upstream to listen")
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()

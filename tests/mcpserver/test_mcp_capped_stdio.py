@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,8 @@ import mcp_types as types
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolfold.mcp._capped_stdio import _EDGE, _request_id, capped_stdio_client, oversized
+from toolfold.mcp._capped_stdio import capped_stdio_client
+from toolfold.mcp._message_cap import _EDGE, Framer, Oversized, _request_id, oversized
 
 CAP = 10_000
 
@@ -67,3 +69,28 @@ def test_the_request_id_is_found_at_either_end(request_id: int | str) -> None:
 
 def test_without_an_id_the_line_is_a_value_error() -> None:
     assert isinstance(oversized(b"[1,2", b"3]", 99, 10, "upstream"), ValueError)
+
+
+@given(
+    messages=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"x")), max_size=12),
+    cap=st.integers(1, 50),
+    cuts=st.lists(st.integers(0, 600), max_size=8),
+    sep=st.sampled_from([b"\n", b"\n\n", b"\r\n"]),
+)
+def test_the_framer_splits_any_chunking_alike_and_holds_at_most_the_cap(
+    messages: list[bytes], cap: int, cuts: list[int], sep: bytes
+) -> None:
+    messages = [m.replace(b"\r", b"x") for m in messages]
+    stream = b"".join(m + sep for m in messages)
+    framer = Framer(cap, sep)
+    got: list[bytes | Oversized] = []
+    bounds = [0, *sorted(c for c in cuts if c < len(stream)), len(stream)]
+    for start, end in itertools.pairwise(bounds):
+        got += framer.feed(stream[start:end])
+        assert len(framer._message) <= cap  # never more than the cap held
+    assert framer.leftover() is None
+    want = [m if len(m) <= cap else len(m) for m in messages]
+    assert [g.size if isinstance(g, Oversized) else g for g in got] == want
+    for message, item in zip(messages, got, strict=True):
+        if isinstance(item, Oversized):  # its ends are kept, to find the "id"
+            assert message.startswith(item.head) and message.endswith(item.tail)

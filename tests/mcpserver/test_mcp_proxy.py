@@ -1,115 +1,23 @@
-"""``toolfold mcp proxy`` in front of real third-party MCP servers, driven by the SDK client.
-
-The upstreams are installed on first use (the package registries are needed once):
-``mcp-server-git`` from PyPI into its own virtualenv, and
-``@modelcontextprotocol/server-everything`` from npm, both under ``.venv/mcp-upstreams/``.
-"""
+"""``toolfold mcp proxy`` in front of real third-party MCP servers over stdio, driven by
+the SDK client (the upstreams' fixtures are in ``conftest.py``)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
-import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp_helpers import TOOLFOLD, calls, clean_env, poll, store_url, text_of
+from mcp_helpers import calls, clean_env, proxy, session_on, text_of
 
-ROOT = Path(__file__).resolve().parents[2]
-UPSTREAMS = ROOT / ".venv" / "mcp-upstreams"
-COMMITS = 50_000
-
-
-@pytest.fixture(scope="session")
-def git_server() -> Path:
-    venv = UPSTREAMS / "git"
-    exe = venv / "bin" / "mcp-server-git"
-    if not exe.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "mcp-server-git"], check=True, timeout=900
-        )
-    return exe
-
-
-@pytest.fixture(scope="session")
-def everything_server() -> Path:
-    prefix = UPSTREAMS / "npm"
-    exe = prefix / "node_modules" / ".bin" / "mcp-server-everything"
-    if not exe.exists():
-        npm = shutil.which("npm")
-        assert npm, "npm is needed to install @modelcontextprotocol/server-everything"
-        subprocess.run(
-            [
-                npm,
-                "install",
-                "--silent",
-                "--prefix",
-                str(prefix),
-                "@modelcontextprotocol/server-everything",
-            ],
-            check=True,
-            timeout=900,
-        )
-    return exe
-
-
-@pytest.fixture(scope="session")
-def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A git repository with 50,000 commits (made with fast-import in a few seconds)."""
-    repo = tmp_path_factory.mktemp("repo")
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    parts = []
-    for i in range(COMMITS):
-        message = f"commit number {i}: adjust the frobnicator\n"
-        parts.append(
-            f"commit refs/heads/main\ncommitter Dev <dev@example.com> {1_700_000_000 + i} +0000\n"
-            f"data {len(message)}\n{message}\n"
-        )
-    subprocess.run(
-        ["git", "fast-import", "--quiet"], cwd=repo, input="".join(parts).encode(), check=True
-    )
-    return repo
-
-
-@contextlib.asynccontextmanager
-async def session_on(
-    params: StdioServerParameters, errlog_path: Path
-) -> AsyncIterator[ClientSession]:
-    with open(errlog_path, "a") as errlog:
-        async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as client:
-            await client.initialize()
-            yield client
-
-
-def proxy(tmp_path: Path, *upstream: str, session: str = "p1") -> StdioServerParameters:
-    return StdioServerParameters(
-        command=TOOLFOLD[0],
-        args=[
-            *TOOLFOLD[1:],
-            "mcp",
-            "proxy",
-            "--store",
-            store_url(tmp_path),
-            "--session",
-            session,
-            "--",
-            *upstream,
-        ],
-        env=clean_env(),
-        cwd=str(tmp_path),
-    )
+from conftest import COMMITS
 
 
 async def test_git_log_of_50k_commits_is_bounded_and_spilled_byte_exact(
@@ -265,59 +173,6 @@ async def test_an_upstream_message_over_the_cap_is_an_error_and_never_buffered(
     assert big.is_error
     assert "more than 1,000,000 bytes" in text_of(big) and "--max-message-bytes" in text_of(big)
     assert not small.is_error and "commit number 49999" in text_of(small)
-
-
-async def test_a_streamable_http_upstream_through_upstream_url(
-    tmp_path: Path, everything_server: Path
-) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with open(tmp_path / "upstream.err", "w") as err:
-        upstream = subprocess.Popen(
-            [str(everything_server), "streamableHttp"],
-            env=clean_env() | {"PORT": str(port)},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-        )
-
-    def listening() -> bool:
-        assert upstream.poll() is None, (tmp_path / "upstream.err").read_text()
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
-
-    try:
-        poll(listening, "the HTTP upstream to listen")
-        params = StdioServerParameters(
-            command=TOOLFOLD[0],
-            args=[
-                *TOOLFOLD[1:],
-                "mcp",
-                "proxy",
-                "--store",
-                store_url(tmp_path),
-                "--session",
-                "p1",
-                "--upstream-url",
-                f"http://127.0.0.1:{port}/mcp",
-            ],
-            env=clean_env(),
-            cwd=str(tmp_path),
-        )
-        big = "y" * 120_000
-        with anyio.fail_after(120):
-            async with session_on(params, tmp_path / "proxy.err") as client:
-                echo = await client.call_tool("echo", {"message": big})
-                total = await client.call_tool("get-sum", {"a": 2, "b": 3})
-    finally:
-        os.killpg(upstream.pid, signal.SIGKILL)
-        upstream.wait()
-    assert len(text_of(echo).encode()) < 60 * 1024
-    spill = Path(text_of(echo).split("Full output: ")[1].split("]")[0])
-    assert big in spill.read_text()
-    assert "5" in text_of(total) and not total.is_error
 
 
 async def test_a_hung_upstream_call_is_an_error_and_the_upstream_restarts(

@@ -446,7 +446,7 @@ def mcp(
     default=256 * 1024 * 1024,
     show_default=True,
     metavar="N",
-    help="Largest upstream message read (stdio); a bigger one is an error, never buffered.",
+    help="Largest upstream message read (a stdio line, an HTTP event or body); a bigger one is an error for its call, never buffered.",
 )
 @click.option(
     "--upstream-timeout",

@@ -1,18 +1,14 @@
 """A stdio client transport for an upstream MCP server that never buffers past a cap.
 
 The SDK's ``stdio_client`` keeps a whole line in memory however long it is (and
-re-joins its buffer on every chunk, so a single 100 MB line costs minutes). Here a
-line is kept as bytes up to ``cap``; past it the rest of the line is read and
-dropped, and the request it answered gets a JSON-RPC error naming the cap, found
-from the ``"id"`` at the start or end of the line. Memory stays at most ``cap``
-plus one read chunk, whatever the upstream sends.
+re-joins its buffer on every chunk, so a single 100 MB line costs minutes). Here
+each line goes through the proxy's message cap (``_message_cap``): kept as bytes up
+to ``cap``, past it read and dropped, the request it answered getting an error.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import re
 import subprocess
 from collections.abc import AsyncIterator
 from typing import Any, TextIO
@@ -24,39 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
-DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-"""Largest upstream message the proxy reads (256 MiB)."""
-
-_EDGE = 512
-"""Bytes kept from each end of an oversized line, to find its ``"id"``."""
-
-_ID_AT_START = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
-_ID_AT_END = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
-
-
-def _request_id(head: bytes, tail: bytes) -> int | str | None:
-    # A response's "id" is a top-level member: writers put it first (Python's SDK) or
-    # last (JavaScript's JSON.stringify of {result, jsonrpc, id}).
-    found = _ID_AT_START.search(head) or _ID_AT_END.search(tail)
-    if found is None:
-        return None
-    value = json.loads(found.group(1))  # a JSON number or string literal, escapes and all
-    return value if isinstance(value, int | str) else None
-
-
-def oversized(
-    head: bytes, tail: bytes, size: int, cap: int, who: str
-) -> SessionMessage | Exception:
-    """What the session receives instead of a line over ``cap``."""
-    message = (
-        f"the {who} sent a message of more than {cap:,} bytes ({size:,} read), over the "
-        "proxy's --max-message-bytes cap; it was dropped without being buffered"
-    )
-    request_id = _request_id(head, tail)
-    if request_id is None:
-        return ValueError(message)
-    error = types.ErrorData(code=types.INTERNAL_ERROR, message=message)
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+from ._message_cap import Framer, Oversized, oversized
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -70,37 +34,17 @@ async def _read(
     process: Process, out: MemoryObjectSendStream[SessionMessage | Exception], cap: int, who: str
 ) -> None:
     assert process.stdout is not None
-    line = bytearray()
-    dropped = 0  # > 0 while skipping the rest of an oversized line
-    head = tail = b""
+    framer = Framer(cap)
     async with out:
         with contextlib.suppress(
             anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError
         ):
             async for chunk in process.stdout:
-                start = 0
-                while start <= len(chunk):
-                    end = chunk.find(b"\n", start)
-                    piece = chunk[start:] if end < 0 else chunk[start:end]
-                    if dropped:
-                        dropped += len(piece)
-                        tail = (tail + piece)[-_EDGE:]
-                    elif len(line) + len(piece) > cap:
-                        head = bytes(line[:_EDGE]) if line else piece[:_EDGE]
-                        tail = (bytes(line[-_EDGE:]) + piece)[-_EDGE:]
-                        dropped = len(line) + len(piece)
-                        line = bytearray()
-                    else:
-                        line += piece
-                    if end < 0:
-                        break
-                    if dropped:
-                        await out.send(oversized(head, tail, dropped, cap, who))
-                        dropped = 0
+                for line in framer.feed(chunk):
+                    if isinstance(line, Oversized):
+                        await out.send(oversized(line.head, line.tail, line.size, cap, who))
                     elif line.strip():
-                        await out.send(_parse(bytes(line)))
-                    line = bytearray()
-                    start = end + 1
+                        await out.send(_parse(line))
 
 
 async def _write(process: Process, inbox: MemoryObjectReceiveStream[SessionMessage]) -> None:
@@ -152,4 +96,4 @@ async def capped_stdio_client(
             group.cancel_scope.cancel()
 
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "capped_stdio_client", "oversized"]
+__all__ = ["capped_stdio_client"]

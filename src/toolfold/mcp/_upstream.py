@@ -22,8 +22,9 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ._capped_stdio import DEFAULT_MAX_MESSAGE_BYTES, capped_stdio_client
+from ._capped_stdio import capped_stdio_client
 from ._errors import McpHostError
+from ._message_cap import DEFAULT_MAX_MESSAGE_BYTES
 
 STDERR_TAIL = 2000
 """Characters of the upstream's stderr quoted in an error result."""
@@ -44,7 +45,7 @@ class UpstreamSpec:
     url: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    """Largest upstream message read over stdio (see ``capped_stdio_client``)."""
+    """Largest upstream message read, over stdio or HTTP (see ``_message_cap``)."""
     timeout: float | None = None
     """Seconds a request may go unanswered before the upstream counts as hung."""
 
@@ -102,9 +103,23 @@ class Upstream:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            from ._capped_http import CappedTransport
+
+            transport = CappedTransport(
+                httpx2.AsyncHTTPTransport(), self.spec.max_message_bytes, self.spec.describe()
+            )
             async with (
-                httpx2.AsyncClient(headers=self.spec.headers) as http,
-                streamable_http_client(self.spec.url, http_client=http) as (r, w),
+                # No read timeout: a hang is --upstream-timeout's to judge, as over stdio.
+                httpx2.AsyncClient(
+                    headers=self.spec.headers,
+                    transport=transport,
+                    timeout=httpx2.Timeout(30.0, read=None),
+                ) as http,
+                # The transport bounds every event to the cap; the SDK's own fixed
+                # 1 MiB bound would fail bigger results as a lost connection.
+                streamable_http_client(
+                    self.spec.url, http_client=http, max_sse_event_size=None
+                ) as (r, w),
                 ClientSession(r, w, **self.callbacks) as session,
             ):
                 yield session
