@@ -159,6 +159,7 @@ def mutate(args: list[str]) -> int:
     killed / survived per module and every survivor (docs/TESTING.md keeps the verdicts)."""
     _ensure_venv("dev,mutate")
     children = str(max(1, (os.cpu_count() or 2)))
+    os.environ.setdefault("HYPOTHESIS_PROFILE", "mutate")  # tests/conftest.py: no shrinking
     # A bare package name stands for its mutants: `mutate storage` -> `toolfold.storage.*`.
     names = [a if a.startswith("-") or "." in a or "*" in a else f"toolfold.{a}.*" for a in args]
     code = _run([str(BIN / "mutmut"), "run", "--max-children", children, *names])

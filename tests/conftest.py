@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 # CI explores the same examples on every run (derandomize), so a red run reproduces on any
 # machine with the same code. `python3 dev.py test --random` loads "random" instead: fresh
@@ -15,6 +15,12 @@ _common = dict(
 )
 settings.register_profile("ci", derandomize=True, print_blob=True, **_common)
 settings.register_profile("random", derandomize=False, print_blob=True, **_common)
+# `python3 dev.py mutate` loads "mutate": CI's examples, but a failure is reported as found
+# rather than shrunk first. Shrinking decides nothing about whether a mutant is killed, and
+# a stateful test can shrink for minutes per mutant.
+settings.register_profile(
+    "mutate", derandomize=True, phases=[Phase.explicit, Phase.reuse, Phase.generate], **_common
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 pytest_plugins = ["pg_fixture", "sshd_fixture"]
