@@ -82,7 +82,7 @@ async def follower(url: str, name: str, count: int) -> None:
         await (await repo.open_session(name, create=True)).close()
         got = 0
         print("LISTENING", flush=True)
-        async for seq in repo.subscribe(name):
+        async for seq in repo.changes(name):
             print(f"{seq} {time.time()}", flush=True)
             got += 1
             if got >= count:

@@ -65,7 +65,7 @@ async def test_a_server_on_another_host_tails_a_session(postgres_url: str) -> No
     first_seen = asyncio.Event()
 
     async def follow() -> None:
-        gen = viewer_repo.subscribe("live", after_seq=1)
+        gen = viewer_repo.changes("live", after_seq=1)
         waiter = asyncio.ensure_future(gen.__anext__())
         subscribed.set()
         seen.append(await waiter)
@@ -75,8 +75,8 @@ async def test_a_server_on_another_host_tails_a_session(postgres_url: str) -> No
 
     task = asyncio.create_task(follow())
     await subscribed.wait()
-    # Whether the follower's LISTEN runs before or after this commit, it yields 2: it
-    # listens first and reads the high-water mark second, so nothing falls in between.
+    # Whether the follower's wait starts before or after this commit, it yields 2: it
+    # waits first and reads the high-water mark second, so nothing falls in between.
     waiting = asyncio.create_task(viewer_repo.wait_for_change("live", after_seq=1))
     await writer.commit([append_entry("one")])
     async with asyncio.timeout(30):  # hang guards, not timing assertions

@@ -241,9 +241,7 @@ class SessionFollower:
         }
         events.append(MessageUpdate(*ids, [["r", state]]))
         stop = entry.get("stop_reason")
-        events.append(
-            MessageEnd(*ids, stop_reason=str(stop), is_error=bool(entry.get("is_error")))
-        )
+        events.append(MessageEnd(*ids, stop_reason=str(stop), is_error=bool(entry.get("is_error"))))
 
 
 __all__ = ["SessionFollower"]

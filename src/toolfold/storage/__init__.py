@@ -4,6 +4,8 @@ Settled history lives in the session scope; an operation's crash-recovery scaffo
 lives in an ephemeral scope that is retired (deleted) when the operation settles.
 Commits are atomic, stay in one scope, and are serialised on a per-session line.
 Backends: memory, JSONL files, SQLite, PostgreSQL (see docs/storage.md).
+``Repository.wait_for_change`` / ``changes`` tell a follower that a session moved,
+whoever committed (docs/storage.md, "Following changes").
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from ._base import (
     Repository,
     Session,
 )
+from ._changes import CHANGE_POLL_INTERVAL
 from ._errors import (
     BackendError,
     ClosedError,
@@ -67,6 +70,7 @@ from ._writes import (
 )
 
 __all__ = [
+    "CHANGE_POLL_INTERVAL",
     "JSON",
     "SESSION",
     "AppendEntry",

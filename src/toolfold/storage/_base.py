@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeVar, overload
@@ -19,6 +20,7 @@ from typing import Any, Literal, Protocol, Self, TypeVar, overload
 import orjson
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, check_part
+from ._changes import ChangeWaiters
 from ._errors import (
     ClosedError,
     ConflictError,
@@ -391,6 +393,9 @@ class Session(_Closable):
         self._line = asyncio.Lock()
         self._closed = False
         self._on_close: Callable[[Session], None] | None = None
+        #: Told the session's new high-water seq after each commit (the repository's
+        #: change signal, so its own commits wake its followers at once).
+        self._on_commit: Callable[[str, int], None] | None = None
         self._read_only = False
         # The preconditions of the commit in flight, for backends that check them inside
         # their own transaction (``_expects_in_transaction``); empty between commits.
@@ -489,6 +494,8 @@ class Session(_Closable):
                 seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
             finally:
                 self._expect = ()
+            if self._on_commit is not None:
+                self._on_commit(self._name, seqs[-1])
             return CommitResult(seqs)
 
     async def get_value(self, address: ValueAddress[Any]) -> JSON | None:
@@ -598,6 +605,17 @@ class Session(_Closable):
         self._check_open()
         return sorted(await self._live_scopes(), key=lambda s: s.id)
 
+    async def refresh(self) -> None:
+        """Bring what this session reads up to the store's latest commit.
+
+        Only a JSONL reader needs it: it is a snapshot of the files, and this reads
+        what was appended since (only the new bytes; a record still being written is
+        left for the next refresh). Every other session already reads the latest
+        commit, so for them this does nothing.
+        """
+        self._check_open()
+        await self._refresh()
+
     async def close(self) -> None:
         """Close the session (idempotent). Waits for a commit in flight; afterwards every
         other method raises :class:`ClosedError`."""
@@ -689,6 +707,9 @@ class Session(_Closable):
     async def _close(self) -> None:
         """Release the backend's resources (called once, inside the line)."""
 
+    async def _refresh(self) -> None:
+        """Catch up with commits made elsewhere (only snapshot readers need to)."""
+
 
 class Repository(_Closable):
     """A store holding many sessions (a directory, a database file, a database).
@@ -709,6 +730,9 @@ class Repository(_Closable):
         #: A read-only repository opens every session read-only and never creates,
         #: deletes or repairs anything (the CLI's reading commands use one).
         self.read_only = read_only
+        self._waiters = ChangeWaiters()
+        self._watcher: asyncio.Task[None] | None = None
+        self._watcher_ready: asyncio.Future[None] | None = None
 
     async def create_session(self, name: str) -> Session:
         """Create and open a new session; :class:`SessionExistsError` if it exists."""
@@ -778,11 +802,89 @@ class Repository(_Closable):
                 )
             await self._delete_session(name)
 
+    async def wait_for_change(self, name: str, after_seq: int) -> int:
+        """Wait until session ``name`` holds a commit with a seq above ``after_seq``,
+        made by any process, and return the session's high-water seq.
+
+        Returns at once when the session is already past ``after_seq``. Commits may
+        coalesce: read everything up to the returned seq. A wait never wakes without a
+        commit past ``after_seq``. One watcher per repository serves every waiter, so
+        following a thousand sessions costs one LISTEN connection (PostgreSQL) or one
+        cheap check every :data:`CHANGE_POLL_INTERVAL` seconds (SQLite
+        ``PRAGMA data_version``; JSONL file sizes), never a read of every session.
+        :class:`SessionNotFoundError` if there is no such session; bound the wait
+        with ``asyncio.timeout``.
+        """
+        self._check_open()
+        check_session_name(name)
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool):
+            raise StorageError(f"wait_for_change: after_seq must be a seq (int), got {after_seq!r}")
+        # Wait first, look second: a commit landing between the two still wakes us.
+        waiter = self._waiters.add(name, after_seq)
+        try:
+            await self._ensure_watcher()
+            high = await self._high_water(name)
+            if high > after_seq:
+                return high
+            return await waiter.future
+        finally:
+            self._waiters.discard(waiter)
+            if waiter.future.done() and not waiter.future.cancelled():
+                waiter.future.exception()  # a failure we raised another way is seen
+
+    async def changes(self, name: str, *, after_seq: int = 0) -> AsyncIterator[int]:
+        """Yield session ``name``'s high-water seq each time it moves past the last
+        one yielded (starting after ``after_seq``), whoever committed: an endless
+        :meth:`wait_for_change` loop."""
+        while True:
+            after_seq = await self.wait_for_change(name, after_seq)
+            yield after_seq
+
+    async def _ensure_watcher(self) -> None:
+        if not self._watches:
+            return
+        if self._watcher is None or self._watcher.done():
+            ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._watcher_ready = ready
+            self._watcher = asyncio.create_task(
+                self._run_watcher(ready), name=f"toolfold changes {self.location}"
+            )
+        assert self._watcher_ready is not None
+        await asyncio.shield(self._watcher_ready)
+
+    async def _run_watcher(self, ready: asyncio.Future[None]) -> None:
+        def mark_ready() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        try:
+            await self._watch(self._waiters, mark_ready)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failure = (
+                exc
+                if isinstance(exc, StorageError)
+                else StorageError(f"watching {self.location} for changes failed: {exc!r}")
+            )
+            if not ready.done():
+                ready.set_exception(failure)
+            self._waiters.fail(failure)
+        finally:
+            if not ready.done():
+                ready.set_exception(ClosedError(f"repository {self.location} was closed"))
+
     async def close(self) -> None:
         """Close every open session, then the store (idempotent)."""
         if self._closed:
             return
         self._closed = True
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher
+            self._watcher = None
+        self._waiters.fail(ClosedError(f"repository {self.location} was closed"))
         try:
             for session in [*self._open.values(), *self._readers]:
                 await session.close()
@@ -799,6 +901,7 @@ class Repository(_Closable):
     def _register(self, session: Session) -> Session:
         self._open[session.name] = session
         session._on_close = self._forget
+        session._on_commit = self._waiters.publish
         return session
 
     def _forget(self, session: Session) -> None:
@@ -835,3 +938,18 @@ class Repository(_Closable):
     @abstractmethod
     async def _close(self) -> None:
         """Release the store's resources (called once, after its sessions closed)."""
+
+    #: Whether other processes can commit to this store, so a watcher must look for
+    #: their commits (``_watch``); the memory backend has only this process.
+    _watches = True
+
+    @abstractmethod
+    async def _high_water(self, name: str) -> int:
+        """The session's highest committed seq as the store has it now (0 when empty;
+        SessionNotFoundError if missing)."""
+
+    async def _watch(self, waiters: ChangeWaiters, ready: Callable[[], None]) -> None:
+        """Publish other processes' commits to ``waiters`` until cancelled. Call
+        ``ready()`` once every later commit is sure to be noticed. Runs as one task per
+        repository, started by the first ``wait_for_change``."""
+        raise NotImplementedError

@@ -21,7 +21,7 @@ import secrets
 import shutil
 import urllib.parse
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ from ._base import (
     load_stored,
     page_sorted,
 )
+from ._changes import CHANGE_POLL_INTERVAL, ChangeWaiters
 from ._errors import (
     BackendError,
     CorruptStoreError,
@@ -182,6 +183,11 @@ class _File:
     #: Set when a failed write could not be taken back: appending more would bury a
     #: torn line inside the file, so the file refuses writes until the session reopens.
     broken: str | None = None
+    #: What a reader read so far: complete lines, and the file's inode (a side file
+    #: made again for a new lifetime of its scope is a new file).
+    lines: int = 0
+    ino: int = 0
+    last_seq: int = 0
 
     def close(self) -> None:
         if self.fd is not None:
@@ -201,6 +207,8 @@ class _Parsed:
     good_size: int  # bytes up to the end of the last complete line
     total_size: int
     version: int = FORMAT_VERSION
+    lines: int = 0  # lines read up to good_size (for messages about later lines)
+    ino: int = 0
 
     @property
     def torn(self) -> bool:
@@ -284,14 +292,36 @@ def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Par
             record=1,
             offset=0,
         )
-    checksummed = version >= 2
     table = AddressTable()
+    records, good, read = _parse_records(
+        where, lines, table, scope, checksummed=version >= 2, good=first[1], n=len(data)
+    )
+    return _Parsed(path, header, records, table, good, len(data), version, max(read, 1))
+
+
+def _parse_records(
+    where: str,
+    lines: Iterator[tuple[int, int, bytes, bool]],
+    table: AddressTable,
+    scope: Scope,
+    *,
+    checksummed: bool,
+    good: int,
+    n: int,
+    base: int = 0,
+    line_base: int = 0,
+    last_seq: int = 0,
+) -> tuple[list[tuple[int, Write, JSON, int]], int, int]:
+    """Decode the record lines of a file: ``lines`` from :func:`_iter_lines` over the
+    ``n`` bytes read from file offset ``base`` (line numbers and offsets in messages
+    count from there). Returns the complete records, the offset (in the bytes read)
+    just past the last complete line, and the number of the last line read."""
     records: list[tuple[int, Write, JSON, int]] = []
-    good = first[1]
-    last_seq = 0
-    for lineno, end, raw, has_nl in lines:
-        start = good
-        is_last = end >= len(data)
+    complete = line_base
+    for rel, end, raw, has_nl in lines:
+        lineno = line_base + rel
+        start = base + good
+        is_last = end >= n
         if not has_nl:
             break  # torn: the write of this line never completed
         if checksummed and not _checked(raw):
@@ -333,8 +363,8 @@ def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Par
                 )
             last_seq = seq
             records.append((seq, w, payload, lineno))
-        good = end
-    return _Parsed(path, header, records, table, good, len(data), version)
+        good, complete = end, lineno
+    return records, good, complete
 
 
 @dataclass
@@ -345,6 +375,23 @@ class _Loaded:
     index: _Index
     next_seq: int
     notes: tuple[str, ...] = ()
+    #: Each retired scope id's latest retirement seq (its side records below are dead).
+    retired: dict[str, int] = field(default_factory=dict)
+
+
+def _read_file(parsed: _Parsed, scope_id: str | None, fd: int | None = None) -> _File:
+    return _File(
+        parsed.path,
+        scope_id,
+        parsed.good_size,
+        True,
+        fd,
+        parsed.table,
+        parsed.version,
+        lines=parsed.lines,
+        ino=parsed.ino,
+        last_seq=parsed.records[-1][0] if parsed.records else 0,
+    )
 
 
 def _side_name(scope: EphemeralScope) -> str:
@@ -374,6 +421,7 @@ def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
     main_path = directory / f"{name}{MAIN_SUFFIX}"
     with open(main_path, "rb") as f:
         main = _parse_file(main_path, f.read(), SESSION, "session_header")
+        main.ino = os.fstat(f.fileno()).st_ino
     session_id = main.header.get("sessionId")
     if not isinstance(session_id, str) or not session_id:
         raise CorruptStoreError(
@@ -401,11 +449,13 @@ def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
             try:
                 with open(path, "rb") as f:
                     data = f.read()
+                    ino = os.fstat(f.fileno()).st_ino
             except FileNotFoundError:
                 if repair:
                     raise
                 continue  # retired and unlinked by the writer while we were reading
             parsed = _parse_file(path, data, scope, "scope_header")
+            parsed.ino = ino
             _check_side_header(parsed, scope, session_id)
             sides.append((scope, parsed))
 
@@ -434,14 +484,12 @@ def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
         index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
 
     notes = tuple(p.torn_note(repaired=repair) for p in [main, *(p for _, p in sides)] if p.torn)
-    main_file = _File(main_path, None, main.good_size, True, main_fd, main.table, main.version)
+    main_file = _read_file(main, None, main_fd)
     side_files: dict[EphemeralScope, _File] = {}
     if not repair:
         for scope, parsed in sides:
-            side_files[scope] = _File(
-                parsed.path, scope.id, parsed.good_size, True, None, parsed.table, parsed.version
-            )
-        return _Loaded(session_id, main_file, side_files, index, high + 1, notes)
+            side_files[scope] = _read_file(parsed, scope.id)
+        return _Loaded(session_id, main_file, side_files, index, high + 1, notes, retired)
 
     # Checks are over; from here on we only repair.
     if main.torn and main_fd is not None:
@@ -454,13 +502,11 @@ def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
             continue
         if parsed.torn:
             os.truncate(parsed.path, parsed.good_size)
-        side_files[scope] = _File(
-            parsed.path, scope.id, parsed.good_size, True, None, parsed.table, parsed.version
-        )
+        side_files[scope] = _read_file(parsed, scope.id)
     for tmp in temps:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-    return _Loaded(session_id, main_file, side_files, index, high + 1, notes)
+    return _Loaded(session_id, main_file, side_files, index, high + 1, notes, retired)
 
 
 def _no_payload(w: Write) -> bool:
@@ -517,9 +563,11 @@ class JsonlSession(Session):
         self._main = loaded.main
         self._sides = loaded.sides
         self._index = loaded.index
+        self._retired = loaded.retired
         self.notes = loaded.notes
         #: Retired scopes whose side file could not be unlinked yet.
         self._cleanup: set[EphemeralScope] = set()
+        self._refreshing = asyncio.Lock()
 
     @property
     def main_path(self) -> Path:
@@ -696,12 +744,199 @@ class JsonlSession(Session):
     async def _live_scopes(self) -> list[EphemeralScope]:
         return [s for s in self._index.scopes if isinstance(s, EphemeralScope)]
 
+    async def _refresh(self) -> None:
+        if not self._read_only:
+            return  # a writer's index is the file: nobody else appends to it
+        async with self._refreshing:
+            records, new_files, dropped = await asyncio.to_thread(self._read_appended)
+            # Applied here, on the loop, so no read ever sees the index half-updated.
+            for gone in dropped:
+                self._sides.pop(gone, None)
+            self._sides.update(new_files)
+            for seq, w, payload, scope in records:
+                if scope is not None and seq < self._retired.get(scope.id, 0):
+                    continue  # an earlier lifetime of the scope, already retired
+                if isinstance(w, RetireScope):
+                    self._retired[w.scope.id] = seq
+                    known = self._sides.get(w.scope)
+                    if known is not None and known.last_seq < seq:
+                        # That file held the retired lifetime: forget it, so a file made
+                        # for the next lifetime (maybe with the same inode) is read whole.
+                        del self._sides[w.scope]
+                self._index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
+                self._next_seq = max(self._next_seq, seq + 1)
+
+    def _read_appended(
+        self,
+    ) -> tuple[
+        list[tuple[int, Write, JSON, EphemeralScope | None]],
+        dict[EphemeralScope, _File],
+        set[EphemeralScope],
+    ]:
+        """(In a thread.) The complete records appended to the session's files since
+        the last read, in seq order; the side files to read incrementally from now on;
+        the side files to forget.
+
+        Side files are read before the main log. A retirement is committed to the main
+        log before its scope's next lifetime writes a side record, so a new-lifetime
+        record read here has its retirement in the main log read after it. A side file
+        whose scope that main log read retires is read again, whole: the file read
+        before may have been the next lifetime's, made after the old one was unlinked
+        (an inode number can come back). A side record appended after the side files
+        were read has a smaller seq than some main records read now; the next refresh
+        applies it, which is safe because ``_retired`` remembers retirements.
+        """
+        side: dict[EphemeralScope, list[tuple[int, Write, JSON]]] = {}
+        new_files: dict[EphemeralScope, _File] = {}
+        suspect: dict[EphemeralScope, CorruptStoreError] = {}
+        try:
+            entries = sorted(os.scandir(self._side_dir), key=lambda e: e.name)
+        except FileNotFoundError:
+            entries = []
+        for entry in entries:
+            if _is_temp(entry.name) or not (
+                entry.name.startswith(SIDE_PREFIX) and entry.name.endswith(SIDE_SUFFIX)
+            ):
+                continue
+            scope = _side_scope(Path(entry.path), entry.name)
+            known = self._sides.get(scope)
+            try:
+                with open(entry.path, "rb") as f:
+                    ino = os.fstat(f.fileno()).st_ino
+                    if known is not None and known.ino == ino:
+                        try:
+                            side[scope] = _read_more(known, f, scope)
+                        except CorruptStoreError as exc:
+                            suspect[scope] = exc  # damage, unless the main log retires it
+                        continue
+            except FileNotFoundError:
+                continue  # retired and unlinked meanwhile: its retirement says so
+            found = self._read_side(scope)
+            if found is not None:
+                new_files[scope], side[scope] = found
+        main = self._main
+        with open(main.path, "rb") as f:
+            if os.fstat(f.fileno()).st_ino != main.ino:
+                raise StorageError(
+                    f"{main.path} was replaced since this reader opened it (the session "
+                    "was deleted and made again?); open the session again"
+                )
+            main_records = _read_more(main, f, SESSION)
+        retired = dict(self._retired)
+        dropped: set[EphemeralScope] = set()
+        for seq, w, _ in main_records:
+            if not isinstance(w, RetireScope):
+                continue
+            retired[w.scope.id] = seq
+            if w.scope in side or w.scope in suspect:
+                suspect.pop(w.scope, None)
+                side.pop(w.scope, None)
+                new_files.pop(w.scope, None)
+                dropped.add(w.scope)
+                found = self._read_side(w.scope)
+                if found is not None:
+                    new_files[w.scope], side[w.scope] = found
+        if suspect:
+            raise next(iter(suspect.values()))
+        for scope, file in list(new_files.items()):
+            if file.last_seq < retired.get(scope.id, 0):
+                # Only dead records (the writer is about to unlink it): read it whole
+                # again next time rather than trust its inode number.
+                del new_files[scope]
+                dropped.add(scope)
+        out: list[tuple[int, Write, JSON, EphemeralScope | None]]
+        out = [(*r, None) for r in main_records]
+        out += [(*r, scope) for scope, found in side.items() for r in found]
+        out.sort(key=lambda r: r[0])
+        return out, new_files, dropped
+
+    def _read_side(
+        self, scope: EphemeralScope
+    ) -> tuple[_File, list[tuple[int, Write, JSON]]] | None:
+        """(In a thread.) A side file read whole, or ``None`` if it is gone."""
+        path = self.side_path(scope)
+        try:
+            with open(path, "rb") as f:
+                ino = os.fstat(f.fileno()).st_ino
+                parsed = _parse_file(path, f.read(), scope, "scope_header")
+        except FileNotFoundError:
+            return None
+        _check_side_header(parsed, scope, self._session_id)
+        parsed.ino = ino
+        return _read_file(parsed, scope.id), [(seq, w, p) for seq, w, p, _ in parsed.records]
+
     async def _close(self) -> None:
         for scope in list(self._cleanup):
             self._drop_side(scope)
         for file in self._sides.values():
             file.close()
         self._main.close()  # also releases the advisory lock
+
+
+def _read_more(file: _File, f: Any, scope: Scope) -> list[tuple[int, Write, JSON]]:
+    """The complete records appended to ``file`` (open as ``f``) since a reader last
+    read it; a record still being written stays unread until it is complete."""
+    size = os.fstat(f.fileno()).st_size
+    if size <= file.size:
+        return []
+    f.seek(file.size)
+    data = f.read(size - file.size)
+    records, good, lines = _parse_records(
+        str(file.path),
+        _iter_lines(data),
+        file.table,
+        scope,
+        checksummed=file.version >= 2,
+        good=0,
+        n=len(data),
+        base=file.size,
+        line_base=file.lines,
+    )
+    file.size += good
+    file.lines = lines
+    if records:
+        file.last_seq = records[-1][0]
+    return [(seq, w, payload) for seq, w, payload, _ in records]
+
+
+def _last_seq(path: Path) -> int:
+    """The highest seq in a file: that of its last complete line (seqs increase down a
+    file), read from the end, so the cost is one line whatever the file's size. A line
+    still being written is not complete and does not count. 0 for no record."""
+    with open(path, "rb") as f:
+        pos = os.fstat(f.fileno()).st_size
+        buf, step = b"", 4096
+        while pos > 0:
+            start = max(0, pos - step)
+            f.seek(start)
+            buf = f.read(pos - start) + buf
+            pos, step = start, step * 2
+            end = buf.rfind(b"\n")
+            if end == -1:
+                continue
+            begin = buf.rfind(b"\n", 0, end)
+            if begin != -1 or pos == 0:
+                return _line_seq(buf[begin + 1 : end])
+    return 0
+
+
+def _line_seq(raw: bytes) -> int:
+    """The last seq of one record line (see ``_jsonl_records``), 0 for a header or a
+    line that does not parse (a partly persisted write after a crash)."""
+    try:
+        line = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return 0
+    if not isinstance(line, list):
+        return 0
+    high = 0
+    for record in line:
+        if not isinstance(record, list) or not record or record[0] == "@":
+            continue  # a checksum, or an address definition
+        seq = record[1] if record[0] == "e" else record[2] if len(record) > 2 else 0
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            high = max(high, seq)
+    return high
 
 
 def _atomic_create(path: Path, content: bytes, sync: bool, *, exclusive: bool) -> None:
@@ -885,6 +1120,80 @@ class JsonlRepository(Repository):
 
     async def _close(self) -> None:
         pass
+
+    # -- the change signal ------------------------------------------------------------
+
+    def _files(self, name: str) -> list[Path]:
+        side_dir = self._dir / f"{name}{SIDE_DIR_SUFFIX}"
+        try:
+            sides = [
+                Path(e.path)
+                for e in os.scandir(side_dir)
+                if e.name.startswith(SIDE_PREFIX) and e.name.endswith(SIDE_SUFFIX)
+            ]
+        except FileNotFoundError:
+            sides = []
+        return [self._main_path(name), *sorted(sides)]
+
+    def _high_water_now(self, name: str) -> int:
+        # Retired side files may vanish while we look: their seqs are below the
+        # retirement's, which the main log holds.
+        high = 0
+        for i, path in enumerate(self._files(name)):
+            try:
+                high = max(high, _last_seq(path))
+            except FileNotFoundError:
+                if i == 0:
+                    raise SessionNotFoundError(
+                        f"no session {name!r} in {self.location} (no file {path}) to follow"
+                    ) from None
+            except OSError as exc:
+                raise BackendError(f"cannot read {path} ({exc})") from exc
+        return high
+
+    async def _high_water(self, name: str) -> int:
+        return await asyncio.to_thread(self._high_water_now, name)
+
+    def _signature(self, name: str) -> tuple[tuple[str, int, int, int], ...] | None:
+        found = []
+        for path in self._files(name):
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                if path.name.endswith(MAIN_SUFFIX):
+                    return None  # deleted: nothing to wake anyone for
+                continue
+            found.append((path.name, st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(found)
+
+    def _moved(
+        self, names: list[str], seen: dict[str, tuple[tuple[str, int, int, int], ...] | None]
+    ) -> list[tuple[str, int]]:
+        """(In a thread.) The sessions among ``names`` whose files changed since
+        ``seen`` was taken, with their high-water seqs; ``seen`` is brought up to date."""
+        moved = []
+        for name in names:
+            signature = self._signature(name)
+            if name in seen and seen[name] == signature:
+                continue
+            seen[name] = signature
+            if signature is not None:
+                with contextlib.suppress(StorageError):
+                    moved.append((name, self._high_water_now(name)))
+        for name in [n for n in seen if n not in names]:
+            del seen[name]
+        return moved
+
+    async def _watch(self, waiters: ChangeWaiters, ready: Callable[[], None]) -> None:
+        # Another process appends to the files: their sizes are the signal (a stat
+        # each, no read). Only a file that changed is read, and only its last line.
+        seen: dict[str, tuple[tuple[str, int, int, int], ...] | None] = {}
+        ready()
+        while True:
+            await waiters.wait_nonempty()
+            await asyncio.sleep(CHANGE_POLL_INTERVAL)
+            for name, high in await asyncio.to_thread(self._moved, waiters.names, seen):
+                waiters.publish(name, high)
 
 
 def _valid_name(name: str) -> bool:

@@ -192,6 +192,15 @@ class MemoryRepository(Repository):
     async def _list_sessions(self) -> list[str]:
         return list(self._sessions)
 
+    # Every writer is in this process: its sessions announce their commits themselves.
+    _watches = False
+
+    async def _high_water(self, name: str) -> int:
+        data = self._sessions.get(name)
+        if data is None:
+            raise SessionNotFoundError(f"no session {name!r} in memory: to follow")
+        return data.next_seq - 1
+
     async def _delete_session(self, name: str) -> None:
         if self._sessions.pop(name, None) is None:
             raise SessionNotFoundError(f"no session {name!r} in memory: to delete")

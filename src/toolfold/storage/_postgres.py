@@ -5,14 +5,15 @@ database, and viewers follow sessions live. Seqs are allocated under a row lock 
 session's ``next_seq`` (``SELECT ... FOR UPDATE``), so two hosts committing to one
 session serialise on the database exactly as two tasks serialise on the session line.
 Every commit sends a ``NOTIFY`` on the store's channel with the session name and its
-new high-water seq; :meth:`PostgresRepository.subscribe` turns that into an async
-stream so a server on another host can tail a session without polling.
+new high-water seq; one ``LISTEN`` connection per repository turns that into
+:meth:`Repository.wait_for_change` / :meth:`Repository.changes` for every follower, so
+a server on another host tails any number of sessions without polling.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -30,12 +31,12 @@ from ._base import (
     check_expect,
     decode_json,
 )
+from ._changes import ChangeWaiters
 from ._errors import (
     BackendError,
     CorruptStoreError,
     SessionExistsError,
     SessionNotFoundError,
-    StorageError,
 )
 from ._sql import (
     ENTRY_INDEXES,
@@ -263,52 +264,36 @@ class PostgresRepository(Repository):
 
     # -- following a session from anywhere ------------------------------------------
 
-    async def subscribe(self, name: str, *, after_seq: int = 0) -> AsyncIterator[int]:
-        """Yield the session's high-water seq each time it moves past the last one
-        yielded (starting after ``after_seq``), whoever committed, on whatever host.
-
-        Listens first and reads the current high-water mark second, so no commit can
-        fall between the two. Notifications may coalesce: the yielded value is the
-        newest high-water mark, so read everything up to it.
-        """
-        self._check_open()
-        conn = await self.connect()
-        try:
-            await conn.execute(f"LISTEN {CHANNEL}")
+    async def _high_water(self, name: str) -> int:
+        async def high(conn: psycopg.AsyncConnection[Any]) -> int:
             cur = await conn.execute("SELECT next_seq FROM sessions WHERE name = %s", (name,))
             row = await cur.fetchone()
             if row is None:
                 raise SessionNotFoundError(f"no session {name!r} in {self.location} to follow")
-            last = after_seq
-            if int(row[0]) - 1 > last:
-                last = int(row[0]) - 1
-                yield last
+            return int(row[0]) - 1
+
+        result: int = await self._with_repo_conn(f"following session {name!r}", high)
+        return result
+
+    async def _watch(self, waiters: ChangeWaiters, ready: Callable[[], None]) -> None:
+        # ONE listening connection per repository, whatever the number of followed
+        # sessions: each notification names its session and is handed to its waiters.
+        # (LISTEN needs a session-mode connection: not through a transaction pooler.)
+        conn = await self.connect()
+        try:
+            await conn.execute(f"LISTEN {CHANNEL}")
+            ready()
             async for note in conn.notifies():
                 try:
                     payload = orjson.loads(note.payload)
-                    session, seq = payload["session"], int(payload["seq"])
+                    session, seq = str(payload["session"]), int(payload["seq"])
                 except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                     continue  # not one of ours: the channel is public to the database
-                if session == name and seq > last:
-                    last = seq
-                    yield last
+                waiters.publish(session, seq)
         except psycopg.Error as exc:
-            raise BackendError(
-                f"following session {name!r} on {self.location} failed: {exc}"
-            ) from exc
+            raise BackendError(f"listening for commits on {self.location} failed: {exc}") from exc
         finally:
             await conn.close()
-
-    async def wait_for_change(self, name: str, after_seq: int) -> int:
-        """Wait until session ``name`` has a commit with a seq above ``after_seq`` and
-        return its high-water seq. Combine with ``asyncio.timeout`` to bound the wait."""
-        gen = self.subscribe(name, after_seq=after_seq)
-        try:
-            async for seq in gen:
-                return seq
-        finally:
-            await gen.aclose()  # type: ignore[attr-defined]
-        raise StorageError(f"stopped following session {name!r} without a change")
 
 
 class PostgresSession(Session):

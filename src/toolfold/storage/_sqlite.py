@@ -33,6 +33,7 @@ from ._base import (
     check_expect,
     decode_json,
 )
+from ._changes import CHANGE_POLL_INTERVAL, ChangeWaiters
 from ._errors import (
     BackendError,
     ClosedError,
@@ -406,6 +407,46 @@ class SqliteRepository(Repository):
             conn.execute("COMMIT")
 
         await self._run(delete)
+
+    # -- the change signal ------------------------------------------------------------
+
+    async def _high_water(self, name: str) -> int:
+        def high(conn: sqlite3.Connection) -> int:
+            row = conn.execute("SELECT next_seq FROM sessions WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                raise SessionNotFoundError(f"no session {name!r} in {self.location} to follow")
+            return int(row[0]) - 1
+
+        return await self._run(high)
+
+    async def _watch(self, waiters: ChangeWaiters, ready: Callable[[], None]) -> None:
+        # data_version moves when another connection (process) commits to the file; it
+        # costs no I/O beyond the WAL index in shared memory. Only when it moved are the
+        # waited sessions' next_seq read. This connection's own commits do not move it:
+        # those reach the waiters from the committing session.
+        def version(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+        def highs(conn: sqlite3.Connection, names: list[str]) -> list[tuple[str, int]]:
+            marks = ",".join("?" * len(names))
+            rows = conn.execute(
+                f"SELECT name, next_seq FROM sessions WHERE name IN ({marks})", names
+            )
+            return [(str(n), int(seq) - 1) for n, seq in rows]
+
+        seen = await self._run(version)
+        ready()
+        while True:
+            await waiters.wait_nonempty()
+            await asyncio.sleep(CHANGE_POLL_INTERVAL)
+            now = await self._run(version)
+            if now == seen:
+                continue
+            seen = now
+            names = waiters.names
+            for i in range(0, len(names), 500):  # SQLite's bound-parameter limit
+                for name, high in await self._run(highs, names[i : i + 500]):
+                    waiters.publish(name, high)
 
     async def _close(self) -> None:
         def close(conn: sqlite3.Connection) -> None:
