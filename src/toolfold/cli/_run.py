@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold._units import plural
 from toolfold.execenv import (
@@ -23,7 +23,6 @@ from toolfold.execenv import (
     ExecConfigError,
     ExecError,
     LocalExecEnv,
-    RemoteExecEnv,
     SSHTransport,
     Transport,
 )
@@ -36,6 +35,9 @@ from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreW
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, human_bytes
+
+if TYPE_CHECKING:
+    from toolfold.execenv import RemoteExecEnv
 
 MAX_WINDOW_BYTES = 16 * 1024 * 1024
 """Largest ``--max-bytes``: the window lives in memory and every durable base batch
@@ -129,6 +131,8 @@ class RemoteSettings:
     cwd: str | None
 
     def env(self, session: str) -> RemoteExecEnv:
+        from toolfold.execenv import RemoteExecEnv  # the remote side, only when asked for
+
         # Spill files stay on the exec host, one directory per session as locally.
         return RemoteExecEnv(self.transport, spill_dir=session)
 
@@ -193,8 +197,11 @@ async def run_call(settings: RunSettings) -> int:
     try:
         return await _run_call(settings, context, where)
     finally:
-        if isinstance(context.env, RemoteExecEnv):
-            await context.env.aclose()  # the exec host kills anything still running
+        if settings.remote is not None:
+            from toolfold.execenv import RemoteExecEnv
+
+            if isinstance(context.env, RemoteExecEnv):
+                await context.env.aclose()  # the exec host kills anything still running
 
 
 async def _context(settings: RunSettings) -> tuple[ToolContext, str]:

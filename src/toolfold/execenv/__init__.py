@@ -16,6 +16,10 @@ This package imports nothing else from toolfold.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
+
 from ._capture import CaptureClosedError, CaptureSnapshot, OutputCapture
 from ._errors import (
     CallbackError,
@@ -27,13 +31,9 @@ from ._errors import (
     TransportError,
     UpdateError,
 )
-from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
-from ._fileops import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS, iter_files, search_file
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
-from ._protocol import PROTOCOL_VERSION
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
-from ._remote import HostInfo, RemoteExecEnv
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import SpillFile
 from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
@@ -59,6 +59,29 @@ from ._window import (
     last_line_bytes,
     tail_truncated_by,
     tail_window,
+)
+
+if TYPE_CHECKING:
+    from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
+    from ._fileops import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS, iter_files, search_file
+    from ._protocol import PROTOCOL_VERSION
+    from ._remote import HostInfo, RemoteExecEnv
+
+# The remote side (the exec host's loop, its wire protocol and file operations, the
+# client of a remote one) is imported on first use: a local `toolfold run` needs none.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "DEFAULT_SPILL_DIR": "._exec_host",
+        "run_exec_host": "._exec_host",
+        "SEARCH_MAX_LINE_CHARS": "._fileops",
+        "SEARCH_SKIP_DIRS": "._fileops",
+        "iter_files": "._fileops",
+        "search_file": "._fileops",
+        "PROTOCOL_VERSION": "._protocol",
+        "HostInfo": "._remote",
+        "RemoteExecEnv": "._remote",
+    },
 )
 
 __all__ = [

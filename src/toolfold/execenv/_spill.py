@@ -7,7 +7,6 @@ import contextlib
 import errno
 import os
 import queue
-import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -110,7 +109,7 @@ def _write_all(fd: int, chunks: list[bytes]) -> None:
 def spill_file_name() -> str:
     """A file name unique per exec: ``exec-<UTC timestamp>-<pid>-<random>.log``."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    return f"exec-{stamp}-{os.getpid()}-{secrets.token_hex(6)}.log"
+    return f"exec-{stamp}-{os.getpid()}-{os.urandom(6).hex()}.log"
 
 
 class SpillFile:

@@ -12,6 +12,9 @@ re-exported here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
 from toolfold.durability import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_REBASE_EVERY,
@@ -30,7 +33,6 @@ from toolfold.durability import (
     recover,
 )
 
-from ._assistant import MessageWriter
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
 from ._context import ExecEnv, MemoBackend, ToolContext
 from ._durable_hooks import DurableHooks, ResumeHost, resume
@@ -51,8 +53,6 @@ from ._execute import (
     format_validation_error,
 )
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
-from ._janitor import resume_orphans
-from ._loop import ToolLoop, model_images
 from ._result import (
     CANCELLED_MARKER,
     INTERRUPTION_MARKER,
@@ -72,6 +72,52 @@ from .events import (
     ToolSettled,
     ToolStart,
     ToolUpdate,
+)
+
+if TYPE_CHECKING:
+    from ._assistant import MessageWriter
+    from ._janitor import resume_orphans
+    from ._lane import (
+        LaneBatch,
+        LaneClosedError,
+        LaneError,
+        LaneHost,
+        LaneOperation,
+        Lanes,
+        LaneSubscription,
+        LaneTool,
+        LaneView,
+        new_lane_view,
+        reduce_lane_snapshot,
+    )
+    from ._loop import ToolLoop, model_images
+
+# The model loop, assistant messages, the janitor and the lanes are imported on first
+# use: `toolfold run` drives one call and needs none of them (docs/BENCHMARKS.md).
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "MessageWriter": "._assistant",
+        "resume_orphans": "._janitor",
+        "ToolLoop": "._loop",
+        "model_images": "._loop",
+        **dict.fromkeys(
+            [
+                "LaneBatch",
+                "LaneClosedError",
+                "LaneError",
+                "LaneHost",
+                "LaneOperation",
+                "Lanes",
+                "LaneSubscription",
+                "LaneTool",
+                "LaneView",
+                "new_lane_view",
+                "reduce_lane_snapshot",
+            ],
+            "._lane",
+        ),
+    },
 )
 
 __all__ = [
@@ -140,19 +186,6 @@ __all__ = [
 ]
 
 # --- lane reduction and the lane host (replication) ------------------------------------
-from ._lane import (
-    LaneBatch,
-    LaneClosedError,
-    LaneError,
-    LaneHost,
-    LaneOperation,
-    Lanes,
-    LaneSubscription,
-    LaneTool,
-    LaneView,
-    new_lane_view,
-    reduce_lane_snapshot,
-)
 
 __all__ += [
     "LaneBatch",

@@ -11,6 +11,10 @@ of M lines / full output at PATH" for a settled call.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
+
 from ._calls import (
     RUN_RECORD_NAMESPACE,
     CallView,
@@ -25,7 +29,13 @@ from ._calls import (
     run_record_address,
     settled_record,
 )
-from ._follow import SessionFollower
+
+if TYPE_CHECKING:
+    from ._follow import SessionFollower
+
+# The follower (the server's live view of a store) is imported on first use: it pulls
+# in the lanes, which `toolfold run` and `toolfold show` never need.
+__getattr__ = lazy_exports(__name__, {"SessionFollower": "._follow"})
 
 __all__ = [
     "RUN_RECORD_NAMESPACE",

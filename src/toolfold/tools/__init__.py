@@ -6,9 +6,9 @@ nothing. ``builtin_tools()`` returns them all for a ``Harness``.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from toolfold._lazy import lazy_exports
 from toolfold.harness import Tool
 
 from .bash import BASH, BashParams, bash_tool
@@ -20,23 +20,17 @@ if TYPE_CHECKING:
 
 # read, grep and pytest define pydantic models: they are imported on first use, so that
 # `toolfold run` (which only needs bash) starts without pydantic.
-_LAZY = {
-    "GREP": ".grep",
-    "GrepParams": ".grep",
-    "PYTEST": ".pytest_tool",
-    "PytestParams": ".pytest_tool",
-    "READ": ".read",
-    "ReadParams": ".read",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "GREP": ".grep",
+        "GrepParams": ".grep",
+        "PYTEST": ".pytest_tool",
+        "PytestParams": ".pytest_tool",
+        "READ": ".read",
+        "ReadParams": ".read",
+    },
+)
 
 
 def builtin_tools() -> list[Tool[Any]]:
