@@ -115,44 +115,81 @@ async def test_an_upstream_crash_is_an_error_result_and_the_next_call_restarts_i
     tmp_path: Path, everything_server: Path
 ) -> None:
     pids = tmp_path / "upstream.pids"
-    wrapper = f"echo $$ >> {pids}; exec {everything_server} stdio"
-    started = anyio.Event()
+    wrapper = f"echo $$ >> {pids}; echo starting up >&2; exec {everything_server} stdio"
+    started = [anyio.Event(), anyio.Event()]
+    results: list[Any] = []
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        started.set()
+    async def call(n: int) -> None:
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            started[n].set()
+
+        results.append(
+            await client.call_tool(
+                "trigger-long-running-operation",
+                {"duration": 60, "steps": 60},
+                progress_callback=on_progress,
+            )
+        )
 
     try:
         with anyio.fail_after(120):
             async with session_on(
                 proxy(tmp_path, "sh", "-c", wrapper), tmp_path / "proxy.err"
             ) as client:
-                results: list[Any] = []
                 async with anyio.create_task_group() as group:
-
-                    async def call() -> None:
-                        results.append(
-                            await client.call_tool(
-                                "trigger-long-running-operation",
-                                {"duration": 60, "steps": 60},
-                                progress_callback=on_progress,
-                            )
-                        )
-
-                    group.start_soon(call)
-                    await started.wait()
+                    for n in range(2):  # two calls pending when the upstream dies
+                        group.start_soon(call, n)
+                    for event in started:
+                        await event.wait()
                     os.kill(int(pids.read_text().split()[0]), signal.SIGKILL)
-                [crashed] = results
                 again = await client.call_tool("echo", {"message": "restarted"})
     finally:
         for pid in pids.read_text().split() if pids.exists() else []:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
-    assert crashed.is_error
-    assert "exited during the call" in text_of(crashed) and "upstream `sh -c" in text_of(crashed)
+    assert len(results) == 2
+    for crashed in results:
+        assert crashed.is_error
+        message = text_of(crashed)
+        assert "upstream `sh -c" in message
+        assert "was killed by signal 9 (SIGKILL) during the call" in message
+        assert "its stderr ended with: starting up" in message
     assert "restarted" in text_of(again)
     assert len(pids.read_text().split()) == 2
     stored = await calls(tmp_path, "p1")
-    assert [c.status for c in stored] == ["error", "ok"]
+    assert sorted(c.status for c in stored) == ["error", "error", "ok"]
+
+
+async def test_an_upstream_exit_status_and_stderr_reach_every_pending_call(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "upstream.pids"
+    server = Path(__file__).with_name("exiting_upstream.py")
+    params = proxy(tmp_path, sys.executable, str(server))
+    params = params.model_copy(update={"env": {**(params.env or {}), "UPSTREAM_PIDS": str(pids)}})
+    marker = tmp_path / "waiting"
+    results: dict[str, Any] = {}
+    with anyio.fail_after(120):
+        async with session_on(params, tmp_path / "proxy.err") as client:
+
+            async def call(name: str, args: dict[str, Any]) -> None:
+                results[name] = await client.call_tool(name, args)
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, "wait", {"started": str(marker)})
+                for _ in range(600):  # bounded: the upstream creates it when `wait` runs
+                    if marker.exists():
+                        break
+                    await anyio.sleep(0.05)
+                group.start_soon(call, "exit", {})
+            again = await client.call_tool("echo", {"after": "the exit"})
+    for name in ("wait", "exit"):
+        message = text_of(results[name])
+        assert results[name].is_error, message
+        assert f"upstream `{sys.executable} {server}` exited with status 3" in message
+        assert "its stderr ended with: fatal: the disk is on fire" in message
+    assert not again.is_error and "the exit" in text_of(again)
+    assert len(pids.read_text().split()) == 2  # restarted for the next call
 
 
 async def test_an_upstream_message_over_the_cap_is_an_error_and_never_buffered(

@@ -9,15 +9,16 @@ to ``cap``, past it read and dropped, the request it answered getting an error.
 from __future__ import annotations
 
 import contextlib
+import signal
 import subprocess
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
 import mcp_types as types
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
 from ._message_cap import Framer, Oversized, oversized
@@ -30,8 +31,37 @@ def _parse(line: bytes) -> SessionMessage | Exception:
         return exc
 
 
+EXIT_WAIT = 2.0
+"""Seconds an upstream that closed its stdout gets to exit, so its status can be told."""
+
+
+@dataclass
+class Exit:
+    """How the upstream process ended: set before the session learns its stdout closed."""
+
+    returncode: int | None = None
+
+    def describe(self) -> str:
+        """``exited with status 3``, ``was killed by signal 9 (SIGKILL)``, or (still
+        running) ``closed its stdout``."""
+        code = self.returncode
+        if code is None:
+            return "closed its stdout"
+        if code >= 0:
+            return f"exited with status {code}"
+        try:
+            name = f" ({signal.Signals(-code).name})"
+        except ValueError:
+            name = ""
+        return f"was killed by signal {-code}{name}"
+
+
 async def _read(
-    process: Process, out: MemoryObjectSendStream[SessionMessage | Exception], cap: int, who: str
+    process: Process,
+    out: MemoryObjectSendStream[SessionMessage | Exception],
+    cap: int,
+    who: str,
+    ended: Exit,
 ) -> None:
     assert process.stdout is not None
     framer = Framer(cap)
@@ -45,6 +75,10 @@ async def _read(
                         await out.send(oversized(line.head, line.tail, line.size, cap, who))
                     elif line.strip():
                         await out.send(_parse(line))
+        # Before closing `out`: the calls it fails then say how the upstream ended.
+        with anyio.move_on_after(EXIT_WAIT):
+            await process.wait()
+        ended.returncode = process.returncode
 
 
 async def _write(process: Process, inbox: MemoryObjectReceiveStream[SessionMessage]) -> None:
@@ -58,22 +92,26 @@ async def _write(process: Process, inbox: MemoryObjectReceiveStream[SessionMessa
 
 @contextlib.asynccontextmanager
 async def capped_stdio_client(
-    command: list[str], *, errlog: TextIO, cap: int, who: str
+    command: list[str], *, errlog: TextIO, cap: int, who: str, ended: Exit | None = None
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` to ``command`` over its stdin/stdout, reading at
-    most ``cap`` bytes of any one message. Leaving the block closes stdin, then stops
-    the process (SIGTERM after 2 s, SIGKILL after 2 more)."""
+    most ``cap`` bytes of any one message; ``ended`` learns how the process ended.
+    Leaving the block closes stdin, then stops the process (SIGTERM after 2 s,
+    SIGKILL after 2 more)."""
     process = await anyio.open_process(
         command,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
-        env=get_default_environment(),
+        # The proxy's whole environment, as any wrapper command passes it on: a
+        # client's "env" for the server (a token, say) is set on the proxy's command.
+        # The SDK's stdio client would keep only HOME, PATH and a few more.
+        env=None,
     )
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as group:
-        group.start_soon(_read, process, read_in, cap, who)
+        group.start_soon(_read, process, read_in, cap, who, ended or Exit())
         group.start_soon(_write, process, write_out)
         try:
             yield read_out, write_in
@@ -96,4 +134,4 @@ async def capped_stdio_client(
             group.cancel_scope.cancel()
 
 
-__all__ = ["capped_stdio_client"]
+__all__ = ["Exit", "capped_stdio_client"]

@@ -3,8 +3,8 @@
 The SDK's client transports are async context managers that must be entered and
 left in one task, so one background task owns each connection for its lifetime;
 calls use the ``ClientSession`` it publishes. When the upstream dies, that task
-ends and ``dead`` is set: calls in flight fail at once with the upstream's stderr
-tail, and the next call starts a new upstream.
+ends and ``dead`` is set: calls in flight fail at once with the upstream's exit
+status and stderr tail, and the next call starts a new upstream.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ._capped_stdio import capped_stdio_client
+from ._capped_stdio import Exit, capped_stdio_client
 from ._errors import McpHostError
 from ._message_cap import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -72,6 +72,7 @@ class Upstream:
         self.dead = asyncio.Event()
         self.dead.set()
         self._lock = asyncio.Lock()
+        self._ended = Exit()
         self.starts = 0
         """How many times the upstream was started (a restart counts again)."""
 
@@ -125,6 +126,7 @@ class Upstream:
                 yield session
             return
         fd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._ended = Exit()
         with os.fdopen(fd, "w") as errlog:
             async with (
                 capped_stdio_client(
@@ -132,6 +134,7 @@ class Upstream:
                     errlog=errlog,
                     cap=self.spec.max_message_bytes,
                     who=self.spec.describe(),
+                    ended=self._ended,
                 ) as (r, w),
                 ClientSession(r, w, **self.callbacks) as session,
             ):
@@ -151,9 +154,11 @@ class Upstream:
                 await stop.wait()
         except BaseException as exc:
             if not ready.done():
+                ended = "" if self._ended.returncode is None else f" ({self.how(self._ended)})"
                 ready.set_exception(
                     UpstreamError(
-                        f"{self.spec.describe()} could not start: {exc}{self.stderr_tail()}"
+                        f"{self.spec.describe()} could not start{ended}: {exc}"
+                        f"{self.stderr_tail()}"
                     )
                 )
             if not isinstance(exc, Exception):
@@ -162,6 +167,10 @@ class Upstream:
             if self._session is session:
                 self._session = None
             dead.set()
+
+    def how(self, ended: Exit) -> str:
+        """How a connection ended: the process's exit status over stdio."""
+        return "closed the connection" if self.spec.url else ended.describe()
 
     def stderr_tail(self) -> str:
         """``; its stderr ended with: ...`` (empty when it wrote nothing)."""
@@ -176,9 +185,9 @@ class Upstream:
 
     async def call(self, coro_factory: Any) -> Any:
         """Run ``await coro_factory(session)``; if the upstream dies first, raise
-        ``UpstreamError`` naming it and its stderr tail."""
+        ``UpstreamError`` naming it, its exit status and its stderr tail."""
         session = await self.session()
-        dead, stop = self.dead, self._stop
+        dead, stop, ended = self.dead, self._stop, self._ended
         call = asyncio.ensure_future(coro_factory(session))
         watch = asyncio.ensure_future(dead.wait())
         try:
@@ -206,7 +215,7 @@ class Upstream:
                     f"{self.stderr_tail()}"
                 )
             raise UpstreamError(
-                f"{self.spec.describe()} exited during the call{self.stderr_tail()}"
+                f"{self.spec.describe()} {self.how(ended)} during the call{self.stderr_tail()}"
             )
         exc = call.exception()
         closed = isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
@@ -217,7 +226,8 @@ class Upstream:
             if self._session is session:
                 self._session = None
             raise UpstreamError(
-                f"{self.spec.describe()} exited during the call ({exc}){self.stderr_tail()}"
+                f"{self.spec.describe()} {self.how(ended)} during the call"
+                f"{self.stderr_tail()}"
             ) from exc
         return call.result()
 
