@@ -11,9 +11,17 @@ Run: ``.venv/bin/python benchmarks/bench_pg_hosts.py [--seconds 3] [--takeovers 
   every 0.1 s); one is killed with SIGKILL mid-call; the time until another host's
   settlement of that call is visible in the store.
 - Connections per host: ``pg_stat_activity`` backends per host process.
+- Commit to SSE subscriber, through 1 and 4 ``toolfold serve`` replicas (real
+  processes, one SSE subscriber process on each): a writer forces a durable checkpoint
+  of a running call (one line ``mN``) every 20 ms; each subscriber folds its lane
+  stream and notes when line N first shows. Side by side with the raw LISTEN
+  followers above (what serve's follower cannot beat). Also the connections each
+  replica holds while it follows one session for one subscriber.
 
 Does NOT measure: a network between hosts and the server (everything is on loopback,
-on 2 shared cores), NOTIFY fan-out to viewers, or PgBouncer.
+on 2 shared cores), a browser rendering the stream, many sessions or many
+subscribers per replica, or PgBouncer. The SSE figures are those of serve's
+follower at the time of the run (see docs/scaling.md).
 """
 
 from __future__ import annotations
@@ -128,6 +136,169 @@ async def notify_latency(server: str, followers: int, commits: int) -> tuple[flo
     return statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))]
 
 
+def sse_subscriber(base: str, token: str, count: int) -> None:
+    """Follow lane ``s`` of a replica; print "N arrival-time" the first time line ``mN``
+    shows in the lane's call, until ``count`` lines were seen."""
+    import json
+    import re
+
+    import httpx
+
+    from toolfold.chord import Decoder, apply
+
+    seen: set[int] = set()
+    value = None
+    decoder = Decoder()
+    headers = {"Authorization": f"Bearer {token}"}
+    with (
+        httpx.Client(base_url=base, headers=headers) as client,
+        client.stream("GET", "/v1/lanes/s/state", timeout=120) as response,
+    ):
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            value = apply(value, decoder.decode(json.loads(line[6:])))
+            now = time.time()
+            if not seen:
+                print("SUBSCRIBED", flush=True)
+            tools = (value or {}).get("tools") or {}
+            call = next(iter(tools.values()), None)
+            text = call["output"]["content"][0]["text"] if call and call["output"] else ""
+            for n in map(int, re.findall(r"^m(\d+)$", text, re.M)):
+                if n not in seen:
+                    seen.add(n)
+                    print(f"{n} {now}", flush=True)
+            seen.add(-1)
+            if len(seen) > count:
+                return
+
+
+def start_replica(url: str, token: str, name: str) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``toolfold serve`` on ``url`` (its connections tagged ``name``), once it answers."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    tagged = f"{url}{'&' if '?' in url else '?'}application_name={name}"
+    env = {k: v for k, v in os.environ.items() if k not in ("TOOLFOLD_STORE", "TOOLFOLD_TOKEN")}
+    options = ["--port", str(port), "--token", token]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "toolfold.cli", "serve", "--store", tagged, *options],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            r = httpx.get(f"{base}/v1/sessions", headers={"Authorization": f"Bearer {token}"})
+            if r.status_code == 200:
+                return proc, base
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"toolfold serve on port {port} did not answer")
+
+
+async def sse_latency(server: str, replicas: int, lines: int) -> tuple[float, float, float]:
+    """p50 and p99 (ms) from a checkpoint's commit returning to an SSE subscriber of each
+    of ``replicas`` serve processes seeing it; and the connections per replica."""
+    import secrets
+
+    from pydantic import BaseModel
+
+    from toolfold.durability import Durability
+    from toolfold.harness import DurableHooks, Harness, ToolCall, ToolContext, tool
+    from toolfold.output import OutputPolicy, ToolOutput
+    from toolfold.storage import open_repository
+
+    class NoParams(BaseModel):
+        pass
+
+    url = fresh_db(server, f"bench_sse_{replicas}")
+    token = secrets.token_urlsafe(32)
+    committed: dict[int, float] = {}
+    conns: dict[str, int] = {}
+    servers: list[subprocess.Popen[bytes]] = []
+    subs: list[subprocess.Popen[str]] = []
+    try:
+        async with open_repository(url) as repo:
+            session = await repo.open_session("s", create=True)
+            bases = []
+            for i in range(replicas):
+                proc, base = start_replica(url, token, f"replica{i}")
+                servers.append(proc)
+                bases.append(base)
+            hooks = DurableHooks(Durability(session, interval=0.0))
+
+            @tool(params=NoParams, output=OutputPolicy(retain="tail", max_lines=lines + 10))
+            async def writer(
+                call_id: str,
+                params: NoParams,
+                cancel: asyncio.Event,
+                out: ToolOutput,
+                ctx: ToolContext,
+            ) -> None:
+                """Writes one line per durable checkpoint."""
+                stream = next(iter(hooks._calls.values())).stream
+                out.write("start\n")
+                await stream.force()
+                # The lane exists once the call does: subscribe now, start once all did.
+                subs.extend(
+                    subprocess.Popen(
+                        [sys.executable, __file__, "--sse", base, token, str(lines)],
+                        stdout=subprocess.PIPE,
+                        text=True,
+                    )
+                    for base in bases
+                )
+                for p in subs:
+                    await asyncio.to_thread(wait_line, p, "SUBSCRIBED")
+                for i in range(lines):
+                    out.write(f"m{i}\n")
+                    await stream.force()
+                    committed[i] = time.time()
+                    await asyncio.sleep(0.02)  # paced like checkpoints, not a flood
+                rows = await asyncio.to_thread(replica_connections, url)
+                conns.update(rows)
+
+            await Harness([writer], hooks=hooks).run([ToolCall("c", "writer")], run_id="r")
+        lat = []
+        for p in subs:
+            out, _ = await asyncio.to_thread(p.communicate, timeout=120)
+            for line in out.splitlines():
+                n, at = line.split()
+                lat.append((float(at) - committed[int(n)]) * 1000)
+    finally:
+        for p in [*subs, *servers]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    lat.sort()
+    per_replica = statistics.mean(conns.get(f"replica{i}", 0) for i in range(replicas))
+    return statistics.median(lat), lat[min(len(lat) - 1, int(len(lat) * 0.99))], per_replica
+
+
+def replica_connections(url: str) -> dict[str, int]:
+    """Backends per ``application_name`` on ``url``'s database (this one excluded)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT application_name, count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "GROUP BY application_name"
+        ).fetchall()
+    return {str(name): int(n) for name, n in rows}
+
+
 def fresh_db(server: str, name: str) -> str:
     import psycopg
 
@@ -192,10 +363,57 @@ async def takeover(server: str, i: int) -> tuple[float, int]:
             h.wait()
 
 
+async def writers_and_listeners(server: str, seconds: float) -> None:
+    print("| writer processes | checkpoints/s unleased | checkpoints/s leased + fenced | ratio |")
+    print("| ---: | ---: | ---: | ---: |")
+    for count in (1, 4, 16):
+        url = fresh_db(server, f"bench_writers_{count}")
+        plain = run_writers(url, count, seconds, leased=False)
+        fenced = run_writers(url, count, seconds, leased=True)
+        print(f"| {count} | {plain:,.0f} | {fenced:,.0f} | {fenced / plain:.2f} |")
+    print()
+    print("| follower processes (LISTEN) | NOTIFY latency p50 | p99 |")
+    print("| ---: | ---: | ---: |")
+    for followers in (1, 4):
+        p50, p99 = await notify_latency(server, followers, 200)
+        print(f"| {followers} | {p50:.2f} ms | {p99:.2f} ms |")
+    print()
+
+
+async def replicas_table(server: str, lines: int) -> None:
+    listen_p50, listen_p99 = await notify_latency(server, 1, lines)
+    print(
+        "| serve replicas | commit → SSE subscriber p50 | p99 | p50 / raw LISTEN p50 "
+        "| connections per replica |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    print(f"| (raw LISTEN, 1 follower) | {listen_p50:.2f} ms | {listen_p99:.2f} ms | 1 | |")
+    for replicas in (1, 4):
+        p50, p99, per = await sse_latency(server, replicas, lines)
+        print(f"| {replicas} | {p50:.1f} ms | {p99:.1f} ms | {p50 / listen_p50:,.0f} | {per:g} |")
+    print()
+
+
+async def takeovers(server: str, count: int) -> None:
+    times = []
+    conns = 0
+    for i in range(count):
+        t, conns = await takeover(server, i)
+        times.append(t)
+    print(
+        f"Takeover after kill -9 of one of three hosts (lease 1.0 s, janitor every 0.1 s): "
+        f"median {statistics.median(times):.2f} s, max {max(times):.2f} s over "
+        f"{len(times)} kills (lease + {max(times) - 1.0:.2f} s at worst)."
+    )
+    print(f"Connections per host process (running one call, with a janitor): {conns}.")
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--takeovers", type=int, default=3)
+    ap.add_argument("--lines", type=int, default=100, help="checkpoints per SSE run")
+    ap.add_argument("--only-sse", action="store_true", help="only the SSE replicas table")
     args = ap.parse_args()
     cluster = None
     server = os.environ.get("TOOLFOLD_TEST_POSTGRES_DSN")
@@ -206,44 +424,24 @@ async def main() -> None:
         server = cluster.dsn
     try:
         print("### Many hosts on one PostgreSQL\n")
-        print(
-            f"Command: `.venv/bin/python benchmarks/bench_pg_hosts.py --seconds {args.seconds} "
-            f"--takeovers {args.takeovers}`\n"
-        )
-        print(
-            "| writer processes | checkpoints/s unleased | checkpoints/s leased + fenced | ratio |"
-        )
-        print("| ---: | ---: | ---: | ---: |")
-        for count in (1, 4, 16):
-            url = fresh_db(server, f"bench_writers_{count}")
-            plain = run_writers(url, count, args.seconds, leased=False)
-            fenced = run_writers(url, count, args.seconds, leased=True)
-            print(f"| {count} | {plain:,.0f} | {fenced:,.0f} | {fenced / plain:.2f} |")
-        print()
-        print("| follower processes (LISTEN) | NOTIFY latency p50 | p99 |")
-        print("| ---: | ---: | ---: |")
-        for followers in (1, 4):
-            p50, p99 = await notify_latency(server, followers, 200)
-            print(f"| {followers} | {p50:.2f} ms | {p99:.2f} ms |")
-        times = []
-        conns = 0
-        for i in range(args.takeovers):
-            t, conns = await takeover(server, i)
-            times.append(t)
-        print()
-        print(
-            f"Takeover after kill -9 of one of three hosts (lease 1.0 s, janitor every 0.1 s): "
-            f"median {statistics.median(times):.2f} s, max {max(times):.2f} s over "
-            f"{len(times)} kills (lease + {max(times) - 1.0:.2f} s at worst)."
-        )
-        print(f"Connections per host process (running one call, with a janitor): {conns}.")
+        flags = f"--seconds {args.seconds} --takeovers {args.takeovers} --lines {args.lines}"
+        if args.only_sse:
+            flags = f"--only-sse --lines {args.lines}"
+        print(f"Command: `.venv/bin/python benchmarks/bench_pg_hosts.py {flags}`\n")
+        if not args.only_sse:
+            await writers_and_listeners(server, args.seconds)
+        await replicas_table(server, args.lines)
+        if not args.only_sse:
+            await takeovers(server, args.takeovers)
     finally:
         if cluster is not None:
             cluster.stop()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--follower":
+    if len(sys.argv) > 1 and sys.argv[1] == "--sse":
+        sse_subscriber(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif len(sys.argv) > 1 and sys.argv[1] == "--follower":
         asyncio.run(follower(sys.argv[2], sys.argv[3], int(sys.argv[4])))
     elif len(sys.argv) > 1 and sys.argv[1] == "--writer":
         n = asyncio.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
 import signal
@@ -11,11 +12,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import httpx
+
+from toolfold.chord import Decoder, apply, is_base
 
 TOOLFOLD = [sys.executable, "-m", "toolfold.cli"]
 
@@ -193,3 +196,43 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("toolfold: error: "), lines[0]
     return lines[0]
+
+
+def sse_values(lines: Iterator[str]) -> Iterator[Any]:
+    """Fold an SSE lane stream the way the viewer does; yields the value after each batch.
+    The first batch of a subscription must be a base (a replace of the whole view) and
+    event ids must run 0, 1, 2, ... without a gap."""
+    decoder, value, expected, event_id = Decoder(), None, 0, None
+    for line in lines:
+        if line.startswith("id: "):
+            event_id = int(line[4:])
+        elif line.startswith("data: "):
+            assert event_id == expected, f"gap: expected id {expected}, got {event_id}"
+            wire = json.loads(line[6:])
+            assert expected > 0 or is_base(wire)
+            value = apply(value, decoder.decode(wire))
+            expected += 1
+            yield value
+
+
+def until(replica: Iterator[Any], what: str, ok: Callable[[Any], bool]) -> Any:
+    """The first value of ``replica`` (``sse_values``) that is ``ok`` (at most 10,000 read)."""
+    for _, value in zip(range(10_000), replica, strict=False):
+        if ok(value):
+            return value
+    raise AssertionError(f"the lane stream ended or ran long without {what}")
+
+
+def lane_call(value: Any) -> Any:
+    """The first call of a lane view (``None`` before there is one)."""
+    tools = (value or {}).get("tools") or {}
+    return next(iter(tools.values()), None)
+
+
+def lane_text(value: Any) -> str:
+    """The output text of the lane view's first call so far."""
+    call = lane_call(value)
+    if not call or not call["output"]:
+        return ""
+    text: str = call["output"]["content"][0]["text"]
+    return text

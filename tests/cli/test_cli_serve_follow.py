@@ -3,52 +3,17 @@ lane S follows stored session S, its text growing with each durable checkpoint."
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 from cli_helpers import AUTH, serve, start, wait_for
-
-from toolfold.chord import Decoder, apply, is_base
-
-
-def _replica(lines: Iterator[str]) -> Iterator[Any]:
-    """Fold an SSE lane stream the way the viewer does; yields the value after each batch."""
-    decoder, value, expected, event_id = Decoder(), None, 0, None
-    for line in lines:
-        if line.startswith("id: "):
-            event_id = int(line[4:])
-        elif line.startswith("data: "):
-            assert event_id == expected, f"gap: expected id {expected}, got {event_id}"
-            wire = json.loads(line[6:])
-            assert expected > 0 or is_base(wire)
-            value = apply(value, decoder.decode(wire))
-            expected += 1
-            yield value
-
-
-def _until(replica: Iterator[Any], what: str, ok: Callable[[Any], bool]) -> Any:
-    for _, value in zip(range(10_000), replica, strict=False):
-        if ok(value):
-            return value
-    raise AssertionError(f"the lane stream ended or ran long without {what}")
-
-
-def _call(value: Any) -> Any:
-    tools = (value or {}).get("tools") or {}
-    return next(iter(tools.values()), None)
-
-
-def _text(value: Any) -> str:
-    call = _call(value)
-    if not call or not call["output"]:
-        return ""
-    text: str = call["output"]["content"][0]["text"]
-    return text
+from cli_helpers import lane_call as _call
+from cli_helpers import lane_text as _text
+from cli_helpers import sse_values as _replica
+from cli_helpers import until as _until
 
 
 def test_a_run_in_another_process_shows_up_live_in_serve(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ write of the old holder is then refused with FencedError and changes nothing."""
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from toolfold.durability import (
     TrackerSource,
     lease_holder,
     lease_token,
+    owner_gone,
     read_lease,
     recover,
 )
@@ -132,6 +135,61 @@ async def test_resume_skips_an_operation_live_on_another_host(store: Store) -> N
     [result] = await resume(h)
     assert result.is_error and len(await s.read_entries()) == 1
     assert await s.live_scopes() == []
+
+
+async def test_a_janitor_takes_only_expired_leases_never_unleased_operations(
+    store: Store,
+) -> None:
+    s = await store.session()
+    clock = Clock()
+    # op-free: unleased (a process on this store that takes no lease), maybe running.
+    await Durability(s, wall_clock=clock).start_operation(
+        "op-free", "op-free", [record("f1", "op-free")]
+    )
+    leased = await Durability(s, host="A", lease_ttl=5, wall_clock=clock).start_operation(
+        "op-leased", "op-leased", [record("l1", "op-leased")]
+    )
+    stop(leased)
+    janitor = Durability(s, host="J", lease_ttl=5, wall_clock=clock)
+    h = Harness([], hooks=DurableHooks(janitor))
+    assert await janitor.orphaned_operations() == []
+    assert await resume(h, orphans_only=True) == []  # A's lease is live
+    clock.now += 6
+    assert [p.operation_id for p in await janitor.orphaned_operations()] == ["op-leased"]
+    [result] = await resume(h, orphans_only=True)
+    assert result.tool_call_id == "l1" and result.outcome == "interrupted"
+    assert [scope.id for scope in await s.live_scopes()] == ["op-free"]
+    assert await resume(h, orphans_only=True) == []  # still not the unleased one
+    assert [scope.id for scope in await s.live_scopes()] == ["op-free"]
+
+
+async def test_a_lease_of_a_dead_process_of_this_machine_is_not_waited_out(
+    store: Store,
+) -> None:
+    s = await store.session()
+    clock = Clock()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process any more
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        for op, pid in (("op-gone", gone.pid), ("op-alive", alive.pid)):
+            owner = f"{socket.gethostname()}:{pid}"
+            started = await Durability(
+                s, host=owner, lease_ttl=5, wall_clock=clock
+            ).start_operation(op, op, [record(f"c-{op}", op)])
+            stop(started)
+        # Still within the lease, yet the dead process's operation is an orphan already.
+        janitor = Durability(s, host="J", lease_ttl=5, wall_clock=clock)
+        assert [p.operation_id for p in await janitor.orphaned_operations()] == ["op-gone"]
+        [result] = await resume(Harness([], hooks=DurableHooks(janitor)), orphans_only=True)
+        assert result.tool_call_id == "c-op-gone"
+        assert [scope.id for scope in await s.live_scopes()] == ["op-alive"]
+        # Another machine's "hostname:pid", or a name that is not one, is waited out.
+        for owner in ("elsewhere:1", "worker-3", f"{socket.gethostname()}:x"):
+            assert not owner_gone(owner)
+    finally:
+        alive.kill()
+        alive.wait()
 
 
 async def test_a_heartbeat_keeps_the_lease_and_stops_when_fenced(store: Store) -> None:

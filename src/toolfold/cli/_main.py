@@ -120,6 +120,14 @@ def cli() -> None:
     metavar="DIR",
     help="Working directory on the other side (default: where the exec host starts, the login directory for ssh).",
 )
+@click.option(
+    "--lease",
+    "lease",
+    type=float,
+    metavar="SECONDS",
+    help="Lease of the call (default 10): renewed while it runs; once it expired (this "
+    "process died), `toolfold serve --resume-orphans` on the store settles the call.",
+)
 @click.argument("command", nargs=-1, required=True, metavar="-- COMMAND...")
 def run(
     session: str | None,
@@ -134,6 +142,7 @@ def run(
     exec_host_prefix: str | None,
     remote_command: str,
     remote_cwd: str | None,
+    lease: float | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a durable `bash` tool call and print what a model would receive.
@@ -148,6 +157,7 @@ def run(
     """
     from ._run import (
         RunSettings,
+        lease_seconds,
         new_session_name,
         output_policy,
         remote_settings,
@@ -159,6 +169,7 @@ def run(
     spec = resolve_store(store)
     policy = output_policy(retain, max_bytes, max_lines)
     cap = spill_cap(max_spill)
+    ttl = lease_seconds(lease)
     name = session if session is not None else new_session_name()
     _check_session_name(name)
     text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
@@ -171,6 +182,7 @@ def run(
         as_json=as_json,
         remote=remote,
         max_spill=cap,
+        lease_ttl=ttl,
     )
     _exit(_arun(run_call(settings), spec))
 
@@ -320,6 +332,21 @@ def agent(
     help="Run posted commands even when --host is not a loopback address "
     "(anyone on the network with the token can then run commands).",
 )
+@click.option(
+    "--resume-orphans",
+    "resume_orphans",
+    is_flag=True,
+    help="Also settle, continuously, the calls of dead processes in every session of the "
+    "store (their lease expired): checks every half --lease.",
+)
+@click.option(
+    "--lease",
+    "lease",
+    type=float,
+    metavar="SECONDS",
+    help="With --resume-orphans: the lease it takes on a call it settles, and twice the "
+    "interval between its checks (default 10).",
+)
 def serve(
     host: str,
     port: int,
@@ -327,6 +354,8 @@ def serve(
     token: str | None,
     allow_host: tuple[str, ...],
     allow_commands: bool,
+    resume_orphans: bool,
+    lease: float | None,
 ) -> None:
     """Serve the live web viewer and its API (SSE lanes, commands, stored sessions).
 
@@ -335,14 +364,27 @@ def serve(
     bash call in session L of the store (created on first use; spill files under the
     store's directory, spill/L/), so `toolfold show L` lists it and it survives a
     restart. The viewer also shows any stored session's calls. On a non-loopback
-    --host, commands are off unless --allow-commands. Ctrl-C stops.
+    --host, commands are off unless --allow-commands. With --resume-orphans it also
+    settles the calls of processes that died (any host's `toolfold run` whose lease
+    expired), so many hosts on one PostgreSQL need nobody to run `toolfold resume`.
+    Ctrl-C stops.
     """
+    from ._run import lease_seconds
     from ._serve import ServeOptions, serve_command
 
     spec = resolve_store(store)
     if not 0 < port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {port}")
-    options = ServeOptions.checked(host, port, token, allow_host, allow_commands)
+    if lease is not None and not resume_orphans:
+        raise CliError("--lease applies to --resume-orphans; add --resume-orphans or drop --lease")
+    options = ServeOptions.checked(
+        host,
+        port,
+        token,
+        allow_host,
+        allow_commands,
+        lease_seconds(lease) if resume_orphans else None,
+    )
     _exit(_arun(serve_command(spec, options), spec))
 
 

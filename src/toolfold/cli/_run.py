@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolfold._units import plural
+from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
     DEFAULT_REMOTE_COMMAND,
@@ -26,7 +27,7 @@ from toolfold.execenv import (
     SSHTransport,
     Transport,
 )
-from toolfold.harness import Harness, ToolCall, ToolContext, ToolResult
+from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy
 from toolfold.storage import StorageError, set_value, storage_failure
@@ -51,6 +52,22 @@ EXIT_CANCELLED = 130
 
 EXIT_TERMINATED = 143
 """Exit status after SIGTERM (128 + SIGTERM)."""
+
+MIN_LEASE, MAX_LEASE = 0.5, 3600.0
+"""Bounds of ``--lease``: shorter renews too often for a store to follow (a heartbeat
+every third of it); longer leaves a dead host's call unsettled for over an hour."""
+
+
+def lease_seconds(seconds: float | None) -> float:
+    """``--lease``: the lease length in seconds; ``InvalidLimitError`` names a bad one."""
+    if seconds is None:
+        return DEFAULT_LEASE_TTL
+    if not MIN_LEASE <= seconds <= MAX_LEASE:
+        raise InvalidLimitError(
+            f"--lease must be between {MIN_LEASE:g} and {MAX_LEASE:g} seconds, got {seconds:g}; "
+            f"the default is {DEFAULT_LEASE_TTL:g}"
+        )
+    return seconds
 
 
 def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> OutputPolicy:
@@ -121,6 +138,10 @@ class RunSettings:
     as_json: bool = False
     remote: RemoteSettings | None = None
     max_spill: int = DEFAULT_MAX_SPILL
+    lease_ttl: float = DEFAULT_LEASE_TTL
+    """The call's lease: while this process runs it, it renews the lease every third of
+    it; once it expired (the process died), a ``toolfold serve --resume-orphans`` on the
+    store settles the call."""
 
 
 @dataclass(frozen=True)
@@ -230,11 +251,15 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         record = new_run_record(settings.command, where, started)
         await session.commit([set_value(run_record_address(call_id), record)])
+        # Leased, so another process (or machine) on the store can tell whether the
+        # call still runs: `toolfold resume` skips it while the lease is live, and a
+        # `serve --resume-orphans` janitor settles it once this process died.
+        durability = Durability(session, host=default_host_id(), lease_ttl=settings.lease_ttl)
         harness = Harness(
             # bash alone: the only tool `run` calls (and the others would import pydantic)
             [cli_bash(settings.policy, max_spill=settings.max_spill)],
             context=context,
-            session=session,
+            hooks=DurableHooks(durability),
         )
         watcher = CallWatcher()
         harness.bus.add_listener(watcher.handle)
@@ -367,6 +392,7 @@ __all__ = [
     "EXIT_CANCELLED",
     "RunSettings",
     "exit_status",
+    "lease_seconds",
     "new_session_name",
     "output_policy",
     "print_result",

@@ -11,9 +11,15 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._errors import CliError
 from ._store import StoreSpec, open_store
+
+if TYPE_CHECKING:
+    from toolfold.harness import Harness, ToolResult
+    from toolfold.server import OrphanJanitor
+    from toolfold.storage import Repository, Session
 
 
 def _import_server() -> None:
@@ -47,6 +53,9 @@ class ServeOptions:
     allow_hosts: tuple[str, ...]
     commands: bool
     """Whether posted commands run (off on a non-loopback --host without --allow-commands)."""
+    orphans_lease: float | None = None
+    """With ``--resume-orphans``: the lease (seconds) of the janitor, which looks for
+    dead hosts' calls every half of it; ``None``: no janitor."""
 
     @classmethod
     def checked(
@@ -56,6 +65,7 @@ class ServeOptions:
         token: str | None,
         allow_hosts: tuple[str, ...],
         allow_commands: bool,
+        orphans_lease: float | None = None,
     ) -> ServeOptions:
         """Options from the flags, or a ``CliError`` naming the bad token or host name."""
         _import_server()
@@ -78,6 +88,7 @@ class ServeOptions:
             token=token if token is not None else secrets.token_urlsafe(32),
             allow_hosts=(host, *allow_hosts),
             commands=_is_loopback(host) or allow_commands,
+            orphans_lease=orphans_lease,
         )
 
     @property
@@ -85,6 +96,40 @@ class ServeOptions:
         """The viewer's address, with the token."""
         shown = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{shown}:{self.port}/?token={self.token}"
+
+
+def _janitor(spec: StoreSpec, repo: Repository, lease: float | None) -> OrphanJanitor | None:
+    """``--resume-orphans``: settles dead hosts' calls as ``toolfold resume`` would (the
+    same tools, spill files under ``spill/SESSION/``), as host ``hostname:pid``."""
+    if lease is None:
+        return None
+    from toolfold.durability import default_host_id
+    from toolfold.execenv import LocalExecEnv
+    from toolfold.harness import Durability, DurableHooks, Harness, ToolContext
+    from toolfold.server import OrphanJanitor
+
+    from ._tools import cli_tools
+
+    host = default_host_id()
+
+    def harness_for(name: str, session: Session) -> Harness:
+        env = LocalExecEnv(spec.spill_dir(name))
+        return Harness(
+            cli_tools(),
+            context=ToolContext(env=env, cwd=Path.cwd()),
+            hooks=DurableHooks(Durability(session, host=host, lease_ttl=lease)),
+        )
+
+    def report(name: str, results: list[ToolResult]) -> None:
+        for r in results:
+            print(
+                f"toolfold: settled call {r.tool_call_id} of session {name} left by a dead "
+                f"process ({r.outcome})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    return OrphanJanitor(repo, harness_for, interval=lease / 2, on_results=report)
 
 
 async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
@@ -140,6 +185,7 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
             repository=repo,
             token=options.token,
             allow_hosts=options.allow_hosts,
+            janitor=_janitor(spec, repo, options.orphans_lease),
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)

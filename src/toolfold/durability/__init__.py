@@ -41,6 +41,7 @@ from ._leases import (
     default_host_id,
     lease_holder,
     lease_token,
+    owner_gone,
     read_lease,
 )
 from ._memos import MISSING, commit_memo
@@ -110,6 +111,7 @@ __all__ = [
     "operation_message",
     "operation_meta",
     "operation_tool_memo",
+    "owner_gone",
     "pending_assistant_output",
     "pending_messages",
     "pending_tool_output",

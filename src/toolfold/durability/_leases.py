@@ -61,6 +61,28 @@ def default_host_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def owner_gone(owner: str) -> bool:
+    """Whether ``owner`` is a :func:`default_host_id` (``hostname:pid``) of a process of
+    this machine that no longer runs: its lease need not be waited out (``toolfold run``
+    killed, or ended with its call unsettled, is resumed at once on its own machine).
+    Any other host id, a live or unknowable pid, and this process itself: ``False``. A
+    reused pid can only make a takeover wait for the expiry, and an early takeover is
+    fenced like any other."""
+    host, sep, pid = owner.rpartition(":")
+    if not sep or host != socket.gethostname() or not pid.isdigit():
+        return False
+    number = int(pid)
+    if number <= 0 or number == os.getpid():
+        return False
+    try:
+        os.kill(number, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):
+        return False
+    return False
+
+
 def lease_token(operation_id: str) -> ValueAddress[SessionScope]:
     """The fencing token of a leased operation (session scope, an int)."""
     return value("lease.token", operation_id)
@@ -82,8 +104,9 @@ class LeaseInfo:
     heartbeat: float
 
     def live(self, now: float) -> bool:
-        """Whether the lease has not expired at ``now``."""
-        return self.expires > now
+        """Whether the lease holds at ``now``: not expired, and its owner is not a
+        process of this machine known to be gone (:func:`owner_gone`)."""
+        return self.expires > now and not owner_gone(self.owner)
 
 
 async def read_lease(session: Session, operation_id: str) -> LeaseInfo | None:

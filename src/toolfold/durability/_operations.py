@@ -341,6 +341,17 @@ class Durability:
             )
         return found
 
+    async def orphaned_operations(self) -> list[PendingOperation]:
+        """The pending operations whose host died: leased, and the lease expired. These
+        are what a janitor may take over; an unleased pending operation carries no sign
+        of whether its process still runs."""
+        now = self.wall_clock()
+        return [
+            p
+            for p in await self.pending_operations()
+            if p.lease is not None and not p.lease.live(now)
+        ]
+
     async def claim(self, pending: PendingOperation, host: str) -> DurableOperation:
         """Take a pending operation over to resume it as ``host``: one conditional commit
         bumps its fencing token, so a host still writing under the old token is refused

@@ -175,7 +175,7 @@ class DurableHooks(ExecutionHooks):
         message["turn_id"] = call.turn_id
         await op.settle(call.tool_call_id, message)
 
-    async def resume(self, harness: ResumeHost) -> list[ToolResult]:
+    async def resume(self, harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
         """Finish every operation left unsettled in the session (after a crash).
 
         Replay-safe calls are re-executed with a sink **seeded** from the state that
@@ -184,10 +184,19 @@ class DurableHooks(ExecutionHooks):
         already be in the sink). Calls that are not replay-safe are not re-run: their
         last durable state is settled as the result, with ``INTERRUPTION_MARKER``,
         ``is_error`` and outcome ``"interrupted"``. Returns the settled results.
+
+        ``orphans_only`` (what a janitor running beside live hosts needs) takes only
+        operations whose lease expired: an unleased operation, and an assistant message,
+        carry no sign of whether their process still runs, so they are left to an
+        explicit ``toolfold resume``.
         """
         results: list[ToolResult] = []
         self.skipped = []
-        for pending in await self.durability.pending_operations():
+        durability = self.durability
+        found = await (
+            durability.orphaned_operations() if orphans_only else durability.pending_operations()
+        )
+        for pending in found:
             try:
                 op = await self.durability.claim(pending, self.durability.host or default_host_id())
             except LeaseHeldError as exc:
@@ -196,6 +205,8 @@ class DurableHooks(ExecutionHooks):
                 self.skipped.append(exc)
                 continue
             results.extend(await self._resume_operation(harness, pending, op))
+        if orphans_only:
+            return results
         for message in await pending_messages(self.session):
             self.resumed_messages.append(await self._resume_message(harness, message))
         return results
@@ -290,13 +301,13 @@ class DurableHooks(ExecutionHooks):
         return result
 
 
-async def resume(harness: ResumeHost) -> list[ToolResult]:
+async def resume(harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
     """Resume every unsettled operation of the durable session attached to ``harness``
-    (see :meth:`DurableHooks.resume`)."""
+    (see :meth:`DurableHooks.resume`; ``orphans_only``: only those whose lease expired)."""
     hooks = getattr(harness, "hooks", None)
     if not isinstance(hooks, DurableHooks):
         raise DurabilityError(
             "resume() needs a Harness with durability attached "
             "(Harness(tools, hooks=DurableHooks(Durability(session))))"
         )
-    return await hooks.resume(harness)
+    return await hooks.resume(harness, orphans_only=orphans_only)

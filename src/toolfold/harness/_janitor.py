@@ -20,10 +20,11 @@ async def resume_orphans(
     interval: float,
     on_results: Callable[[list[ToolResult]], None] | None = None,
 ) -> NoReturn:
-    """Every ``interval`` seconds, ``resume(harness)``: operations whose lease expired
-    (their host died or stalled) are taken over — one conditional commit, so of many
-    janitors on many hosts exactly one takes each — and settled or replayed; live ones
-    are skipped. Runs until cancelled. Give it a harness of its own (its own
+    """Every ``interval`` seconds, ``resume(harness, orphans_only=True)``: operations
+    whose lease expired (their host died or stalled) are taken over — one conditional
+    commit, so of many janitors on many hosts exactly one takes each — and settled or
+    replayed; live ones are skipped, and so are unleased ones (nothing tells whether
+    their process still runs: ``toolfold resume`` settles those). Runs until cancelled. Give it a harness of its own (its own
     ``DurableHooks``) on the session, next to the harness that runs new calls.
 
     A failed round (the store unreachable) is reported on stderr and retried next
@@ -32,7 +33,7 @@ async def resume_orphans(
         raise DurabilityError(f"resume_orphans needs an interval > 0 seconds, got {interval!r}")
     while True:
         try:
-            results = await resume(harness)
+            results = await resume(harness, orphans_only=True)
         except (DurabilityError, StorageError) as exc:
             print(f"toolfold: resuming orphaned calls failed, retrying: {exc}", file=sys.stderr)
         else:

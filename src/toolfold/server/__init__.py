@@ -25,6 +25,7 @@ from ._guard import (
     GuardConfig,
     allowed_hosts,
 )
+from ._janitor import OrphanJanitor
 from ._sessions import SessionPool, session_pool
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Guard",
     "GuardConfig",
     "HarnessCommands",
+    "OrphanJanitor",
     "ServerError",
     "SessionLister",
     "SessionPool",

@@ -32,6 +32,7 @@ from toolfold.storage import Repository, SessionNotFoundError, StorageError
 from ._errors import ServerError
 from ._follow import Followers, follows_across_processes
 from ._guard import Guard, GuardConfig, allowed_hosts
+from ._janitor import OrphanJanitor
 from ._sessions import SessionPool, session_pool
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
@@ -141,6 +142,7 @@ def create_app(
     keepalive: float = 15.0,
     token: str | None = None,
     allow_hosts: Iterable[str] = (),
+    janitor: OrphanJanitor | None = None,
 ) -> Starlette:
     """Build the viewer app, behind a ``Guard`` (see ``toolfold.server.Guard``).
 
@@ -167,6 +169,9 @@ def create_app(
     ``POST /v1/lanes/{lane}/commands`` (creates the lane), ``GET /v1/sessions``,
     ``GET /v1/sessions/{name}/calls``. An idle SSE stream sends a comment every
     ``keepalive`` seconds. On shutdown every subscription ends.
+
+    A ``janitor`` (``OrphanJanitor``) runs in the background from startup to shutdown,
+    settling the calls of dead hosts in the store.
     """
     guard = GuardConfig(
         token=token if token is not None else secrets.token_urlsafe(32),
@@ -398,9 +403,15 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        sweeping = asyncio.get_running_loop().create_task(janitor.run()) if janitor else None
         try:
             yield
         finally:
+            if sweeping is not None:
+                # First, so no takeover starts while the rest shuts down.
+                sweeping.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeping
             # Runs still going are cancelled first (their partial output settles),
             # then every subscription ends.
             aclose = getattr(state.run_command, "aclose", None)
