@@ -1,5 +1,7 @@
 """``toolfold run --session S`` in one process shows up live in a running ``toolfold serve``:
-lane S follows stored session S, its text growing with each durable checkpoint."""
+lane S follows stored session S, its text growing with each durable checkpoint — on
+every backend another process can write (SQLite, JSONL, PostgreSQL): two real processes
+and one SSE subscriber."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from cli_helpers import AUTH, serve, start, wait_for
 from cli_helpers import lane_call as _call
 from cli_helpers import lane_text as _text
@@ -16,8 +19,18 @@ from cli_helpers import sse_values as _replica
 from cli_helpers import until as _until
 
 
-def test_a_run_in_another_process_shows_up_live_in_serve(tmp_path: Path) -> None:
-    url = f"sqlite:{tmp_path / 'toolfold.db'}"
+@pytest.fixture(params=["sqlite", "jsonl", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'toolfold.db'}"
+    if request.param == "jsonl":
+        return f"jsonl:{tmp_path / 'sessions'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def test_a_run_in_another_process_shows_up_live_in_serve(store: str, tmp_path: Path) -> None:
+    url = store
     gate1, gate2 = tmp_path / "gate1", tmp_path / "gate2"
     command = (
         f"echo first-line; while [ ! -e {gate1} ]; do sleep 0.05; done; "

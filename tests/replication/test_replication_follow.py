@@ -115,7 +115,7 @@ async def test_a_lane_dropped_while_idle_and_made_again_is_followed_again(tmp_pa
     url = f"sqlite:{tmp_path / 'toolfold.db'}"
     writer_repo, reader_repo = open_repository(url), open_repository(url)
     lanes = Lanes()
-    followers = Followers(SessionPool(reader_repo), lanes, interval=0.2)
+    followers = Followers(SessionPool(reader_repo), lanes)
     try:
         writer = await writer_repo.create_session(LANE)
         followers.ensure(LANE)

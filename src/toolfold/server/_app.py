@@ -30,7 +30,7 @@ from toolfold.history import (
 from toolfold.storage import Repository, SessionNotFoundError, StorageError
 
 from ._errors import ServerError
-from ._follow import Followers, follows_across_processes
+from ._follow import Followers
 from ._guard import Guard, GuardConfig, allowed_hosts
 from ._janitor import OrphanJanitor
 from ._sessions import SessionPool, session_pool
@@ -189,7 +189,7 @@ def create_app(
         store = repository
     pool = session_pool(store) if isinstance(store, Repository | SessionPool) else None
     state = ViewerState(lanes if lanes is not None else Lanes(), run_command, store, pool, guard)
-    if pool is not None and follows_across_processes(pool.repository):
+    if pool is not None:
         state.followers = Followers(pool, state.lanes)
 
     async def stored_session(name: str) -> bool:

@@ -1,4 +1,9 @@
-"""Stored sessions shown live: one polling task per followed session feeds its lane."""
+"""Stored sessions shown live: one task per followed session feeds its lane.
+
+Each task sleeps on the store's change signal (``Repository.wait_for_change``: one
+watcher per repository, whatever the number of sessions followed) and reads the
+session only when it moved, so an idle followed session costs no read at all.
+"""
 
 from __future__ import annotations
 
@@ -8,32 +13,21 @@ import logging
 
 from toolfold.harness import DurabilityError, LaneError, LaneHost, Lanes
 from toolfold.history import SessionFollower
-from toolfold.storage import Repository, StorageError
+from toolfold.storage import StorageError
 
 from ._sessions import SessionPool
 
-__all__ = ["DEFAULT_FOLLOW_INTERVAL", "Followers"]
+__all__ = ["IDLE_SECONDS", "SAFETY_POLL", "Followers"]
 
 log = logging.getLogger("toolfold.server")
 
-DEFAULT_FOLLOW_INTERVAL = 0.25
-"""Seconds between two polls of a followed session (a durable checkpoint reaches the
-lane within about this plus the writer's checkpoint interval)."""
+SAFETY_POLL = 5.0
+"""Seconds after which a follower reads its session even without a change signal: a
+backstop, never the way a checkpoint normally reaches the lane (the store's change
+signal wakes the follower within ~50 ms of a commit; docs/storage.md)."""
 
-IDLE_POLLS = 40
-"""Polls without a subscriber after which a follower stops (10 s at the default)."""
-
-
-def follows_across_processes(repository: Repository) -> bool:
-    """Whether another process can write a session while this one reads it.
-
-    A JSONL session is locked by the process that opened it (one writer per file), so
-    holding it open to follow it would make ``toolfold run --session S`` fail there;
-    SQLite, PostgreSQL and memory stores have no such lock.
-    """
-    from toolfold.storage._jsonl import JsonlRepository
-
-    return not isinstance(repository, JsonlRepository)
+IDLE_SECONDS = 10.0
+"""A follower without a subscriber for this long stops (a new GET starts it again)."""
 
 
 class Followers:
@@ -41,11 +35,17 @@ class Followers:
     ``name`` into lane ``name`` (once); ``aclose()`` stops them all."""
 
     def __init__(
-        self, pool: SessionPool, lanes: Lanes, *, interval: float = DEFAULT_FOLLOW_INTERVAL
+        self,
+        pool: SessionPool,
+        lanes: Lanes,
+        *,
+        safety_poll: float = SAFETY_POLL,
+        idle: float = IDLE_SECONDS,
     ) -> None:
         self.pool = pool
         self.lanes = lanes
-        self.interval = interval
+        self.safety_poll = safety_poll
+        self.idle = idle
         self._tasks: dict[str, tuple[asyncio.Task[None], LaneHost]] = {}
 
     @property
@@ -75,20 +75,37 @@ class Followers:
         task.add_done_callback(forget)
 
     async def _follow(self, name: str, host: LaneHost) -> None:
-        idle = 0
-        async with self.pool.use(name) as session:
+        # A reader of its own, never the pool's writer: holding a JSONL writer would
+        # lock the session against `toolfold run --session` in another process.
+        repository = self.pool.repository
+        loop = asyncio.get_running_loop()
+        session = await repository.open_session(name, read_only=True)
+        try:
             follower = SessionFollower(session, name)
+            seen = session.next_seq - 1
+            watched = loop.time()
             while not host.closed:
                 try:
+                    await session.refresh()
                     for event in await follower.poll():
                         host.handle(event)
                 except (StorageError, DurabilityError, LaneError) as exc:
                     # A damaged record or a failing store: say so, keep following.
                     log.error("following session %r: %s", name, exc)
-                idle = idle + 1 if host.subscribers == 0 else 0
-                if idle >= IDLE_POLLS:
+                if host.subscribers:
+                    watched = loop.time()
+                elif loop.time() - watched >= self.idle:
                     return
-                await asyncio.sleep(self.interval)
+                try:
+                    async with asyncio.timeout(min(self.safety_poll, self.idle)):
+                        seen = await repository.wait_for_change(name, seen)
+                except TimeoutError:
+                    pass  # the backstop read, and a look at the subscribers
+                except StorageError as exc:
+                    log.error("waiting for changes of session %r: %s", name, exc)
+                    await asyncio.sleep(self.safety_poll)
+        finally:
+            await asyncio.shield(session.close())
 
     async def aclose(self) -> None:
         """Stop every follower (their sessions go back to the pool)."""
