@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from toolfold.execenv import LocalExecEnv
@@ -153,6 +154,10 @@ class McpHost:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
+
+    def initialization_options(self, server: Server[Any]) -> InitializationOptions:
+        """What ``server`` announces in its answer to ``initialize``."""
+        return server.create_initialization_options()
 
     async def tool_list(self) -> list[types.Tool]:
         """The MCP tool definitions (input schemas from the pydantic params)."""

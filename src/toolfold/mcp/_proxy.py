@@ -20,14 +20,17 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.server.session import ServerSession
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
@@ -43,13 +46,19 @@ from toolfold.output import OutputError, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 from toolfold.tools import READ, builtin_tools
 
+from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
 from ._upstream import Upstream, UpstreamError
+
+T = TypeVar("T")
 
 PREFIX = "toolfold_"
 """Prefix of the proxy's own tools, so they never collide with an upstream's."""
 
 READER = f"{PREFIX}read"
+
+MAX_PAGES = 1000
+"""Pages of an upstream's ``tools/list`` the proxy follows (a cursor loop ends there)."""
 
 PROXY_INSTRUCTIONS = (
     "Tools of another MCP server, through toolfold: a long result is cut to a window and "
@@ -160,11 +169,9 @@ class ProxyHost(McpHost):
         self._listed: list[types.Tool] = []
         self._passed: dict[str, _Passed] = {}
         self._forwards: dict[str, ForwardedProgress] = {}
-        self._downstream: ServerSession | None = None
-        upstream.callbacks.setdefault("sampling_callback", self._sample)
-        upstream.callbacks.setdefault("logging_callback", self._log)
-        upstream.callbacks.setdefault("elicitation_callback", self._elicit)
-        upstream.callbacks.setdefault("list_roots_callback", self._roots)
+        self.client = ClientLink()
+        for name, callback in self.client.callbacks().items():
+            upstream.callbacks.setdefault(name, callback)
 
     def server(self) -> Server[Any]:
         """The low-level server: tools, plus resources and prompts passed through."""
@@ -177,20 +184,43 @@ class ProxyHost(McpHost):
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
+            on_subscribe_resource=self._subscribe,
+            on_unsubscribe_resource=self._unsubscribe,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
         )
 
+    def initialization_options(self, server: Server[Any]) -> InitializationOptions:
+        # The upstream's list-change notifications are passed on (``ClientLink``).
+        changed = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+        return server.create_initialization_options(changed)
+
     # -- tools -----------------------------------------------------------------------
 
+    async def _upstream_tools(self) -> list[types.Tool]:
+        # Every page: the proxy lists them all at once (it adds its own to the list).
+        found: list[types.Tool] = []
+        page = types.PaginatedRequestParams()
+        for _ in range(MAX_PAGES):
+            try:
+                listed = await self.upstream.call(partial(ClientSession.list_tools, params=page))
+            except UpstreamError as exc:
+                raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
+            found += listed.tools
+            if not listed.next_cursor:
+                return found
+            page = types.PaginatedRequestParams(cursor=listed.next_cursor)
+        raise MCPError(
+            types.INTERNAL_ERROR,
+            f"the {self.upstream.spec.describe()} listed tools on more than {MAX_PAGES} pages",
+        )
+
     async def _refresh(self) -> None:
-        try:
-            listed = await self.upstream.call(lambda s: s.list_tools())
-        except UpstreamError as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
         note = proxy_note(self.policy)
         tools: list[types.Tool] = []
-        for t in listed.tools:
+        for t in await self._upstream_tools():
             if t.name.startswith(PREFIX):
                 continue  # the proxy's own names: never shadowed by an upstream tool
             own = (t.description or "").strip()
@@ -361,86 +391,19 @@ class ProxyHost(McpHost):
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        self._downstream = ctx.session
+        self.client.seen(ctx)
         return await super()._list_tools(ctx, params)
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        self._downstream = ctx.session
+        self.client.seen(ctx)
         return await super()._call_tool(ctx, params)
 
-    async def _sample(
-        self, context: Any, params: types.CreateMessageRequestParams
-    ) -> types.CreateMessageResult | types.CreateMessageResultWithTools | types.ErrorData:
-        """An upstream's ``sampling/createMessage``, asked of the proxy's client."""
-        downstream = self._downstream
-        if downstream is None:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
-            )
-        try:
-            return await downstream.create_message(
-                params.messages,
-                max_tokens=params.max_tokens,
-                system_prompt=params.system_prompt,
-                include_context=params.include_context,
-                temperature=params.temperature,
-                stop_sequences=params.stop_sequences,
-                metadata=params.metadata,
-                model_preferences=params.model_preferences,
-            )
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message=f"the proxy's client could not sample: {exc}"
-            )
-
-    async def _elicit(
-        self, context: Any, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
-        """An upstream's ``elicitation/create``, asked of the proxy's client."""
-        downstream = self._downstream
-        if downstream is None:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
-            )
-        try:
-            return await downstream.send_request(
-                types.ElicitRequest(params=params), types.ElicitResult
-            )
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message=f"the proxy's client could not answer: {exc}"
-            )
-
-    async def _roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
-        """An upstream's ``roots/list``, asked of the proxy's client."""
-        downstream = self._downstream
-        if downstream is None:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message="no client is connected to the proxy"
-            )
-        try:
-            return await downstream.list_roots()
-        except MCPError as exc:
-            return exc.error
-        except Exception as exc:
-            return types.ErrorData(
-                code=types.INTERNAL_ERROR, message=f"the proxy's client could not answer: {exc}"
-            )
-
-    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
-        """An upstream's log message, passed to the proxy's client unchanged."""
-        downstream = self._downstream
-        if downstream is not None:
-            with contextlib.suppress(Exception):  # a log line is never worth a failure
-                await downstream.send_log_message(params.level, params.data, params.logger)
-
-    async def _forward(self, fn: Any) -> Any:
+    async def _forward(
+        self, ctx: ServerRequestContext[Any], fn: Callable[[ClientSession], Awaitable[T]]
+    ) -> T:
+        self.client.seen(ctx)
         try:
             return await self.upstream.call(fn)
         except UpstreamError as exc:
@@ -449,30 +412,37 @@ class ProxyHost(McpHost):
     async def _list_resources(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        cursor = params.cursor if params is not None else None
-        return await self._forward(lambda s: s.list_resources(cursor=cursor))  # type: ignore[no-any-return]
+        return await self._forward(ctx, lambda s: s.list_resources(params=params))
 
     async def _list_resource_templates(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        cursor = params.cursor if params is not None else None
-        return await self._forward(lambda s: s.list_resource_templates(cursor=cursor))  # type: ignore[no-any-return]
+        return await self._forward(ctx, lambda s: s.list_resource_templates(params=params))
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        return await self._forward(lambda s: s.read_resource(params.uri))  # type: ignore[no-any-return]
+        return await self._forward(ctx, lambda s: s.read_resource(params.uri))
+
+    async def _subscribe(
+        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        return await self._forward(ctx, lambda s: s.subscribe_resource(params.uri))
+
+    async def _unsubscribe(
+        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        return await self._forward(ctx, lambda s: s.unsubscribe_resource(params.uri))
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        cursor = params.cursor if params is not None else None
-        return await self._forward(lambda s: s.list_prompts(cursor=cursor))  # type: ignore[no-any-return]
+        return await self._forward(ctx, lambda s: s.list_prompts(params=params))
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
-        return await self._forward(lambda s: s.get_prompt(params.name, params.arguments))  # type: ignore[no-any-return]
+        return await self._forward(ctx, lambda s: s.get_prompt(params.name, params.arguments))
 
     async def aclose(self, grace: float = 10.0) -> None:
         await super().aclose(grace)

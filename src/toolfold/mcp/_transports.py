@@ -75,7 +75,7 @@ async def serve_stdio(host: McpHost) -> None:
 
             async with anyio.create_task_group() as group:
                 group.start_soon(relay)
-                await server.run(relay_out, write_stream, server.create_initialization_options())
+                await server.run(relay_out, write_stream, host.initialization_options(server))
                 group.cancel_scope.cancel()
     finally:
         await host.aclose()

@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import os
 import shlex
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.client.session import ClientSession
@@ -25,6 +25,8 @@ from mcp.shared.exceptions import MCPError
 from ._capped_stdio import Exit, capped_stdio_client
 from ._errors import McpHostError
 from ._message_cap import DEFAULT_MAX_MESSAGE_BYTES
+
+T = TypeVar("T")
 
 STDERR_TAIL = 2000
 """Characters of the upstream's stderr quoted in an error result."""
@@ -157,8 +159,7 @@ class Upstream:
                 ended = "" if self._ended.returncode is None else f" ({self.how(self._ended)})"
                 ready.set_exception(
                     UpstreamError(
-                        f"{self.spec.describe()} could not start{ended}: {exc}"
-                        f"{self.stderr_tail()}"
+                        f"{self.spec.describe()} could not start{ended}: {exc}{self.stderr_tail()}"
                     )
                 )
             if not isinstance(exc, Exception):
@@ -183,7 +184,7 @@ class Upstream:
             return ""
         return f"; its stderr ended with: {tail}" if tail else ""
 
-    async def call(self, coro_factory: Any) -> Any:
+    async def call(self, coro_factory: Callable[[ClientSession], Awaitable[T]]) -> T:
         """Run ``await coro_factory(session)``; if the upstream dies first, raise
         ``UpstreamError`` naming it, its exit status and its stderr tail."""
         session = await self.session()
@@ -226,8 +227,7 @@ class Upstream:
             if self._session is session:
                 self._session = None
             raise UpstreamError(
-                f"{self.spec.describe()} {self.how(ended)} during the call"
-                f"{self.stderr_tail()}"
+                f"{self.spec.describe()} {self.how(ended)} during the call{self.stderr_tail()}"
             ) from exc
         return call.result()
 
