@@ -5,17 +5,24 @@ session or repository describes itself by name and state."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from toolfold.storage import (
+    ClosedError,
     ConflictError,
     CorruptStoreError,
+    FsyncPolicy,
     ReadOnlyError,
+    Session,
+    SessionExistsError,
     StorageError,
     append_entry,
+    append_list,
     expect,
+    list_address,
     open_repository,
     set_value,
     value,
@@ -133,3 +140,98 @@ async def test_sessions_and_repositories_describe_their_state(tmp_path: Path) ->
     assert repr(repo) == f"<{type(repo).__name__} {repo.location}>"
     await repo.close()
     assert repr(repo) == f"<{type(repo).__name__} {repo.location} closed>"
+
+
+async def test_an_empty_key_lookup_names_the_call() -> None:
+    repo = open_repository("memory:")
+    try:
+        s = await repo.create_session("s")
+        with pytest.raises(StorageError) as info:
+            await s.entries_by_key("")
+        assert str(info.value) == "entries_by_key key must be non-empty"
+        assert await s.entries_by_key("", prefix=True) == []
+    finally:
+        await repo.close()
+
+
+LIST = list_address("ns", "l")
+
+
+def _refusals(s: Session) -> list[tuple[Callable[[], Awaitable[object]], str]]:
+    """Each call the shared session code refuses, with its exact message."""
+    lst = f"read_list of {LIST}"
+    return [
+        (lambda: s.read_list(TOKEN), f"read_list needs a list_address(namespace, key[, scope]), got {TOKEN!r}"),  # type: ignore[arg-type]
+        (lambda: s.read_list(LIST, cursor="1"), f"{lst}: cursor must be a seq (int) or None, got '1'"),  # type: ignore[arg-type]
+        (lambda: s.read_list(LIST, cursor=True), f"{lst}: cursor must be a seq (int) or None, got True"),
+        (lambda: s.read_list(LIST, limit=-1), f"{lst}: limit must be an int >= 0 or None, got -1"),
+        (lambda: s.read_list(LIST, limit=1.5), f"{lst}: limit must be an int >= 0 or None, got 1.5"),  # type: ignore[arg-type]
+        (lambda: s.read_list(LIST, limit=True), f"{lst}: limit must be an int >= 0 or None, got True"),
+        (lambda: s.read_list(LIST, order="up"), f"{lst}: order must be 'asc' or 'desc', got 'up'"),  # type: ignore[arg-type]
+        (lambda: s.read_list(LIST, stop_at_tag=""), f"{lst}: stop_at_tag must be a non-empty str or None, got ''"),
+        (lambda: s.read_list(LIST, stop_at_tag=1), f"{lst}: stop_at_tag must be a non-empty str or None, got 1"),  # type: ignore[arg-type]
+        (lambda: s.read_entries(order="up"), "read_entries: order must be 'asc' or 'desc', got 'up'"),  # type: ignore[arg-type]
+        (lambda: s.read_entries(offset=-1), "read_entries: offset must be an int >= 0, got -1"),
+        (lambda: s.read_entries(offset=True), "read_entries: offset must be an int >= 0, got True"),
+        (lambda: s.read_entries(offset=1.0), "read_entries: offset must be an int >= 0, got 1.0"),  # type: ignore[arg-type]
+        (lambda: s.read_entries(cursor="x"), "read_entries: cursor must be a seq (int) or None, got 'x'"),  # type: ignore[arg-type]
+        (lambda: s.read_entries(limit=-1), "read_entries: limit must be an int >= 0 or None, got -1"),
+        (lambda: s.entries_by_key("k", limit=-1), "entries_by_key: limit must be an int >= 0 or None, got -1"),
+        (lambda: s.entries_by_key(3), "entries_by_key key must be a str, got int 3"),  # type: ignore[arg-type]
+        (lambda: s.get_value(LIST), f"get_value needs a value(namespace, key[, scope]) address, got {LIST!r}"),  # type: ignore[arg-type]
+        (lambda: s.commit("x"), "commit of session 's' needs a list of writes (or a callable returning one), got str 'x'"),  # type: ignore[call-overload]
+        (lambda: s.commit([set_value(TOKEN, 1)], expect=[1]), "commit of session 's': expect must hold expect(address, value) preconditions, got int 1"),  # type: ignore[list-item]
+    ]  # fmt: skip
+
+
+async def test_every_refused_argument_is_named_with_the_fix() -> None:
+    repo = open_repository("memory:")
+    try:
+        s = await repo.create_session("s")
+        await s.commit([append_list(LIST, 1), append_entry("e", key="k")])
+        for call, message in _refusals(s):
+            with pytest.raises(StorageError) as info:
+                await call()
+            assert str(info.value) == message
+        # ... and nothing was written or lost by any of them.
+        assert s.next_seq == 3 and [e.value for e in await s.read_list(LIST)] == [1]
+    finally:
+        await repo.close()
+
+
+async def test_session_and_repository_refusals_name_the_session_and_the_way_out() -> None:
+    repo = open_repository("memory:")
+    s = await repo.create_session("s")
+    with pytest.raises(SessionExistsError) as exists:
+        await repo.create_session("s")
+    assert str(exists.value) == "session 's' already exists in memory: (and is open)"
+    with pytest.raises(StorageError) as twice:
+        await repo.open_session("s")
+    assert str(twice.value) == (
+        "session 's' is already open in this repository (memory:); "
+        "share that Session object or close it first"
+    )
+    with pytest.raises(StorageError) as bad:
+        await repo.create_session(".hidden")
+    assert str(bad.value) == (
+        "invalid session name '.hidden': use 1-128 characters of A-Z a-z 0-9 . _ - "
+        "not starting with '.'"
+    )
+    with pytest.raises(ReadOnlyError) as ro:
+        await repo.open_session("t", create=True, read_only=True)
+    assert str(ro.value) == "cannot create session 't' with a read-only open of memory:"
+    await s.close()
+    with pytest.raises(ClosedError) as closed:
+        await s.read_entries()
+    assert str(closed.value) == "session 's' is closed; open it again from its repository"
+    await repo.close()
+    with pytest.raises(ClosedError) as gone:
+        await repo.list_sessions()
+    assert str(gone.value) == "repository memory: is closed; open it again"
+
+
+def test_a_bad_fsync_policy_names_the_field() -> None:
+    for kwargs, name in (({"main": "always"}, "main"), ({"side": "always"}, "side")):
+        with pytest.raises(StorageError) as info:
+            FsyncPolicy(**kwargs)  # type: ignore[arg-type]
+        assert str(info.value) == f"FsyncPolicy.{name} must be 'commit' or 'none', got 'always'"
