@@ -259,3 +259,32 @@ async def test_a_retired_scope_does_not_confuse_the_jsonl_signal(tmp_path: Path)
     finally:
         await writer_repo.close()
         await follower.close()
+
+
+async def test_a_lost_listen_connection_fails_the_waits_and_the_next_wait_listens_again(
+    postgres_url: str,
+) -> None:
+    writer_repo, follower = open_repository(postgres_url), open_repository(postgres_url)
+    try:
+        writer = await writer_repo.open_session("s", create=True)
+        async with asyncio.timeout(GUARD):
+            waiting = asyncio.create_task(follower.wait_for_change("s", 0))
+            await _registered(follower, 1)
+            await follower._ensure_watcher()
+            async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as c:
+                await c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND query LIKE 'LISTEN %'"
+                )
+            with pytest.raises(StorageError, match="listening for commits on postgresql"):
+                await waiting
+            # The next wait starts a new watcher with a new LISTEN connection.
+            waiting = asyncio.create_task(follower.wait_for_change("s", 0))
+            await _registered(follower, 1)
+            await follower._ensure_watcher()
+            assert await _listeners(postgres_url) == 1
+            await writer.commit([append_entry("x")])
+            assert await waiting == 1
+    finally:
+        await writer_repo.close()
+        await follower.close()
