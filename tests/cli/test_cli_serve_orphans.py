@@ -1,7 +1,8 @@
 """``toolfold serve --resume-orphans``: a ``toolfold run`` killed with ``kill -9`` mid-call
-is settled by a ``serve`` on the same store once the run's lease expired — on PostgreSQL
-(the run could be on another machine) and on SQLite — while a live run beside it, whose
-lease keeps being renewed, is left alone. Real processes throughout; every wait is a
+is settled by a ``serve`` on the same store (at once: its lease names a process of this
+machine that is gone), and so is a run stopped with ``SIGSTOP`` once its lease expired
+(what a dead host on another machine looks like) — on PostgreSQL and on SQLite — while
+a live run beside them, whose lease keeps being renewed, is left alone. Real processes throughout; every wait is a
 bounded poll on the store or the server."""
 
 from __future__ import annotations
@@ -107,26 +108,39 @@ def test_serve_resume_orphans_settles_a_killed_run_and_leaves_a_live_one(
             gated(gate, "doomed-started"), cwd=tmp_path,
         )  # fmt: skip
         procs.append(doomed)
-        wait_for(
-            lambda: pending_shows(store_url, "live", "live-started"), "the live run", proc=live
-        )
-        wait_for(
-            lambda: pending_shows(store_url, "doomed", "doomed-started"), "the run", proc=doomed
-        )
+        stalled = start(
+            "run", "--store", store_url, "--session", "stalled", "--lease", LEASE, "--",
+            gated(gate, "stalled-started"), cwd=tmp_path,
+        )  # fmt: skip
+        procs.append(stalled)
+        for name, proc in (("live", live), ("doomed", doomed), ("stalled", stalled)):
+            wait_for(
+                lambda name=name: pending_shows(store_url, name, f"{name}-started"),
+                f"the run in session {name}",
+                proc=proc,
+            )
         os.killpg(doomed.pid, signal.SIGKILL)  # kill -9 mid-call: no cleanup, no settlement
         doomed.wait(timeout=30)
+        # A stopped process still exists: only its lease running out tells the janitor
+        # (as for a host on another machine, paused or cut off).
+        os.kill(stalled.pid, signal.SIGSTOP)
 
-        def settled() -> CallView | None:
-            found = calls(store_url, "doomed")
-            return found[0] if found and found[0].settled else None
+        for name in ("doomed", "stalled"):
 
-        call = wait_for(settled, "serve to settle the killed run's call", proc=server)
-        assert call.status == "interrupted" and call.message is not None
-        text = call.message["content"][0]["text"]
-        assert text.startswith("doomed-started\n") and INTERRUPTION_MARKER in text
-        assert "after-gate" not in text
-        assert len(calls(store_url, "doomed")) == 1  # settled once
-        wait_for(lambda: errors.has("of session doomed left by a dead process"), "the report")
+            def settled(name: str = name) -> CallView | None:
+                found = calls(store_url, name)
+                return found[0] if found and found[0].settled else None
+
+            call = wait_for(settled, f"serve to settle the call of {name}", proc=server)
+            assert call.status == "interrupted" and call.message is not None
+            text = call.message["content"][0]["text"]
+            assert text.startswith(f"{name}-started\n") and INTERRUPTION_MARKER in text
+            assert "after-gate" not in text
+            assert len(calls(store_url, name)) == 1  # settled once
+            report = f"of session {name} left by a dead process"
+            wait_for(lambda report=report: errors.has(report), "the report")
+        os.killpg(stalled.pid, signal.SIGKILL)
+        stalled.wait(timeout=30)
 
         # Meanwhile the live run's lease was renewed past several lease lengths (three
         # new heartbeats, ttl / 3 apart) while the janitor looked every ttl / 2: the
@@ -155,7 +169,7 @@ def test_serve_resume_orphans_settles_a_killed_run_and_leaves_a_live_one(
     finally:
         gate.write_text("go")  # ends the killed run's orphaned command whatever happened
     # Nothing is left for `toolfold resume`.
-    for name in ("doomed", "live"):
+    for name in ("doomed", "stalled", "live"):
         resumed = toolfold("resume", name, "--store", store_url, cwd=tmp_path)
         assert "nothing to resume" in resumed.stdout, resumed.stderr
 

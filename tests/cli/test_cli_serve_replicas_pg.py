@@ -140,3 +140,51 @@ def _replay(first: Any, lines: Iterator[str]) -> Iterator[str]:
     yield "id: 0"
     yield "data: " + json.dumps(first)
     yield from lines
+
+
+def test_a_replica_killed_mid_command_has_it_settled_by_another(
+    postgres_url: str, tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    gate = tmp_path / "gate"
+    # The command runs in its own process group: it outlives the killed replica and
+    # ends once the gate file appears (written at the end, whatever happened).
+    command = f"echo started; while [ ! -e {gate} ]; do sleep 0.05; done; echo after-gate"
+    try:
+        one, base1 = serve(postgres_url, tmp_path)
+        procs.append(one)
+        two, base2 = serve(postgres_url, tmp_path, "--resume-orphans", "--lease", "1")
+        procs.append(two)
+        errors = LineReader(two.stderr)
+        r = httpx.post(
+            f"{base1}/v1/lanes/build/commands", json={"command": command}, headers=AUTH, timeout=5
+        )
+        assert r.status_code == 202, r.text
+        call_id = r.json()["tool_call_id"]
+
+        def first_call() -> Any:
+            r = httpx.get(f"{base2}/v1/sessions/build/calls", headers=AUTH, timeout=5)
+            found = r.json().get("calls") if r.status_code == 200 else None
+            return found[0] if found else None
+
+        def checkpointed() -> Any:
+            call = first_call()
+            state = call.get("state") if call else None
+            return call if state and "started" in state["content"][0]["text"] else None
+
+        # Replica two reads the command's checkpoints from the store.
+        pending = wait_for(checkpointed, "the command's first checkpoint", proc=two)
+        assert pending["tool_call_id"] == call_id and not pending["settled"]
+        os.killpg(one.pid, signal.SIGKILL)  # replica one dies mid-command
+        one.wait(timeout=30)
+        call = wait_for(
+            lambda: (c := first_call()) and c["settled"] and c, "replica two to settle it", proc=two
+        )
+        assert call["tool_call_id"] == call_id and call["status"] == "interrupted"
+        text = call["message"]["content"][0]["text"]
+        assert text.startswith("started\n") and "after-gate" not in text
+        wait_for(lambda: errors.has(f"settled call {call_id} of session build"), "the report")
+        os.kill(two.pid, signal.SIGINT)
+        two.wait(timeout=30)
+        assert two.returncode == 0, errors.text()
+    finally:
+        gate.write_text("go")

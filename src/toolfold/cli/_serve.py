@@ -167,8 +167,14 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
         if options.commands:
             # The same layout as `toolfold run`: StoreSpec.spill_dir(session) is
             # <home>/spill/<session>, and the runner adds the session (= lane) name.
+            from toolfold.durability import default_host_id
+
             run_command = HarnessCommands(
-                lanes, repository=repo, spill_dir=spec.home / "spill", cwd=Path.cwd()
+                lanes,
+                repository=repo,
+                spill_dir=spec.home / "spill",
+                cwd=Path.cwd(),
+                host=default_host_id(),  # leased, like `toolfold run`'s calls
             )
         else:
 

@@ -50,8 +50,10 @@ class _RecordingHooks(DurableHooks):
     its truncation totals too (after ``harness.run`` returns would be too late).
     """
 
-    def __init__(self, session: Session, records: dict[str, dict[str, Any]]) -> None:
-        super().__init__(Durability(session))
+    def __init__(
+        self, session: Session, records: dict[str, dict[str, Any]], host: str | None
+    ) -> None:
+        super().__init__(Durability(session, host=host))
         self.records = records
 
     async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
@@ -89,7 +91,9 @@ class HarnessCommands:
     files go under ``spill_dir/L/`` (pass one: the temporary default is removed on
     close, and the stored results would name files that are gone). A lane that cannot name a session, or a store
     that cannot record the command, is refused with ``CommandRejectedError`` before
-    anything runs.
+    anything runs. With a ``host`` id (``toolfold serve`` gives ``hostname:pid``) each
+    durable command is also leased as that host, so if this server dies mid-command
+    another one's janitor (``serve --resume-orphans``) settles it once the lease expired.
     """
 
     def __init__(
@@ -104,6 +108,7 @@ class HarnessCommands:
         extra_args: dict[str, Any] | None = None,
         repository: Repository | SessionPool | None = None,
         cwd: Path | str | None = None,
+        host: str | None = None,
     ) -> None:
         if tools is None:
             from toolfold.tools import builtin_tools
@@ -118,6 +123,9 @@ class HarnessCommands:
         self.lanes = lanes
         self.sessions = session_pool(repository) if repository is not None else None
         self.cwd = Path(cwd) if cwd is not None else None
+        # Durable commands are leased as this host (when given), so another process on
+        # the store can tell whether they still run (``serve --resume-orphans``).
+        self.host = host
         self._owned_spill_dir: Path | None = None
         self._given_context = context is not None
         if context is None:
@@ -208,7 +216,7 @@ class HarnessCommands:
             context=self._session_context(lane),
             bus=self.bus,
             lane=lane,
-            hooks=_RecordingHooks(session, {call.id: record}),
+            hooks=_RecordingHooks(session, {call.id: record}, self.host),
         )
         return self._run_durable(hold, harness, call)
 
