@@ -1,0 +1,196 @@
+"""What any Python-side capture of a fast producer costs: the floors under toolfold's capture.
+
+Run: .venv/bin/python benchmarks/bench_capture_floor.py [--size 300M] [--rounds 5]
+
+Every round runs, back to back, ``yes | head -c SIZE`` redirected to /dev/null (raw)
+and then each design below in its own Python child process, which reads the
+command's stdout through a 1 MiB pipe in 1 MiB reads:
+
+- ``read``: only ``os.read`` (the ceiling of any Python reader);
+- ``read + count``: plus ``bytes.count(b"\\n")`` per read (exact ``total_lines``, which
+  the capture reports);
+- ``+ spill, writer thread``: plus every read queued to a thread that ``os.write``s it
+  to a file (the shape of toolfold's ``SpillFile``);
+- ``+ spill, tee/splice``: Linux only. ``tee(2)`` duplicates the pipe's pages into a
+  second pipe (no copy), a thread ``os.splice``s that pipe into the file (the kernel
+  copies; Python never holds the spilled bytes), and Python reads the first pipe;
+- ``toolfold capture``: ``LocalExecEnv.exec`` with the default capture, spill on/off.
+
+Reported per design (medians over rounds): throughput, ratio raw time / time (per
+round), and CPU seconds of the reading process (user + system, all its threads) and
+of the producer (``yes`` + ``head``). On a shared 2-core machine the wall ratios move
+with the load; the CPU columns say what each design itself costs.
+
+Not measured: output with control bytes or long lines (``bench_execenv.py``'s ``fold``
+pipeline), the disk itself (the spill file is written to the page cache and deleted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import asyncio, ctypes, fcntl, json, os, queue, resource, subprocess, sys, tempfile, threading, time
+from pathlib import Path
+
+mode, cmd = sys.argv[1], sys.argv[2]
+spill_dir = tempfile.mkdtemp()
+spill = os.path.join(spill_dir, "spill")
+lines = total = 0
+
+def pipe():
+    r, w = os.pipe()
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    return r, w
+
+def run_reader():
+    global lines, total
+    r, w = pipe()
+    child = subprocess.Popen(["bash", "-c", cmd], stdout=w)
+    os.close(w)
+    out = os.open(spill, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    if mode == "read":
+        while data := os.read(r, 1 << 20):
+            total += len(data)
+    elif mode == "count":
+        while data := os.read(r, 1 << 20):
+            total += len(data)
+            lines += data.count(b"\n")
+    elif mode == "thread":
+        q = queue.SimpleQueue()
+        def writer():
+            while (item := q.get()) is not None:
+                os.write(out, item)
+        th = threading.Thread(target=writer)
+        th.start()
+        while data := os.read(r, 1 << 20):
+            total += len(data)
+            lines += data.count(b"\n")
+            q.put(data)
+        q.put(None)
+        th.join()
+    elif mode == "tee":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+        libc.tee.restype = ctypes.c_ssize_t
+        br, bw = pipe()
+        def splicer():
+            while os.splice(br, out, 1 << 20):
+                pass
+        th = threading.Thread(target=splicer)
+        th.start()
+        while True:
+            n = libc.tee(r, bw, 1 << 20, 0)  # blocks until the producer wrote something
+            if n == 0:
+                break
+            if n < 0:
+                raise OSError(ctypes.get_errno(), "tee")
+            data = os.read(r, n)
+            total += len(data)
+            lines += data.count(b"\n")
+        os.close(bw)
+        th.join()
+    os.close(out)
+    child.wait()
+
+async def run_capture(spill_on):
+    global lines, total
+    from toolfold.execenv import CaptureOptions, LocalExecEnv
+
+    env = LocalExecEnv(Path(spill_dir) / "s")
+    await env.exec("true")  # start-up costs (imports, first spawn) are not the capture's
+    start()
+    res = await env.exec(cmd, capture=CaptureOptions(spill=spill_on))
+    total, lines = res.truncation.total_bytes, res.truncation.total_lines
+    if res.spill_path:
+        assert os.path.getsize(res.spill_path) == total
+        os.unlink(res.spill_path)
+
+def cpu(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+base = {}
+def start():
+    base.update(t=time.perf_counter(), me=cpu(resource.RUSAGE_SELF),
+                kids=cpu(resource.RUSAGE_CHILDREN))
+
+if mode.startswith("capture"):
+    sys.path.insert(0, sys.argv[3])
+    asyncio.run(run_capture(mode == "capture-spill"))
+else:
+    start()
+    run_reader()
+print(json.dumps({
+    "seconds": time.perf_counter() - base["t"], "bytes": total, "lines": lines,
+    "cpu": cpu(resource.RUSAGE_SELF) - base["me"],
+    "producer_cpu": cpu(resource.RUSAGE_CHILDREN) - base["kids"],
+}))
+"""
+
+DESIGNS = [
+    ("read", "read"),
+    ("count", "read + count"),
+    ("thread", "read + count + spill, writer thread"),
+    ("tee", "read + count + spill, tee/splice"),
+    ("capture-spill", "toolfold capture, spill on"),
+    ("capture", "toolfold capture, spill off"),
+]
+
+
+def raw_seconds(command: str) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["bash", "-c", f"{command} > /dev/null"], check=True)
+    return time.perf_counter() - t0
+
+
+def child(mode: str, command: str, src: Path) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, command, str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    result: dict[str, float] = json.loads(out)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--size", default="300M")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    args = parser.parse_args()
+    command = f"yes | head -c {args.size}"
+    designs = [d for d in DESIGNS if d[0] != "tee" or sys.platform == "linux"]
+    runs: dict[str, list[tuple[float, dict[str, float]]]] = {mode: [] for mode, _ in designs}
+    for _ in range(args.rounds):
+        for mode, _label in designs:  # raw right before each design: the same load
+            raw = raw_seconds(command)
+            runs[mode].append((raw, child(mode, command, args.src)))
+    print(f"## `{command}`: medians of {args.rounds} rounds\n")
+    print("| design | MB/s | ratio to raw | reader CPU s | producer CPU s |")
+    print("|---|---:|---:|---:|---:|")
+    for mode, label in designs:
+        results = runs[mode]
+        mb = results[0][1]["bytes"] / 2**20
+        rate = statistics.median(mb / r["seconds"] for _, r in results)
+        ratio = statistics.median(raw / r["seconds"] for raw, r in results)
+        cpu = statistics.median(r["cpu"] for _, r in results)
+        producer = statistics.median(r["producer_cpu"] for _, r in results)
+        print(f"| {label} | {rate:.0f} | {ratio:.2f} | {cpu:.2f} | {producer:.2f} |")
+    raws = [raw for results in runs.values() for raw, _ in results]
+    mb = next(iter(runs.values()))[0][1]["bytes"] / 2**20
+    print(f"\nraw: median {mb / statistics.median(raws):.0f} MB/s")
+
+
+if __name__ == "__main__":
+    main()
