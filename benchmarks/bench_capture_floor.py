@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import asyncio, ctypes, fcntl, json, os, queue, resource, subprocess, sys, tempfile, threading, time
+import asyncio, ctypes, fcntl, json, os, queue, resource, shutil, subprocess, sys, tempfile, threading, time
 from pathlib import Path
 
 mode, cmd = sys.argv[1], sys.argv[2]
@@ -109,10 +109,10 @@ async def run_capture(spill_on):
     await env.exec("true")  # start-up costs (imports, first spawn) are not the capture's
     start()
     res = await env.exec(cmd, capture=CaptureOptions(spill=spill_on))
+    stop()
     total, lines = res.truncation.total_bytes, res.truncation.total_lines
     if res.spill_path:
         assert os.path.getsize(res.spill_path) == total
-        os.unlink(res.spill_path)
 
 def cpu(who):
     usage = resource.getrusage(who)
@@ -123,16 +123,23 @@ def start():
     base.update(t=time.perf_counter(), me=cpu(resource.RUSAGE_SELF),
                 kids=cpu(resource.RUSAGE_CHILDREN))
 
-if mode.startswith("capture"):
-    sys.path.insert(0, sys.argv[3])
-    asyncio.run(run_capture(mode == "capture-spill"))
-else:
-    start()
-    run_reader()
+def stop():
+    base.update(seconds=time.perf_counter() - base["t"], cpu=cpu(resource.RUSAGE_SELF) - base["me"],
+                producer_cpu=cpu(resource.RUSAGE_CHILDREN) - base["kids"])
+
+try:
+    if mode.startswith("capture"):
+        sys.path.insert(0, sys.argv[3])
+        asyncio.run(run_capture(mode == "capture-spill"))
+    else:
+        start()
+        run_reader()
+        stop()
+finally:
+    shutil.rmtree(spill_dir)  # outside the measured region, for every design alike
 print(json.dumps({
-    "seconds": time.perf_counter() - base["t"], "bytes": total, "lines": lines,
-    "cpu": cpu(resource.RUSAGE_SELF) - base["me"],
-    "producer_cpu": cpu(resource.RUSAGE_CHILDREN) - base["kids"],
+    "seconds": base["seconds"], "bytes": total, "lines": lines,
+    "cpu": base["cpu"], "producer_cpu": base["producer_cpu"],
 }))
 """
 
