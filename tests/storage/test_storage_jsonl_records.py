@@ -141,6 +141,13 @@ def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
         ([["l", ["n", "k"], 1, "x", ""]], SESSION, "tag must be"),
         ([["l", ["n"], 1, "x"]], SESSION, "address must be an id or [namespace, key]"),
         ([["l", ["", "k"], 1, "x"]], SESSION, "namespace must be non-empty"),
+        ([["l", [1, "k"], 1, "x"]], SESSION, "(namespace must be a string, got 1)"),
+        ([["l", ["n", 2], 1, "x"]], SESSION, "(key must be a string, got 2)"),
+        (
+            [["!", ["op"], 1]],
+            SESSION,
+            "(scope reference must be an id or a scope id string, got ['op'])",
+        ),
         ([["x", ["n", "k"], 1, "v"]], SESSION, "'x' takes 3 fields, or 4 ending in \"l\""),
         ([["v", ["n", "k"], 1]], SESSION, "'v' takes 4 fields, got 3"),
         ([["!", "", 1]], SESSION, "scope id must be non-empty"),
