@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolfold.chord import utf16_len
-from toolfold.chord._text import drop_utf16_prefix
+from toolfold.chord._text import drop_utf16_prefix, utf16_prefix_len
 
 _ALPHABET = st.sampled_from(
     ["a", "\n", "é", "漢", "\uffff", "😀", "\U00010000", "\U0010ffff", "\ud83d", "\ude00", "\udc00"]
@@ -54,3 +54,23 @@ def test_lone_surrogates_that_pair_once_encoded_are_still_counted_apart() -> Non
     assert utf16_len(s) == 4
     assert drop_utf16_prefix(s, 2) == "\ude00y"
     assert drop_utf16_prefix(s, 3) == "y"
+
+
+@given(_TEXT, st.integers(min_value=-2, max_value=90))
+def test_utf16_prefix_len_rounds_up_like_the_reference(s: str, units: int) -> None:
+    expected = 0
+    if units > 0:
+        seen = 0
+        for ch in s:
+            if seen >= units:
+                break
+            seen += _units(ch)
+            expected += 1
+    assert utf16_prefix_len(s, units) == expected
+
+
+def test_long_astral_runs_take_a_few_steps_not_one_per_character() -> None:
+    s = "😀" * 5000 + "a"
+    assert drop_utf16_prefix(s, 9999) == "\ude00" + "😀" * 0 + "a"
+    assert drop_utf16_prefix(s, 6000) == "😀" * 2000 + "a"
+    assert utf16_prefix_len(s, 7) == 4

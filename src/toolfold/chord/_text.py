@@ -32,6 +32,38 @@ def _low_surrogate(ch: str) -> str:
     return chr(0xDC00 + ((ord(ch) - 0x10000) & 0x3FF))
 
 
+def _points_for_units(s: str, n: int) -> tuple[int, int]:
+    """``(k, u)``: the fewest code points ``k`` of ``s`` whose UTF-16 length ``u`` reaches
+    ``n`` units (``u`` is ``n``, or ``n + 1`` when an astral character straddles the
+    boundary), or all of ``s`` when it is shorter (``u < n``).
+
+    Each step takes a prefix of the remaining target that cannot overshoot it (at most
+    ``t - a`` code points when ``a`` astral ones are among the next ``t``, or ``t // 2``),
+    so the target at least halves per step and the whole costs a few C-speed UTF-8
+    encodes of about ``n`` code points, never a per-character loop.
+    """
+    k = u = 0
+    while u < n:
+        t = n - u
+        seg = s[k : k + t]
+        if not seg:
+            break  # s ended short of n units
+        astral = 0 if seg.isascii() else utf16_len(seg) - len(seg)
+        if len(seg) + astral <= t:  # all of it fits (then also s may have ended)
+            k += len(seg)
+            u += len(seg) + astral
+            continue
+        j = max(t - astral, t // 2)
+        if j == 0:  # t == 1 and the next character is astral: it straddles the boundary
+            return k + 1, u + 2
+        # Astral ones in seg[:j]: those of seg minus those of its short rest (when
+        # j = t - astral, the rest is only `astral` characters long).
+        rest = seg[j:]
+        k += j
+        u += j + astral - (utf16_len(rest) - len(rest))
+    return k, u
+
+
 def drop_utf16_prefix(s: str, n: int) -> str:
     """Drop the first ``n`` UTF-16 code units of ``s`` (``n`` past the end gives ``""``).
 
@@ -40,39 +72,15 @@ def drop_utf16_prefix(s: str, n: int) -> str:
     """
     if n <= 0:
         return s
-    head = s[:n]
-    if head.isascii():
+    if s[:n].isascii():
         return s[n:]
-    raw = head.encode("utf-16-le", "surrogatepass")
-    if len(raw) <= 2 * n:
-        # `head` has at most n code points; fewer units than n only when s is short.
-        return s[n:] if len(head) == n and len(raw) == 2 * n else ""
-    # The first n units, decoded back: one encode and one decode, whatever the length
-    # (a split astral character decodes to its lone high surrogate).
-    kept = raw[: 2 * n].decode("utf-16-le", "surrogatepass")
-    k = len(kept)
-    if s.startswith(kept):
+    k, u = _points_for_units(s, n)
+    if u < n:
+        return ""
+    if u == n:
         return s[k:]
-    if s.startswith(kept[:-1]) and ord(s[k - 1]) > 0xFFFF:
-        # The unit boundary falls inside the astral character at k - 1.
-        return _low_surrogate(s[k - 1]) + s[k:]
-    # Lone surrogates that pair up once encoded: find the boundary by bisection.
-    return _drop_by_bisection(s, n)
-
-
-def _drop_by_bisection(s: str, n: int) -> str:
-    # Smallest k with utf16_len(s[:k]) >= n, by bisection on C-speed slices.
-    lo, hi = (n + 1) // 2, n
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if utf16_len(s[:mid]) >= n:
-            hi = mid
-        else:
-            lo = mid + 1
-    if utf16_len(s[:lo]) == n:
-        return s[lo:]
-    # The unit boundary falls inside the astral character at lo - 1.
-    return _low_surrogate(s[lo - 1]) + s[lo:]
+    # The unit boundary falls inside the astral character at k - 1.
+    return _low_surrogate(s[k - 1]) + s[k:]
 
 
 def utf16_prefix_len(s: str, units: int) -> int:
@@ -83,13 +91,4 @@ def utf16_prefix_len(s: str, units: int) -> int:
     head = s[:units]
     if head.isascii():
         return len(head)
-    if utf16_len(head) <= units:
-        return len(head)
-    lo, hi = (units + 1) // 2, units
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if utf16_len(s[:mid]) >= units:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return _points_for_units(s, units)[0]
