@@ -12,8 +12,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
+from sdk_upstream import serve_stdio
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -34,13 +33,7 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=[types.TextContent(type="text", text=str(args))])
 
 
-async def main() -> None:
+if __name__ == "__main__":
     with open(os.environ["UPSTREAM_PIDS"], "a") as pids:
         print(os.getpid(), file=pids)
-    server = Server("exiting", on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
-if __name__ == "__main__":
-    anyio.run(main)
+    serve_stdio("exiting", list_tools, call_tool)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio
 import mcp_types as types
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
+from sdk_upstream import serve_stdio
 
 ROWS = [{"row": i, "label": f"row number {i}"} for i in range(5000)]
 
@@ -22,14 +20,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(
         content=[types.TextContent(type="text", text="5000 rows")],
         structured_content={"rows": ROWS},
+        _meta={"upstream": "kept"},
     )
 
 
-async def main() -> None:
-    server = Server("structured", on_list_tools=list_tools, on_call_tool=call_tool)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
-
-
 if __name__ == "__main__":
-    anyio.run(main)
+    serve_stdio("structured", list_tools, call_tool)

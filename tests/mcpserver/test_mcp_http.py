@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,10 +15,19 @@ import httpx
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import TOOLFOLD, calls, clean_env, poll, store_url, text_of
+from mcp_helpers import (
+    TOOLFOLD,
+    calls,
+    clean_env,
+    free_port,
+    poll,
+    proxy,
+    session_on,
+    store_url,
+    text_of,
+)
 
 TOKEN = "test-token-0123456789"
 
@@ -36,17 +44,10 @@ INIT = {
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """A ``toolfold mcp --http`` subprocess; yields its endpoint URL; killed afterwards."""
-    port = _free_port()
+    port = free_port()
     with open(tmp_path / "server.err", "w") as err:
         proc = subprocess.Popen(
             [
@@ -143,7 +144,7 @@ def test_a_foreign_origin_or_host_is_refused_even_with_the_token(server: str) ->
 
 def test_an_unusable_token_is_a_one_line_error(tmp_path: Path) -> None:
     done = subprocess.run(
-        [*TOOLFOLD, "mcp", "--http", "--port", str(_free_port()), "--store", store_url(tmp_path)],
+        [*TOOLFOLD, "mcp", "--http", "--port", str(free_port()), "--store", store_url(tmp_path)],
         cwd=tmp_path,
         env=clean_env() | {"TOOLFOLD_TOKEN": "short"},
         stdin=subprocess.DEVNULL,
@@ -161,40 +162,17 @@ async def test_the_proxy_reaches_an_http_upstream_with_its_header(
 ) -> None:
     # toolfold mcp --http as the upstream: it refuses requests without the bearer token,
     # so the proxy's --upstream-header must reach it.
-    def proxy(*extra: str) -> StdioServerParameters:
-        return StdioServerParameters(
-            command=TOOLFOLD[0],
-            args=[
-                *TOOLFOLD[1:],
-                "mcp",
-                "proxy",
-                "--store",
-                f"sqlite:{tmp_path / 'p.db'}",
-                "--session",
-                "p1",
-                "--upstream-url",
-                server,
-                *extra,
-            ],
-            env=clean_env(),
-            cwd=str(tmp_path),
-        )
-
-    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
-        async with (
-            stdio_client(
-                proxy("--upstream-header", f"Authorization: Bearer {TOKEN}"), errlog=errlog
-            ) as (r, w),
-            ClientSession(r, w) as client,
-        ):
-            await client.initialize()
+    header = ("--upstream-header", f"Authorization: Bearer {TOKEN}")
+    errlog = tmp_path / "proxy.err"
+    with anyio.fail_after(120):
+        async with session_on(
+            proxy(tmp_path, options=("--upstream-url", server, *header)), errlog
+        ) as client:
             names = [t.name for t in (await client.list_tools()).tools]
             result = await client.call_tool("bash", {"command": "echo via-proxy"})
-        async with (
-            stdio_client(proxy(), errlog=errlog) as (r, w),
-            ClientSession(r, w) as client,
-        ):
-            await client.initialize()
+        async with session_on(
+            proxy(tmp_path, options=("--upstream-url", server)), errlog
+        ) as client:
             with pytest.raises(MCPError, match=re.escape("upstream http://127.0.0.1")):
                 await client.list_tools()
     assert "bash" in names and "toolfold_read" in names

@@ -75,6 +75,14 @@ async def test_everything_progress_images_structured_content_and_big_text(
     assert big in spill.read_text()
     stored = await calls(tmp_path, "p1")
     assert [c.status for c in stored] == ["ok"] * 4
+    # toolfold's record of each call rides in _meta, for uncut results as for cut ones
+    for result, call in zip((long, image, structured, echo), stored, strict=True):
+        record = (result.meta or {})["toolfold"]
+        assert record["call_id"] == call.tool_call_id and record["session"] == "p1"
+        assert record["outcome"] == "ok"
+    assert (structured.meta or {})["toolfold"]["spill_path"] is None
+    assert (echo.meta or {})["toolfold"]["spill_path"] == str(spill)
+    assert (echo.meta or {})["toolfold"]["truncation"]["truncated"] is True
 
 
 async def test_cancel_settles_cancelled_and_the_proxy_keeps_serving(
@@ -308,6 +316,8 @@ async def test_a_structured_content_bigger_than_the_window_moves_to_a_spill_file
         "rows": [{"row": i, "label": f"row number {i}"} for i in range(5000)]
     }
     assert text_of(result).startswith("5000 rows") and str(moved) in text_of(result)
+    assert (result.meta or {})["upstream"] == "kept"  # the upstream's own _meta stays
+    assert (result.meta or {})["toolfold"]["outcome"] == "ok"
 
 
 async def test_elicitation_and_roots_requests_pass_through(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -19,6 +19,53 @@ STORE_HELP = (
 )
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _options(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options as one decorator, listed in the order given."""
+
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def _session_and_store(help_session: str) -> Callable[[F], F]:
+    """``--session NAME`` (with its help) and ``--store URL``."""
+    return _options(
+        click.option("--session", "session", metavar="NAME", help=help_session),
+        click.option("--store", "store", metavar="URL", help=STORE_HELP),
+    )
+
+
+def _window(retain: str, what: str) -> Callable[[F], F]:
+    """``--retain`` (default ``retain``), ``--max-bytes`` and ``--max-lines``: the
+    window ``what`` is cut to (``run`` and ``mcp proxy``)."""
+    return _options(
+        click.option(
+            "--retain",
+            type=click.Choice(["head", "tail"]),
+            default=retain,
+            show_default=True,
+            help=f"Keep the start or the end of {what} in the window.",
+        ),
+        click.option(
+            "--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200)."
+        ),
+        click.option(
+            "--max-lines", type=int, metavar="N", help="Window size in lines (default 2000)."
+        ),
+    )
+
+
+MCP_SESSION_HELP = (
+    "Session to record calls in (created if missing). "
+    "Default: a new mcp-DATE-TIME-xxxx session per start."
+)
 
 
 def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
@@ -62,22 +109,10 @@ def cli() -> None:
 
 
 @cli.command(context_settings=CONTEXT)
-@click.option(
-    "--session",
-    "session",
-    metavar="NAME",
-    help="Session to record the call in (created if missing). Default: a new run-DATE-TIME-xxxx session.",
+@_session_and_store(
+    "Session to record the call in (created if missing). Default: a new run-DATE-TIME-xxxx session."
 )
-@click.option("--store", "store", metavar="URL", help=STORE_HELP)
-@click.option(
-    "--retain",
-    type=click.Choice(["head", "tail"]),
-    default="tail",
-    show_default=True,
-    help="Keep the start or the end of long output in the window.",
-)
-@click.option("--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200).")
-@click.option("--max-lines", type=int, metavar="N", help="Window size in lines (default 2000).")
+@_window("tail", "long output")
 @click.option(
     "--max-spill",
     metavar="SIZE",
@@ -389,13 +424,7 @@ def serve(
 
 
 @cli.group(context_settings=CONTEXT, invoke_without_command=True)
-@click.option(
-    "--session",
-    "session",
-    metavar="NAME",
-    help="Session to record calls in (created if missing). Default: a new mcp-DATE-TIME-xxxx session per start.",
-)
-@click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@_session_and_store(MCP_SESSION_HELP)
 @click.option(
     "--tools",
     "tool_specs",
@@ -449,22 +478,8 @@ def mcp(
 
 
 @mcp.command("proxy", context_settings=CONTEXT)
-@click.option(
-    "--session",
-    "session",
-    metavar="NAME",
-    help="Session to record calls in (created if missing). Default: a new mcp-DATE-TIME-xxxx session per start.",
-)
-@click.option("--store", "store", metavar="URL", help=STORE_HELP)
-@click.option(
-    "--retain",
-    type=click.Choice(["head", "tail"]),
-    default="head",
-    show_default=True,
-    help="Keep the start or the end of a long result in the window.",
-)
-@click.option("--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200).")
-@click.option("--max-lines", type=int, metavar="N", help="Window size in lines (default 2000).")
+@_session_and_store(MCP_SESSION_HELP)
+@_window("head", "a long result")
 @click.option(
     "--upstream-url",
     metavar="URL",

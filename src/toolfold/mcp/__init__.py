@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ._errors import McpHostError, ToolSpecError
 from ._host import INSTRUCTIONS, McpHost, McpSettings
-from ._progress import McpHooks, ProgressReporter, status_line
-from ._proxy import READER, ForwardedProgress, ProxyHost, UpstreamArgs, proxy_note
+from ._progress import ForwardedProgress, McpHooks, ProgressReporter, status_line
+from ._proxy import READER, ProxyHost, UpstreamArgs, proxy_note
 from ._results import call_tool_result, read_hint
 from ._tools import OUTPUT_SCHEMA, describe, input_schema, load_tools, server_tools, window_note
 from ._transports import (

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+from mcp.server.context import ServerRequestContext
 
 from toolfold._units import format_bytes, plural
 from toolfold.execenv import AdaptivePublisher, CallbackError
@@ -36,18 +38,16 @@ def status_line(total_lines: int, total_bytes: int, text: str) -> str:
     return status
 
 
-class ProgressReporter:
-    """Progress of one call: ``progress`` is the output's byte count so far (it only
-    grows, as MCP requires), ``message`` a one-line status. Nothing is sent after
-    :meth:`close`, which runs before the result is returned."""
+P = TypeVar("P")
 
-    def __init__(self, send: SendProgress, pacing: Pacing) -> None:
-        self._send = send
-        self._sink: ToolOutput | None = None
-        self._unlisten: Callable[[], None] | None = None
-        self._last = 0
+
+class _Paced(Generic[P]):
+    """Progress notifications through an ``AdaptivePublisher``: ``_produce`` is asked
+    for the latest payload (and its size) only when a notification is due."""
+
+    def __init__(self, pacing: Pacing) -> None:
         self._stopped = False
-        self._publisher: AdaptivePublisher[tuple[int, str]] = AdaptivePublisher(
+        self._publisher: AdaptivePublisher[P] = AdaptivePublisher(
             produce=self._produce,
             consume=self._consume,
             min_interval=pacing.min_interval,
@@ -59,14 +59,39 @@ class ProgressReporter:
         """How many notifications were handed to the transport."""
         return self._publisher.publications
 
+    def stop(self) -> None:
+        """Send nothing more (the caller cancelled: nobody is listening)."""
+        self._stopped = True
+
+    def _produce(self) -> tuple[P, int] | None:
+        raise NotImplementedError
+
+    async def _consume(self, payload: P) -> None:
+        raise NotImplementedError
+
+    async def _finish(self) -> None:
+        # A notification the transport could not deliver (the client went away):
+        # progress is advisory, the call and its result are unaffected.
+        with contextlib.suppress(CallbackError):
+            await self._publisher.finish()
+
+
+class ProgressReporter(_Paced[tuple[int, str]]):
+    """Progress of one call: ``progress`` is the output's byte count so far (it only
+    grows, as MCP requires), ``message`` a one-line status. Nothing is sent after
+    :meth:`close`, which runs before the result is returned."""
+
+    def __init__(self, send: SendProgress, pacing: Pacing) -> None:
+        super().__init__(pacing)
+        self._send = send
+        self._sink: ToolOutput | None = None
+        self._unlisten: Callable[[], None] | None = None
+        self._last = 0
+
     def attach(self, sink: ToolOutput) -> None:
         """Follow ``sink``'s changes."""
         self._sink = sink
         self._unlisten = sink.on_change(self._publisher.mark_dirty)
-
-    def stop(self) -> None:
-        """Send nothing more (the caller cancelled: nobody is listening)."""
-        self._stopped = True
 
     def _produce(self) -> tuple[tuple[int, str], int] | None:
         sink = self._sink
@@ -90,10 +115,40 @@ class ProgressReporter:
         if self._unlisten is not None:
             self._unlisten()
             self._unlisten = None
-        # A notification the transport could not deliver (the client went away):
-        # progress is advisory, the call and its result are unaffected.
-        with contextlib.suppress(CallbackError):
-            await self._publisher.finish()
+        await self._finish()
+
+
+Forwarded = tuple[float, float | None, str | None]
+"""An upstream's ``(progress, total, message)``."""
+
+
+class ForwardedProgress(_Paced[Forwarded]):
+    """An upstream's progress notifications, forwarded to the client paced (only the
+    latest is sent when they come faster)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], pacing: Pacing) -> None:
+        super().__init__(pacing)
+        self._session = ctx.session
+        self._latest: Forwarded | None = None
+
+    async def update(self, progress: float, total: float | None, message: str | None) -> None:
+        """The upstream's progress callback."""
+        self._latest = (progress, total, message)
+        self._publisher.mark_dirty()
+
+    def _produce(self) -> tuple[Forwarded, int] | None:
+        if self._latest is None or self._stopped:
+            return None
+        latest, self._latest = self._latest, None
+        return latest, 64 + len(latest[2] or "")
+
+    async def _consume(self, payload: Forwarded) -> None:
+        await self._session.report_progress(*payload)
+
+    async def close(self) -> None:
+        """Deliver the latest pending update, then stop (before the result is returned)."""
+        await self._finish()
+        self._stopped = True
 
 
 class McpHooks(DurableHooks):
@@ -123,4 +178,11 @@ def progress_token(meta: Any) -> Any:
     return meta.get("progress_token") if isinstance(meta, dict) else None
 
 
-__all__ = ["McpHooks", "ProgressReporter", "SendProgress", "progress_token", "status_line"]
+__all__ = [
+    "ForwardedProgress",
+    "McpHooks",
+    "ProgressReporter",
+    "SendProgress",
+    "progress_token",
+    "status_line",
+]

@@ -13,7 +13,6 @@ with ``--with-builtin`` the built-in tools come too, as ``toolfold_bash`` and so
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
@@ -36,18 +35,17 @@ from pydantic import BaseModel, ConfigDict
 
 from toolfold._units import format_bytes
 from toolfold.execenv import (
-    AdaptivePublisher,
-    CallbackError,
     ShellOutputMetadata,
     ShellOutputTruncation,
 )
-from toolfold.harness import Pacing, Tool, ToolContext, ToolError, ToolResult
+from toolfold.harness import Tool, ToolContext, ToolError, ToolResult
 from toolfold.output import OutputError, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 from toolfold.tools import READ, builtin_tools
 
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
+from ._progress import ForwardedProgress
 from ._upstream import Upstream, UpstreamError
 
 T = TypeVar("T")
@@ -56,6 +54,9 @@ PREFIX = "toolfold_"
 """Prefix of the proxy's own tools, so they never collide with an upstream's."""
 
 READER = f"{PREFIX}read"
+
+META_KEY = "toolfold"
+"""The key of a proxied result's ``_meta`` that holds toolfold's record of the call."""
 
 MAX_PAGES = 1000
 """Pages of an upstream's ``tools/list`` the proxy follows (a cursor loop ends there)."""
@@ -88,57 +89,11 @@ class UpstreamArgs(BaseModel):
 @dataclass
 class _Passed:
     """What a proxied result carries besides its text: blocks that are neither text nor
-    image, and the (possibly replaced) ``structuredContent``."""
+    image, the (possibly replaced) ``structuredContent``, and the upstream's ``_meta``."""
 
     blocks: list[types.ContentBlock]
     structured: Any
-
-
-class ForwardedProgress:
-    """The upstream's progress notifications, forwarded to the client paced by an
-    ``AdaptivePublisher`` (only the latest is sent when they come faster)."""
-
-    def __init__(self, ctx: ServerRequestContext[Any], pacing: Pacing) -> None:
-        self._session = ctx.session
-        self._latest: tuple[float, float | None, str | None] | None = None
-        self._stopped = False
-        self._publisher: AdaptivePublisher[tuple[float, float | None, str | None]] = (
-            AdaptivePublisher(
-                produce=self._produce,
-                consume=self._consume,
-                min_interval=pacing.min_interval,
-                target_rate=pacing.target_rate,
-            )
-        )
-
-    @property
-    def sent(self) -> int:
-        """How many notifications were handed to the transport."""
-        return self._publisher.publications
-
-    async def update(self, progress: float, total: float | None, message: str | None) -> None:
-        """The upstream's progress callback."""
-        self._latest = (progress, total, message)
-        self._publisher.mark_dirty()
-
-    def _produce(self) -> tuple[tuple[float, float | None, str | None], int] | None:
-        if self._latest is None or self._stopped:
-            return None
-        latest, self._latest = self._latest, None
-        return latest, 64 + len(latest[2] or "")
-
-    async def _consume(self, payload: tuple[float, float | None, str | None]) -> None:
-        await self._session.report_progress(*payload)
-
-    def stop(self) -> None:
-        """Send nothing more."""
-        self._stopped = True
-
-    async def close(self) -> None:
-        """Deliver the latest pending update, then stop (before the result is returned)."""
-        with contextlib.suppress(CallbackError):  # the client went away; progress is advisory
-            await self._publisher.finish()
-        self._stopped = True
+    meta: dict[str, Any] | None
 
 
 def _internal_name(name: str) -> str:
@@ -372,17 +327,23 @@ class ProxyHost(McpHost):
             current = out.text
             sep = "\n" if current and not current.endswith("\n") else ""
             out.footer(sep + "\n".join(notes))
-        self._passed[call_id] = _Passed(blocks, structured)
+        self._passed[call_id] = _Passed(blocks, structured, result.meta)
 
     def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
         passed = self._passed.pop(call_id, None)
         base = super().result_for(tool, result, call_id)
         if tool.params is not UpstreamArgs:
             return base
+        # structuredContent is the upstream's (its outputSchema describes it), so
+        # toolfold's own record of the call (outcome, truncation, spill file, call id,
+        # session: what `toolfold mcp` puts there) goes in _meta, cut or not.
+        meta = dict(passed.meta or {}) if passed else {}
+        meta[META_KEY] = base.structured_content
         return base.model_copy(
             update={
                 "content": [*base.content, *(passed.blocks if passed else [])],
                 "structured_content": passed.structured if passed else None,
+                "meta": meta,
             }
         )
 
@@ -449,4 +410,4 @@ class ProxyHost(McpHost):
         await self.upstream.aclose()
 
 
-__all__ = ["READER", "ForwardedProgress", "ProxyHost", "UpstreamArgs", "proxy_note"]
+__all__ = ["READER", "ProxyHost", "UpstreamArgs", "proxy_note"]
