@@ -79,6 +79,14 @@ def test_every_record_verb() -> None:
         (10, retire_scope(OP)),
         (11, retire_scope(OP)),
     ]
+    # The payload of each record: what a value, element or entry holds; None for the rest.
+    assert [p for _, _, p in out] == [
+        {"a": [1, 2.5, None, True, "é"]},
+        None,
+        {"role": "tool"},
+        None,
+        None,
+    ]
     assert t2 == t
 
 
@@ -152,6 +160,9 @@ def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
         ([["v", ["n", "k"], 1]], SESSION, "'v' takes 4 fields, got 3"),
         ([["!", "", 1]], SESSION, "scope id must be non-empty"),
         ([["q", 1]], SESSION, "unknown record verb 'q'"),
+        ([["@"]], SESSION, "(record 0: '@' id must be a non-negative integer, got None)"),
+        ([["@", 0]], SESSION, "(record 0: '@' takes 3 or 4 fields, got 2)"),
+        ([["@", 0, 1, "k"]], SESSION, "(namespace must be a string, got 1)"),
         ([[1, 2]], SESSION, "record 0 must be an array starting with a verb"),
         ([], SESSION, "a line must be a non-empty JSON array"),
         ({"v": 1}, SESSION, "a line must be a non-empty JSON array"),
@@ -162,6 +173,9 @@ def test_corrupt_records_name_file_line_and_problem(line: Any, scope: Scope, mes
         decode_line(AddressTable(), line, scope, path="dir/s.jsonl", lineno=12)
     text = str(info.value)
     assert text.startswith("dir/s.jsonl: line 12 is not a valid record line")
+    assert text.endswith(
+        "; the file is damaged or was edited by hand — restore it from a backup or move it away"
+    )
     assert message in text
     assert info.value.path == "dir/s.jsonl" and info.value.record == 12
 
