@@ -17,11 +17,16 @@ NOT_FOR_RUN = ("starlette", "uvicorn", "rich", "psycopg", "pydantic", "pydantic_
 
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
 
+_SCRIPT = Path(sys.executable).with_name("toolfold")
+
 ENTRY_POINTS = {
     # what `python -m toolfold.cli` runs
     "module": ["-m", "toolfold.cli"],
-    # what the `toolfold` console script runs (its generated wrapper calls main())
-    "script": ["-c", "import sys; from toolfold.cli import main; sys.argv[0] = 'toolfold'; main()"],
+    # the installed `toolfold` console script; where there is none, what its generated
+    # wrapper does (import toolfold.cli, call main())
+    "script": [str(_SCRIPT)]
+    if _SCRIPT.is_file()
+    else ["-c", "import sys; from toolfold.cli import main; sys.argv[0] = 'toolfold'; main()"],
 }
 
 
