@@ -80,6 +80,8 @@ async def test_closing_before_the_watcher_is_ready_ends_the_wait(tmp_path: Path)
                 break
             await asyncio.sleep(0.005)
         assert repo._watcher is not None and not wait.done()
+        # One watcher task per repository, named for where it looks (task dumps show it).
+        assert repo._watcher.get_name() == f"toolfold changes {repo.location}"
         await repo.close()
         with pytest.raises(ClosedError) as info:
             async with asyncio.timeout(GUARD):

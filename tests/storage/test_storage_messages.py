@@ -235,3 +235,15 @@ def test_a_bad_fsync_policy_names_the_field() -> None:
         with pytest.raises(StorageError) as info:
             FsyncPolicy(**kwargs)  # type: ignore[arg-type]
         assert str(info.value) == f"FsyncPolicy.{name} must be 'commit' or 'none', got 'always'"
+
+
+async def test_entries_by_key_returns_at_most_limit() -> None:
+    repo = open_repository("memory:")
+    try:
+        s = await repo.create_session("s")
+        await s.commit([append_entry(i, key="k") for i in range(3)])
+        for limit in (0, 1, 2, None):
+            found = await s.entries_by_key("k", limit=limit)
+            assert [e.value for e in found] == [0, 1, 2][:limit]
+    finally:
+        await repo.close()
