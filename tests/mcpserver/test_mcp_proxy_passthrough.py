@@ -3,6 +3,9 @@ resource subscriptions and their updates, list-change notifications, log message
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,3 +109,57 @@ async def test_list_changes_and_updates_pass_through_and_are_announced(tmp_path:
     assert caps.resources and caps.resources.list_changed and caps.resources.subscribe
     [update] = [n for n in notes if isinstance(n, types.ResourceUpdatedNotification)]
     assert update.params.uri == "memo://one"
+
+
+async def test_a_restarted_upstream_gets_the_subscriptions_back(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    # The upstream dies while no call waits on it: the next call starts a new one (no
+    # error result), which is subscribed again before the call reaches it.
+    pids = tmp_path / "upstream.pids"
+    wrapper = f"echo $$ >> {pids}; exec {everything_server} stdio"
+    notes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        notes.append(message)
+
+    def subscribes(uri: str) -> int:
+        said = f"Received Subscribe Resource request for URI: {uri}"
+        return sum(
+            isinstance(n, types.LoggingMessageNotification) and said in str(n.params.data)
+            for n in notes
+        )
+
+    def reaped(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)  # a zombie still answers: the proxy has not seen the exit
+        except ProcessLookupError:
+            return True
+        return False
+
+    params = proxy(tmp_path, "sh", "-c", wrapper)
+    try:
+        with anyio.fail_after(120):
+            async with session_on(
+                params, tmp_path / "proxy.err", message_handler=on_message
+            ) as client:
+                uri = str((await client.list_resources()).resources[0].uri)
+                await client.subscribe_resource(uri)
+                await _until(lambda: subscribes(uri) == 1, "the subscribe to reach the upstream")
+                first = int(pids.read_text().split()[0])
+                os.kill(first, signal.SIGKILL)
+                await _until(lambda: reaped(first), "the proxy to reap the killed upstream")
+                echoed = await client.call_tool("echo", {"message": "after the crash"})
+                await _until(lambda: subscribes(uri) == 2, "the subscription to be made again")
+                started = await client.call_tool("toggle-subscriber-updates", {})
+                await _until(
+                    lambda: any(isinstance(n, types.ResourceUpdatedNotification) for n in notes),
+                    "an update from the restarted upstream",
+                )
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert not echoed.is_error and "after the crash" in text_of(echoed)
+    assert not started.is_error
+    assert len(pids.read_text().split()) == 2

@@ -124,6 +124,8 @@ class ProxyHost(McpHost):
         self._listed: list[types.Tool] = []
         self._passed: dict[str, _Passed] = {}
         self._forwards: dict[str, ForwardedProgress] = {}
+        self._subscribed: set[str] = set()
+        upstream.on_start.append(self._resubscribe)
         self.client = ClientLink()
         for name, callback in self.client.callbacks().items():
             upstream.callbacks.setdefault(name, callback)
@@ -388,12 +390,24 @@ class ProxyHost(McpHost):
     async def _subscribe(
         self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
-        return await self._forward(ctx, lambda s: s.subscribe_resource(params.uri))
+        done = await self._forward(ctx, lambda s: s.subscribe_resource(params.uri))
+        self._subscribed.add(params.uri)
+        return done
 
     async def _unsubscribe(
         self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
     ) -> types.EmptyResult:
+        self._subscribed.discard(params.uri)
         return await self._forward(ctx, lambda s: s.unsubscribe_resource(params.uri))
+
+    async def _resubscribe(self, session: ClientSession) -> None:
+        # A restarted upstream has forgotten the client's subscriptions: make them
+        # again before any call reaches it. One it now refuses is dropped.
+        for uri in sorted(self._subscribed):
+            try:
+                await session.subscribe_resource(uri)
+            except MCPError:
+                self._subscribed.discard(uri)
 
     async def _list_prompts(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None

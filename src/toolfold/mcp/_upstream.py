@@ -68,6 +68,8 @@ class Upstream:
         self.stderr_path = stderr_path
         self.callbacks = dict(callbacks or {})
         """``ClientSession`` callbacks (sampling, logging) the upstream's requests reach."""
+        self.on_start: list[Callable[[ClientSession], Awaitable[None]]] = []
+        """Run on each new session before any call uses it (a restart restores state)."""
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
@@ -81,8 +83,10 @@ class Upstream:
     async def session(self) -> ClientSession:
         """The live session, starting the upstream if it is not running."""
         async with self._lock:
-            if self._session is not None and not self.dead.is_set():
+            exited = self._ended.returncode is not None  # while no call was waiting on it
+            if self._session is not None and not self.dead.is_set() and not exited:
                 return self._session
+            self._stop.set()  # the last connection's owner, if any, tears it down
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[ClientSession] = loop.create_future()
             self.dead = asyncio.Event()
@@ -151,6 +155,8 @@ class Upstream:
         try:
             async with self._connect() as session:
                 await session.initialize()
+                for hook in self.on_start:
+                    await hook(session)
                 self._session = session
                 ready.set_result(session)
                 await stop.wait()
