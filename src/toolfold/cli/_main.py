@@ -2,96 +2,25 @@
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import NoReturn
 
 import click
 
-from ._errors import CliError, StoreOpenError
-from ._store import DEFAULT_STORE, STORE_ENV, StoreSpec, resolve_store, storage_message
-
-STORE_HELP = (
-    f"Store URL: sqlite:PATH, jsonl:DIR, postgresql://..., memory:. "
-    f"Default: ${STORE_ENV}, else {DEFAULT_STORE}."
+from ._errors import CliError
+from ._main_mcp import mcp
+from ._shared import (
+    CONTEXT,
+    STORE_HELP,
+    _arun,
+    _check_session_name,
+    _exit,
+    _quote,
+    _session_and_store,
+    _window,
 )
-
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _options(*options: Callable[[F], F]) -> Callable[[F], F]:
-    """Several click options as one decorator, listed in the order given."""
-
-    def apply(f: F) -> F:
-        for option in reversed(options):
-            f = option(f)
-        return f
-
-    return apply
-
-
-def _session_and_store(help_session: str) -> Callable[[F], F]:
-    """``--session NAME`` (with its help) and ``--store URL``."""
-    return _options(
-        click.option("--session", "session", metavar="NAME", help=help_session),
-        click.option("--store", "store", metavar="URL", help=STORE_HELP),
-    )
-
-
-def _window(retain: str, what: str) -> Callable[[F], F]:
-    """``--retain`` (default ``retain``), ``--max-bytes`` and ``--max-lines``: the
-    window ``what`` is cut to (``run`` and ``mcp proxy``)."""
-    return _options(
-        click.option(
-            "--retain",
-            type=click.Choice(["head", "tail"]),
-            default=retain,
-            show_default=True,
-            help=f"Keep the start or the end of {what} in the window.",
-        ),
-        click.option(
-            "--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200)."
-        ),
-        click.option(
-            "--max-lines", type=int, metavar="N", help="Window size in lines (default 2000)."
-        ),
-    )
-
-
-MCP_SESSION_HELP = (
-    "Session to record calls in (created if missing). "
-    "Default: a new mcp-DATE-TIME-xxxx session per start."
-)
-
-
-def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
-    import asyncio
-
-    from toolfold.harness import DurabilityError
-    from toolfold.storage import StorageError
-
-    try:
-        return asyncio.run(coro)
-    except StorageError as exc:
-        if spec is None:
-            raise CliError(" ".join(str(exc).split())) from exc
-        raise StoreOpenError(storage_message(exc, spec)) from exc
-    except DurabilityError as exc:
-        # A durable record the harness cannot read back (a malformed call record, a
-        # checkpoint list without a base batch): the store is damaged, say where.
-        where = f"store {spec.describe()}" if spec is not None else "the store"
-        raise StoreOpenError(
-            f"{where} holds durable records that cannot be read: {' '.join(str(exc).split())}"
-        ) from exc
-
-
-def _exit(code: int) -> NoReturn:
-    sys.stdout.flush()
-    raise SystemExit(code)
+from ._store import resolve_store
 
 
 @click.group(context_settings=CONTEXT)
@@ -423,163 +352,6 @@ def serve(
     _exit(_arun(serve_command(spec, options), spec))
 
 
-@cli.group(context_settings=CONTEXT, invoke_without_command=True)
-@_session_and_store(MCP_SESSION_HELP)
-@click.option(
-    "--tools",
-    "tool_specs",
-    multiple=True,
-    metavar="MODULE:ATTR",
-    help="Also serve your own toolfold tools: a Tool, a list of Tools, or a function returning them (repeatable).",
-)
-@click.option(
-    "--no-builtin", is_flag=True, help="Leave out the built-in bash, read, grep and pytest."
-)
-@click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
-@click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http)."
-)
-@click.option(
-    "--port", default=8766, show_default=True, type=int, help="Port to listen on (--http)."
-)
-@click.pass_context
-def mcp(
-    ctx: click.Context,
-    session: str | None,
-    store: str | None,
-    tool_specs: tuple[str, ...],
-    no_builtin: bool,
-    http: bool,
-    host: str,
-    port: int,
-) -> None:
-    """Serve the toolfold tools to any MCP client (stdio by default).
-
-    Results are bounded to a window with a footer and the full output in a spill
-    file (spill/SESSION/ under the store's directory) that `read` pages through;
-    progress is reported while a call runs; a cancel keeps the partial output; every
-    call is recorded in the store (`toolfold show SESSION`, `toolfold serve`). On
-    start, calls an earlier server left unsettled in the session (a crash) are
-    settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_TOKEN
-    (a token is made and printed when it is unset) and checks Host and Origin.
-    `toolfold mcp proxy -- COMMAND...` puts the same bounds in front of any MCP server.
-    """
-    if ctx.invoked_subcommand is not None:
-        return
-    from ._mcp import McpOptions, mcp_command
-
-    spec = resolve_store(store)
-    if not 0 < port < 65536:
-        raise CliError(f"--port must be between 1 and 65535, got {port}")
-    name = session if session is not None else _new_mcp_session()
-    _check_session_name(name)
-    options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port)
-    _exit(_arun(mcp_command(options), spec))
-
-
-@mcp.command("proxy", context_settings=CONTEXT)
-@_session_and_store(MCP_SESSION_HELP)
-@_window("head", "a long result")
-@click.option(
-    "--upstream-url",
-    metavar="URL",
-    help="Proxy a Streamable HTTP server at URL instead of running a command.",
-)
-@click.option(
-    "--upstream-header",
-    "upstream_headers",
-    multiple=True,
-    metavar="'NAME: VALUE'",
-    help="A header sent to the --upstream-url server, e.g. 'Authorization: Bearer ...' (repeatable).",
-)
-@click.option(
-    "--with-builtin",
-    is_flag=True,
-    help="Also offer toolfold's built-in tools, prefixed (toolfold_bash, ...).",
-)
-@click.option(
-    "--max-message-bytes",
-    type=int,
-    default=256 * 1024 * 1024,
-    show_default=True,
-    metavar="N",
-    help="Largest upstream message read (a stdio line, an HTTP event or body); a bigger one is an error for its call, never buffered.",
-)
-@click.option(
-    "--upstream-timeout",
-    type=float,
-    metavar="SECONDS",
-    help="A request the upstream leaves unanswered this long is an error, and the upstream is restarted (default: no limit).",
-)
-@click.argument("command", nargs=-1, metavar="-- UPSTREAM_COMMAND...")
-def mcp_proxy(
-    session: str | None,
-    store: str | None,
-    retain: str,
-    max_bytes: int | None,
-    max_lines: int | None,
-    upstream_url: str | None,
-    upstream_headers: tuple[str, ...],
-    with_builtin: bool,
-    max_message_bytes: int,
-    upstream_timeout: float | None,
-    command: tuple[str, ...],
-) -> None:
-    """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
-
-    Runs UPSTREAM_COMMAND as a child MCP server over stdio (or connects to
-    --upstream-url) and serves its tools to the client: each result's text is cut
-    to a window with a footer, its full text goes to a spill file that
-    `toolfold_read` pages through, and every call is recorded in the store.
-    """
-    from ._mcp import ProxyOptions, proxy_command
-    from ._run import output_policy
-
-    if bool(command) == bool(upstream_url):
-        raise CliError(
-            "give the upstream either as a command after -- or as --upstream-url URL, not "
-            f"{'both' if command else 'neither'}"
-        )
-    spec = resolve_store(store)
-    policy = output_policy(retain, max_bytes, max_lines)
-    name = session if session is not None else _new_mcp_session()
-    _check_session_name(name)
-    if max_message_bytes < 1024:
-        raise CliError(f"--max-message-bytes must be at least 1024, got {max_message_bytes}")
-    if upstream_timeout is not None and not upstream_timeout > 0:
-        raise CliError(
-            f"--upstream-timeout must be a number of seconds > 0, got {upstream_timeout}"
-        )
-    headers: dict[str, str] = {}
-    for header in upstream_headers:
-        key, sep, value = header.partition(":")
-        if not sep or not key.strip() or any(c.isspace() for c in key.strip()):
-            raise CliError(
-                f"--upstream-header {header!r} is not 'NAME: VALUE', e.g. 'Authorization: Bearer abc'"
-            )
-        headers[key.strip()] = value.strip()
-    if headers and not upstream_url:
-        raise CliError("--upstream-header needs --upstream-url (a stdio upstream has no headers)")
-    options = ProxyOptions(
-        spec,
-        name,
-        command,
-        upstream_url,
-        policy,
-        with_builtin,
-        max_message_bytes,
-        upstream_timeout,
-        headers,
-    )
-    _exit(_arun(proxy_command(options), spec))
-
-
-def _new_mcp_session() -> str:
-    from ._run import new_session_name
-
-    return "mcp-" + new_session_name().removeprefix("run-")
-
-
 @cli.command(context_settings=CONTEXT)
 @click.option(
     "--dir",
@@ -617,23 +389,7 @@ def exec_host(spill_dir: str) -> None:
     _exit(run_exec_host(spill_dir))
 
 
-def _quote(part: str) -> str:
-    import shlex
-
-    return shlex.quote(part)
-
-
-_SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
-
-
-def _check_session_name(name: str) -> None:
-    # The storage layer's rule (safe as a file name everywhere), checked up front so
-    # the message names the flag rather than the store.
-    if _SESSION_NAME.fullmatch(name) is None or name.startswith("."):
-        raise CliError(
-            f"invalid session name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ - "
-            "not starting with '.'"
-        )
+cli.add_command(mcp)
 
 
 def main(argv: list[str] | None = None) -> None:

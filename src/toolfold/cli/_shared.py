@@ -1,0 +1,107 @@
+"""What the command modules of the ``toolfold`` CLI share: option groups and help texts,
+running a command's coroutine with store errors turned into one line, session names."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
+
+import click
+
+from ._errors import CliError, StoreOpenError
+from ._store import DEFAULT_STORE, STORE_ENV, StoreSpec, storage_message
+
+STORE_HELP = (
+    f"Store URL: sqlite:PATH, jsonl:DIR, postgresql://..., memory:. "
+    f"Default: ${STORE_ENV}, else {DEFAULT_STORE}."
+)
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _options(*options: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options as one decorator, listed in the order given."""
+
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
+
+def _session_and_store(help_session: str) -> Callable[[F], F]:
+    """``--session NAME`` (with its help) and ``--store URL``."""
+    return _options(
+        click.option("--session", "session", metavar="NAME", help=help_session),
+        click.option("--store", "store", metavar="URL", help=STORE_HELP),
+    )
+
+
+def _window(retain: str, what: str) -> Callable[[F], F]:
+    """``--retain`` (default ``retain``), ``--max-bytes`` and ``--max-lines``: the
+    window ``what`` is cut to (``run`` and ``mcp proxy``)."""
+    return _options(
+        click.option(
+            "--retain",
+            type=click.Choice(["head", "tail"]),
+            default=retain,
+            show_default=True,
+            help=f"Keep the start or the end of {what} in the window.",
+        ),
+        click.option(
+            "--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200)."
+        ),
+        click.option(
+            "--max-lines", type=int, metavar="N", help="Window size in lines (default 2000)."
+        ),
+    )
+
+
+def _arun(coro: Coroutine[Any, Any, int], spec: StoreSpec | None = None) -> int:
+    import asyncio
+
+    from toolfold.harness import DurabilityError
+    from toolfold.storage import StorageError
+
+    try:
+        return asyncio.run(coro)
+    except StorageError as exc:
+        if spec is None:
+            raise CliError(" ".join(str(exc).split())) from exc
+        raise StoreOpenError(storage_message(exc, spec)) from exc
+    except DurabilityError as exc:
+        # A durable record the harness cannot read back (a malformed call record, a
+        # checkpoint list without a base batch): the store is damaged, say where.
+        where = f"store {spec.describe()}" if spec is not None else "the store"
+        raise StoreOpenError(
+            f"{where} holds durable records that cannot be read: {' '.join(str(exc).split())}"
+        ) from exc
+
+
+def _exit(code: int) -> NoReturn:
+    sys.stdout.flush()
+    raise SystemExit(code)
+
+
+def _quote(part: str) -> str:
+    import shlex
+
+    return shlex.quote(part)
+
+
+_SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+
+def _check_session_name(name: str) -> None:
+    # The storage layer's rule (safe as a file name everywhere), checked up front so
+    # the message names the flag rather than the store.
+    if _SESSION_NAME.fullmatch(name) is None or name.startswith("."):
+        raise CliError(
+            f"invalid session name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ - "
+            "not starting with '.'"
+        )
