@@ -133,50 +133,52 @@ def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
 @pytest.mark.parametrize(
     ("line", "scope", "message"),
     [
-        ([["l", 0, 1, "x"]], SESSION, "address id 0 is used but was never defined"),
-        ([["@", 0, "n", "k"], ["@", 1, "n", "k"]], SESSION, "defines ('n', 'k') again"),
-        ([["@", 3, "n", "k"]], SESSION, "defines id 3 but the next id is 0"),
-        ([["@", 0, "op"], ["l", 0, 1, "x"]], SESSION, "address id 0 is not a value/list"),
+        ([["l", 0, 1, "x"]], SESSION, "address id 0 is used but was never defined in this file"),
+        ([["!", 7, 1]], SESSION, "address id 7 is used but was never defined in this file"),
+        ([["@", 0, "n", "k"], ["@", 1, "n", "k"]], SESSION, "record 1: '@' defines ('n', 'k') again (it is id 0)"),
+        ([["@", 3, "n", "k"]], SESSION, "record 0: '@' defines id 3 but the next id is 0"),
+        ([["@", 0, "op"], ["l", 0, 1, "x"]], SESSION, "address id 0 is not a value/list address"),
         ([["@", 0, "n", "k"], ["!", 0, 1]], SESSION, "address id 0 is not a scope"),
-        ([["e", 1, "x"]], OP, "'e' takes 3 to 5 fields and only appears in the main log"),
-        ([["e", 1, "x", 5]], SESSION, "entry key must be"),
-        ([["e", 1, "x", "k", {}, 1]], SESSION, "'e' takes 3 to 5 fields"),
-        ([["!", "op", 1]], OP, "'!' takes 3 fields and only appears in the main log"),
-        ([["l", ["n", "k"], True, "x"]], SESSION, "seq must be a non-negative integer"),
-        ([["l", ["n", "k"], -1, "x"]], SESSION, "seq must be a non-negative integer"),
-        ([["l", ["n", "k"], 0, "x"]], SESSION, "seq must be >= 1"),
-        ([["l", ["n", "k"], 1]], SESSION, "'l' takes 4 or 5 fields, got 3"),
-        ([["l", ["n", "k"], 1, "x", ""]], SESSION, "tag must be"),
-        ([["l", ["n"], 1, "x"]], SESSION, "address must be an id or [namespace, key]"),
-        ([["l", ["", "k"], 1, "x"]], SESSION, "namespace must be non-empty"),
-        ([["l", [1, "k"], 1, "x"]], SESSION, "(namespace must be a string, got 1)"),
-        ([["l", ["n", 2], 1, "x"]], SESSION, "(key must be a string, got 2)"),
-        (
-            [["!", ["op"], 1]],
-            SESSION,
-            "(scope reference must be an id or a scope id string, got ['op'])",
-        ),
-        ([["x", ["n", "k"], 1, "v"]], SESSION, "'x' takes 3 fields, or 4 ending in \"l\""),
-        ([["v", ["n", "k"], 1]], SESSION, "'v' takes 4 fields, got 3"),
-        ([["!", "", 1]], SESSION, "scope id must be non-empty"),
-        ([["q", 1]], SESSION, "unknown record verb 'q'"),
-        ([["@"]], SESSION, "(record 0: '@' id must be a non-negative integer, got None)"),
-        ([["@", 0]], SESSION, "(record 0: '@' takes 3 or 4 fields, got 2)"),
-        ([["@", 0, 1, "k"]], SESSION, "(namespace must be a string, got 1)"),
-        ([[1, 2]], SESSION, "record 0 must be an array starting with a verb"),
-        ([], SESSION, "a line must be a non-empty JSON array"),
-        ({"v": 1}, SESSION, "a line must be a non-empty JSON array"),
+        ([["@"]], SESSION, "record 0: '@' id must be a non-negative integer, got None"),
+        ([["@", 0]], SESSION, "record 0: '@' takes 3 or 4 fields, got 2"),
+        ([["@", 0, "n", "k", 1]], SESSION, "record 0: '@' takes 3 or 4 fields, got 5"),
+        ([["@", 0, 1, "k"]], SESSION, "namespace must be a string, got 1"),
+        ([["@", 0, "n", 2]], SESSION, "key must be a string, got 2"),
+        ([["@", 0, 5]], SESSION, "scope id must be a string, got 5"),
+        ([["e", 1, "x"]], OP, "record 0: 'e' takes 3 to 5 fields and only appears in the main log"),
+        ([["e", 1, "x", 5]], SESSION, "entry key must be a string, got 5"),
+        ([["e", 1, "x", "k", {}, 1]], SESSION, "record 0: 'e' takes 3 to 5 fields and only appears in the main log"),
+        ([["e", True, "x"]], SESSION, "record 0: seq must be a non-negative integer, got True"),
+        ([["!", "op", 1]], OP, "record 0: '!' takes 3 fields and only appears in the main log"),
+        ([["!", "op", "s"]], SESSION, "record 0: seq must be a non-negative integer, got 's'"),
+        ([["!", ["op"], 1]], SESSION, "scope reference must be an id or a scope id string, got ['op']"),
+        ([["!", "", 1]], SESSION, "scope id must be non-empty; pass the operation id"),
+        ([["l", ["n", "k"], True, "x"]], SESSION, "record 0: seq must be a non-negative integer, got True"),
+        ([["l", ["n", "k"], -1, "x"]], SESSION, "record 0: seq must be a non-negative integer, got -1"),
+        ([["l", ["n", "k"], 0, "x"]], SESSION, "record 0: seq must be >= 1"),
+        ([["l", ["n", "k"], 1]], SESSION, "record 0: 'l' takes 4 or 5 fields, got 3"),
+        ([["l", ["n", "k"], 1, "x", ""]], SESSION, "append_list to list 'n'/'k' in SESSION: tag must be None or a non-empty str of printable characters, got ''"),
+        ([["l", ["n"], 1, "x"]], SESSION, "address must be an id or [namespace, key], got ['n']"),
+        ([["l", ["", "k"], 1, "x"]], SESSION, "list namespace must be non-empty"),
+        ([["l", [1, "k"], 1, "x"]], SESSION, "namespace must be a string, got 1"),
+        ([["l", ["n", 2], 1, "x"]], SESSION, "key must be a string, got 2"),
+        ([["v", ["n"]]], SESSION, "record 0: 'v' has too few fields (2)"),
+        ([["v", ["n", "k"], 1]], SESSION, "record 0: 'v' takes 4 fields, got 3"),
+        ([["x", ["n", "k"], 1, "v"]], SESSION, "record 0: 'x' takes 3 fields, or 4 ending in \"l\""),
+        ([["q", 1]], SESSION, "record 0: unknown record verb 'q'"),
+        ([[1, 2]], SESSION, "record 0 must be an array starting with a verb, got [1, 2]"),
+        ([[]], SESSION, "record 0 must be an array starting with a verb, got []"),
+        ([], SESSION, "a line must be a non-empty JSON array of records, got []"),
+        ({"v": 1}, SESSION, "a line must be a non-empty JSON array of records, got {'v': 1}"),
     ],
-)
+)  # fmt: skip
 def test_corrupt_records_name_file_line_and_problem(line: Any, scope: Scope, message: str) -> None:
     with pytest.raises(CorruptStoreError) as info:
         decode_line(AddressTable(), line, scope, path="dir/s.jsonl", lineno=12)
-    text = str(info.value)
-    assert text.startswith("dir/s.jsonl: line 12 is not a valid record line")
-    assert text.endswith(
-        "; the file is damaged or was edited by hand — restore it from a backup or move it away"
+    assert str(info.value) == (
+        f"dir/s.jsonl: line 12 is not a valid record line ({message}); the file is damaged "
+        "or was edited by hand — restore it from a backup or move it away"
     )
-    assert message in text
     assert info.value.path == "dir/s.jsonl" and info.value.record == 12
 
 
