@@ -166,9 +166,12 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def http_upstream(command: list[str], port: int, errlog_path: Path) -> Iterator[str]:
+def http_upstream(
+    command: list[str], port: int, errlog_path: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Run ``command`` (an MCP server listening on ``port``) until the block ends; yields
-    its ``/mcp`` URL once it listens. The server gets ``PORT`` in its environment."""
+    its ``/mcp`` URL, once it listens, and its process. The server gets ``PORT`` in its
+    environment."""
     with open(errlog_path, "w") as err:
         server = subprocess.Popen(
             command,
@@ -186,7 +189,8 @@ def http_upstream(command: list[str], port: int, errlog_path: Path) -> Iterator[
 
     try:
         poll(listening, "the HTTP upstream to listen")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", server
     finally:
-        os.killpg(server.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # the test may have killed it
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait()
