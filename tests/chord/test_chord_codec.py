@@ -127,6 +127,20 @@ def test_decoder_r_resets_ids() -> None:
     assert info.value.path == 0
 
 
+def test_reset_forgets_every_path_and_id_like_an_r() -> None:
+    # A reader that restarts: the host resets its encoder, the reader starts a new decoder.
+    encoder, decoder = Encoder(), Decoder()
+    decoder.decode(encoder.encode([["s", ["a"], 1], ["s", ["b"], 1], ["s", ["a"], 2]]))
+    encoder.reset()
+    decoder.reset()
+    with pytest.raises(PathError, match="id 0 is not defined"):
+        decoder.decode([["s", 0, 3]])
+    # Forgotten: first use is inline again, the second defines id 0 afresh.
+    wire = encoder.encode([["s", ["a"], 3], ["s", ["b"], 2], ["s", ["a"], 4]])
+    assert wire == [["s", ["a"], 3], ["s", ["b"], 2], ["#", 0, ["a"]], ["s", 0, 4]]
+    assert decoder.decode(wire) == [["s", ["a"], 3], ["s", ["b"], 2], ["s", ["a"], 4]]
+
+
 def test_root_path_is_a_path_too() -> None:
     batch = [["p", [], 0, 0, [1]], ["p", [], 1, 0, [2]], ["s", [0], 3], ["p", [], 0, 1, []]]
     wire = Encoder().encode(batch)

@@ -72,6 +72,21 @@ APPLY_REFUSALS: list[tuple[Any, list[Any], type[ChordError], str, Any]] = [
      "unresolvable path: ['k'] at op 0: the int at [] has no members", ["k"]),
     (None, [["a", ["k"], "x"]], PathError,
      "unresolvable path: ['k'] at op 0: no value yet (start with an r op)", ["k"]),
+    ({"o": 5}, [["d", ["o", "k"]]], PathError,
+     "unresolvable path: ['o', 'k'] at op 0: the int at ['o'] has no members", ["o", "k"]),
+    (5, [["d", ["k"]]], PathError,
+     "unresolvable path: ['k'] at op 0: the int at [] has no members", ["k"]),
+    (None, [["d", ["k"]]], PathError,
+     "unresolvable path: ['k'] at op 0: no value yet (start with an r op)", ["k"]),
+    ({"a": "x"}, [["a", ["a"], "\ud800"]], JSONValueError,
+     f"a text at path ['a'] at op 0: holds a lone surrogate at index 0; {JSON_RULE}", ["a"]),
+    # A t and the a after it on the same path are applied as one step: still named, still op 0.
+    ({"a": "xy"}, [["t", ["a"], 1], ["a", ["a"], "z\ud800"]], JSONValueError,
+     f"a text at path ['a'] at op 0: holds a lone surrogate at index 1; {JSON_RULE}", ["a"]),
+    ({"b": 1}, [["s", ["b"], 2], ["t", ["zz"], 1], ["a", ["zz"], "x"]], PathError,
+     "unresolvable path: ['zz'] at op 1: t needs an existing string, there is no key 'zz'",
+     ["zz"]),
+    (None, 5, ShapeError, "a batch must be a list of ops, got 5", None),
     ({"o": 5}, [["p", ["o"], 0, 0, []]], PathError,
      "unresolvable path: ['o'] at op 0: p needs a list, found int", ["o"]),
     ({"o": [[]]}, [["m", ["o", 1], []]], PathError,
@@ -115,11 +130,30 @@ def test_an_int_segment_inside_a_path_addresses_the_decimal_key_of_an_object() -
     assert apply({"7": "abc"}, [["t", [7], 1]]) == {"7": "bc"}
 
 
-def test_a_failure_after_a_move_restores_the_original_order() -> None:
-    target = {"xs": [1, 2, 3], "n": 0}
+def test_a_t_is_fused_only_with_an_a_on_the_same_path() -> None:
+    # Any other op after a t stays an op of its own.
+    assert apply({"x": "abc"}, [["t", ["x"], 1], ["s", ["x"], "new"]]) == {"x": "new"}
+    assert apply({"x": "abc"}, [["t", ["x"], 1], ["t", ["x"], 1]]) == {"x": "c"}
+    assert apply({"x": "abc", "y": ""}, [["t", ["x"], 1], ["a", ["y"], "z"]]) == {
+        "x": "bc",
+        "y": "z",
+    }
+
+
+@pytest.mark.parametrize(
+    "done",
+    [
+        [["t", ["x"], 1], ["a", ["x"], "z"]],  # the fused t + a
+        [["d", ["missing"]]],  # a no-op delete must not come back as a key
+        [["d", ["x"]], ["d", ["missing"]]],
+        [["m", ["xs"], [2, 0, 1]]],
+    ],
+)
+def test_a_failure_later_in_the_batch_undoes_it(done: list[Any]) -> None:
+    target = {"x": "abc", "xs": [1, 2, 3]}
     with pytest.raises(PathError):
-        apply(target, [["m", ["xs"], [2, 0, 1]], ["s", ["n"], 1], ["d", ["xs", "k"]]])
-    assert target == {"xs": [1, 2, 3], "n": 0}
+        apply(target, [*done, ["s", ["zz", "q"], 1]])
+    assert target == {"x": "abc", "xs": [1, 2, 3]}
 
 
 DECODE_REFUSALS: list[tuple[Any, type[ChordError], str, Any]] = [
