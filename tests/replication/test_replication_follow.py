@@ -149,3 +149,54 @@ async def test_a_lane_dropped_while_idle_and_made_again_is_followed_again(tmp_pa
         await followers.aclose()
         await writer_repo.close()
         await reader_repo.close()
+
+
+async def test_a_follower_reads_its_session_only_when_the_store_says_it_moved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolfold.server._follow import Followers
+    from toolfold.server._sessions import SessionPool
+    from toolfold.storage import append_entry
+
+    polls: list[str] = []
+    real_poll = SessionFollower.poll
+
+    async def counted(self: SessionFollower) -> Any:
+        polls.append(self.lane)
+        return await real_poll(self)
+
+    monkeypatch.setattr(SessionFollower, "poll", counted)
+    url = f"sqlite:{tmp_path / 'toolfold.db'}"
+    writer_repo, reader_repo = open_repository(url), open_repository(url)
+    lanes = Lanes()
+    # No backstop read and no idle stop within the test: every read is a wake-up.
+    followers = Followers(SessionPool(reader_repo), lanes, safety_poll=3600, idle=3600)
+
+    async def until(what: str, ok: Any) -> None:
+        for _ in range(1000):
+            if ok():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"never {what}: {polls}")
+
+    try:
+        followed = await writer_repo.create_session(LANE)
+        other = await writer_repo.create_session("other")
+        watcher = lanes.host(LANE).subscribe()
+        followers.ensure(LANE)
+        await until("the first read", lambda: len(polls) == 1)
+        for n in range(3):
+            # Another session's commit moves data_version; the probe waiting on it
+            # wakes only after the watcher looked, so the follower saw it too.
+            probe = asyncio.create_task(reader_repo.wait_for_change("other", n))
+            await other.commit([append_entry(n)])
+            async with asyncio.timeout(30):
+                await probe
+            assert polls == [LANE]
+        await followed.commit([append_entry("news")])
+        await until("a read after the commit", lambda: len(polls) == 2)
+        watcher.close()
+    finally:
+        await followers.aclose()
+        await writer_repo.close()
+        await reader_repo.close()
