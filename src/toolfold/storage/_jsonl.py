@@ -19,6 +19,7 @@ import heapq
 import os
 import secrets
 import shutil
+import time
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterator
@@ -1154,26 +1155,58 @@ class JsonlRepository(Repository):
     async def _high_water(self, name: str) -> int:
         return await asyncio.to_thread(self._high_water_now, name)
 
-    def _signature(self, name: str) -> tuple[tuple[str, int, int, int], ...] | None:
-        found = []
-        for path in self._files(name):
+    def _signature(
+        self, name: str, listings: dict[str, tuple[tuple[int, int], list[str]]]
+    ) -> tuple[int, ...] | None:
+        """(ino, size, mtime) of the session's files, ``None`` if it was deleted. The
+        side directory is listed again only when its own (ino, mtime) moved (a side
+        file made or unlinked), so a quiet session costs two ``stat`` calls and one
+        per side file. A listing taken within a second of the directory's mtime is
+        not reused: a file made in the same clock tick as the listing leaves the
+        mtime unchanged (the "racy" case version control systems guard against)."""
+        base = os.path.join(self._dir, name)
+        try:
+            st = os.stat(base + MAIN_SUFFIX)
+        except FileNotFoundError:
+            return None
+        found = [st.st_ino, st.st_size, st.st_mtime_ns]
+        side_dir = base + SIDE_DIR_SUFFIX
+        try:
+            st = os.stat(side_dir)
+        except FileNotFoundError:
+            return tuple(found)
+        listed = (st.st_ino, st.st_mtime_ns)
+        cached = listings.get(name)
+        if cached is None or cached[0] != listed or time.time_ns() - listed[1] < 1_000_000_000:
+            try:
+                sides = sorted(
+                    e.path
+                    for e in os.scandir(side_dir)
+                    if e.name.startswith(SIDE_PREFIX) and e.name.endswith(SIDE_SUFFIX)
+                )
+            except FileNotFoundError:
+                sides = []
+            cached = listings[name] = (listed, sides)
+        for path in cached[1]:
             try:
                 st = os.stat(path)
             except FileNotFoundError:
-                if path.name.endswith(MAIN_SUFFIX):
-                    return None  # deleted: nothing to wake anyone for
+                found.append(-1)  # unlinked since listed: the next round lists again
                 continue
-            found.append((path.name, st.st_ino, st.st_size, st.st_mtime_ns))
+            found += (st.st_ino, st.st_size, st.st_mtime_ns)
         return tuple(found)
 
     def _moved(
-        self, names: list[str], seen: dict[str, tuple[tuple[str, int, int, int], ...] | None]
+        self,
+        names: list[str],
+        seen: dict[str, tuple[int, ...] | None],
+        listings: dict[str, tuple[tuple[int, int], list[str]]],
     ) -> list[tuple[str, int]]:
         """(In a thread.) The sessions among ``names`` whose files changed since
         ``seen`` was taken, with their high-water seqs; ``seen`` is brought up to date."""
         moved = []
         for name in names:
-            signature = self._signature(name)
+            signature = self._signature(name, listings)
             if name in seen and seen[name] == signature:
                 continue
             seen[name] = signature
@@ -1182,17 +1215,20 @@ class JsonlRepository(Repository):
                     moved.append((name, self._high_water_now(name)))
         for name in [n for n in seen if n not in names]:
             del seen[name]
+            listings.pop(name, None)
         return moved
 
     async def _watch(self, waiters: ChangeWaiters, ready: Callable[[], None]) -> None:
         # Another process appends to the files: their sizes are the signal (a stat
         # each, no read). Only a file that changed is read, and only its last line.
-        seen: dict[str, tuple[tuple[str, int, int, int], ...] | None] = {}
+        seen: dict[str, tuple[int, ...] | None] = {}
+        listings: dict[str, tuple[tuple[int, int], list[str]]] = {}
         ready()
         while True:
             await waiters.wait_nonempty()
             await asyncio.sleep(CHANGE_POLL_INTERVAL)
-            for name, high in await asyncio.to_thread(self._moved, waiters.names, seen):
+            moved = await asyncio.to_thread(self._moved, waiters.names, seen, listings)
+            for name, high in moved:
                 waiters.publish(name, high)
 
 
