@@ -45,6 +45,13 @@ async def test_a_read_only_repository_names_what_it_refused(tmp_path: Path) -> N
             await ro.delete_session("kept")
         assert str(info.value) == f"cannot delete session 'kept': {where}"
         assert await ro.list_sessions() == ["kept"]
+        reader = await ro.open_session("kept")
+        with pytest.raises(ReadOnlyError) as info:
+            await reader.commit([set_value(TOKEN, 1)])
+        assert str(info.value) == (
+            "session 'kept' was opened read-only; open it with open_session(name) from a "
+            "writable repository to commit"
+        )
     finally:
         await ro.close()
 
