@@ -158,6 +158,7 @@ def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
         ([["l", ["n", "k"], 0, "x"]], SESSION, "record 0: seq must be >= 1"),
         ([["l", ["n", "k"], 1]], SESSION, "record 0: 'l' takes 4 or 5 fields, got 3"),
         ([["l", ["n", "k"], 1, "x", ""]], SESSION, "append_list to list 'n'/'k' in SESSION: tag must be None or a non-empty str of printable characters, got ''"),
+        ([["l", ["n", "k"], 1, "x", 5]], SESSION, "tag must be a string, got 5"),
         ([["l", ["n"], 1, "x"]], SESSION, "address must be an id or [namespace, key], got ['n']"),
         ([["l", ["", "k"], 1, "x"]], SESSION, "list namespace must be non-empty"),
         ([["l", [1, "k"], 1, "x"]], SESSION, "namespace must be a string, got 1"),
