@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from durability_helpers import Store
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolfold.chord import track
 from toolfold.durability import (
@@ -28,7 +30,7 @@ from toolfold.durability import (
     recover,
 )
 from toolfold.harness import DurableHooks, Harness, resume
-from toolfold.storage import ConflictError
+from toolfold.storage import ConflictError, MemoryRepository
 
 
 def record(call: str, op: str = "op1") -> CallRecord:
@@ -207,3 +209,82 @@ async def test_a_heartbeat_keeps_the_lease_and_stops_when_fenced(store: Store) -
     [pending] = await a.pending_operations()
     with pytest.raises(LeaseHeldError):
         await Durability(s, host="B", wall_clock=clock).claim(pending, "B")
+
+
+STEPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("start"), st.booleans()),
+        st.tuples(st.just("advance"), st.integers(0, 8)),
+        st.tuples(st.just("renew"), st.integers(0, 5)),
+        st.tuples(st.just("settle"), st.integers(0, 5)),
+        st.tuples(st.just("janitor"), st.none()),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(steps=STEPS)
+def test_a_janitor_settles_exactly_the_expired_leases_once_property(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """Hosts start leased or unleased operations, renew and settle them while the clock
+    moves and a janitor sweeps: each sweep settles exactly the unsettled leased ones
+    whose lease expired, never an unleased or live one, and a host whose operation was
+    taken over is fenced when it renews or settles. Every call settles at most once."""
+
+    async def scenario() -> None:
+        s = await MemoryRepository().open_session("s", create=True)
+        clock = Clock()
+        ops: list[DurableOperation] = []
+        leased: list[bool] = []
+        expires: list[float] = []
+        settled: set[int] = set()
+        taken: set[int] = set()  # settled by the janitor: their hosts are fenced
+        by_host: set[int] = set()  # settled by their own host
+        janitor = Durability(s, host="J", lease_ttl=5, wall_clock=clock)
+        h = Harness([], hooks=DurableHooks(janitor))
+        for verb, arg in steps:
+            if verb == "start":
+                k = len(ops)
+                d = Durability(s, host=f"H{k}" if arg else None, lease_ttl=5, wall_clock=clock)
+                op = await d.start_operation(f"op{k}", f"op{k}", [record(f"c{k}", f"op{k}")])
+                stop(op)
+                ops.append(op)
+                leased.append(arg)
+                expires.append(clock.now + 5)
+            elif verb == "advance":
+                clock.now += arg
+            elif verb in ("renew", "settle") and arg < len(ops) and arg not in by_host:
+                op = ops[arg]
+                if verb == "renew" and op.lease is None:
+                    continue
+                try:
+                    if verb == "renew":
+                        assert op.lease is not None
+                        await op.lease.renew()
+                        expires[arg] = clock.now + 5
+                    else:
+                        await op.settle(f"c{arg}", message(f"c{arg}"))
+                        settled.add(arg)
+                        by_host.add(arg)
+                except FencedError:
+                    assert arg in taken  # only a host that lost its operation
+                else:
+                    assert arg not in taken
+            elif verb == "janitor":
+                due = {
+                    k
+                    for k in range(len(ops))
+                    if leased[k] and k not in settled and expires[k] <= clock.now
+                }
+                results = await resume(h, orphans_only=True)
+                assert {int(r.tool_call_id[1:]) for r in results} == due
+                settled |= due
+                taken |= due
+        for k in range(len(ops)):
+            assert len(await s.entries_by_key(f"c{k}")) == (1 if k in settled else 0)
+        live = {scope.id for scope in await s.live_scopes()}
+        assert live == {f"op{k}" for k in range(len(ops)) if k not in settled}
+
+    asyncio.run(scenario())
