@@ -59,6 +59,8 @@ def test_every_record_verb() -> None:
             set_value(v, {"a": [1, 2.5, None, True, "é"]}),
             delete_value(v),
             append_entry({"role": "tool"}),
+            append_entry(1, key="call-1"),
+            append_entry(2, key=None, summary="two"),
             retire_scope(OP),
             retire_scope(OP),
         ],
@@ -67,8 +69,8 @@ def test_every_record_verb() -> None:
     assert line == (
         b'[["v",["ns","k"],7,{"a":[1,2.5,null,true,"\xc3\xa9"]}],'
         b'["@",0,"ns","k"],["x",0,8],'
-        b'["e",9,{"role":"tool"}],'
-        b'["!","op",10],["@",1,"op"],["!",1,11]]\n'
+        b'["e",9,{"role":"tool"}],["e",10,1,"call-1"],["e",11,2,null,"two"],'
+        b'["!","op",12],["@",1,"op"],["!",1,13]]\n'
     )
     t2 = AddressTable()
     out = decode_line(t2, orjson.loads(line), SESSION, path="f", lineno=2)
@@ -76,14 +78,18 @@ def test_every_record_verb() -> None:
         (7, set_value(v, {"a": [1, 2.5, None, True, "é"]})),
         (8, delete_value(v)),
         (9, append_entry({"role": "tool"})),
-        (10, retire_scope(OP)),
-        (11, retire_scope(OP)),
+        (10, append_entry(1, key="call-1")),
+        (11, append_entry(2, summary="two")),
+        (12, retire_scope(OP)),
+        (13, retire_scope(OP)),
     ]
     # The payload of each record: what a value, element or entry holds; None for the rest.
     assert [p for _, _, p in out] == [
         {"a": [1, 2.5, None, True, "é"]},
         None,
         {"role": "tool"},
+        1,
+        2,
         None,
         None,
     ]
@@ -118,6 +124,20 @@ def test_undo_takes_back_a_line_that_never_reached_the_file() -> None:
     assert t == before
     # and the next line defines the id again, as the file needs
     assert enc(t, [append_list(a, 4)], 4) == b'[["@",0,"n","k"],["l",0,4,4]]\n'
+    # Undoing a later line keeps the ids defined before it.
+    kept = copy.deepcopy(t)
+    b = list_address("n", "b")
+    _, _, token = encode_line(t, (append_list(b, 5), append_list(b, 6)), (5, 6))
+    assert t.by_id == [("n", "k"), ("n", "b")]
+    undo(t, token)
+    assert t == kept
+
+
+def test_a_line_with_fewer_seqs_than_writes_is_refused_and_leaves_the_table_alone() -> None:
+    t = AddressTable()
+    with pytest.raises(ValueError):
+        encode_line(t, (append_list(list_address("n", "k"), 1), append_entry(2)), (1,))
+    assert t == AddressTable()
 
 
 def test_a_line_that_fails_to_encode_leaves_the_table_alone() -> None:
@@ -212,7 +232,12 @@ def writes_for(scope: Scope) -> st.SearchStrategy[Write]:
     ]
     if scope == SESSION:
         addr_writes += [
-            st.builds(append_entry, json_value),
+            st.builds(
+                lambda e, k, s: append_entry(e, key=k, summary=s),
+                json_value,
+                st.none() | keys,
+                st.none() | json_value,
+            ),
             st.builds(
                 lambda i: retire_scope(ephemeral_scope(i)), st.sampled_from(["op", "op/2", "é"])
             ),
