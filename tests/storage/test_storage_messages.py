@@ -79,8 +79,7 @@ async def test_a_refused_precondition_carries_its_address() -> None:
             await s.commit([set_value(TOKEN, 3)], expect=[expect(TOKEN, 2)])
         assert (info.value.address, info.value.expected, info.value.found) == (TOKEN, 2, 1)
         assert str(info.value) == (
-            f"commit of session 's' refused: expected {TOKEN} to be 2, found 1; "
-            "nothing was written"
+            f"commit of session 's' refused: expected {TOKEN} to be 2, found 1; nothing was written"
         )
     finally:
         await repo.close()
