@@ -30,7 +30,8 @@ from toolfold.storage import (
     set_value,
     value,
 )
-from toolfold.storage._jsonl import JsonlRepository, JsonlSession, _frame
+from toolfold.storage._jsonl import JsonlRepository, JsonlSession
+from toolfold.storage._jsonl_files import _frame
 
 OP = ephemeral_scope("op 1/é")
 PENDING = list_address("pending.tool_output", "op1:inv1", OP)
