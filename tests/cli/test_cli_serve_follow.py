@@ -71,6 +71,9 @@ def test_a_run_in_another_process_shows_up_live_in_serve(store: str, tmp_path: P
             )
         assert _call(value)["status"] == "ok"
         assert _text(value) == "first-line\nsecond-line\nlast-line\n"
+        # The settled state is the final one even when the last checkpoint was retired
+        # before the server read it: its totals come from the run's record.
+        assert _call(value)["output"]["truncation"]["total_lines"] == 3
         (entry,) = value["transcript"]
         assert entry["tool_call_id"] in value["tools"] and entry.get("output_ref")
         run.wait(timeout=60)

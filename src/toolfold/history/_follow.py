@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,12 @@ from toolfold.storage import ListAddress, Session
 from ._calls import run_record_address
 
 _PAGE = 256
+
+SETTLED_RECORD_WAIT = 2.0
+"""Seconds a settlement waits for its call's run record to gain the output's
+``truncation`` totals (written right after the settlement by the host that ran it):
+the final checkpoint may have been retired unread, and without those totals
+followers would disagree on the settled state depending on when they read."""
 
 
 @dataclass
@@ -81,6 +88,14 @@ class SessionFollower:
         self._ops: dict[str, _Operation] = {}
         self._messages: dict[str, _Call] = {}
         """Assistant messages being generated, by operation id."""
+        self._held: dict[str, float] = {}
+        """Settlements waiting for their run record's totals: tool call id -> deadline."""
+
+    @property
+    def holding(self) -> bool:
+        """Whether a settlement waits for its run record (poll again soon: the record
+        is written right after the settlement, or the wait ends by deadline)."""
+        return bool(self._held)
 
     async def poll(self) -> list[HarnessEvent]:
         """The events for everything that changed since the previous poll."""
@@ -98,6 +113,8 @@ class SessionFollower:
         # A result entry lands in the same transaction that retires its operation, and
         # the scopes were read first: every retired operation's results were read above.
         for op_id in [op for op in self._ops if op not in scopes]:
+            if any(c in self._held for c in self._ops[op_id].calls):
+                continue  # its settlement waits for the run record: the run goes on
             events.append(RunEnd(self._ops.pop(op_id).run_id))
         return events
 
@@ -196,14 +213,21 @@ class SessionFollower:
         while True:
             entries = await self.session.read_entries(cursor=self._entries_after, limit=_PAGE)
             for entry in entries:
-                self._entries_after = entry.seq
                 message = entry.value
                 if isinstance(message, dict) and message.get("role") == "assistant":
+                    self._entries_after = entry.seq
                     self._message_settled(message, events)
                     continue
                 if not isinstance(message, dict) or message.get("role") != "tool_result":
+                    self._entries_after = entry.seq
                     continue
                 tool_call_id = str(message.get("tool_call_id", ""))
+                truncation: Any = None
+                if tool_call_id in calls:
+                    truncation = await self._settled_totals(tool_call_id)
+                    if truncation is _WAIT:
+                        return  # this entry again at the next poll, after the record
+                self._entries_after = entry.seq
                 call = calls.pop(tool_call_id, None)
                 if call is None:
                     if await self._own(tool_call_id):
@@ -220,12 +244,30 @@ class SessionFollower:
                     ["s", ["content"], message.get("content", [])],
                     ["s", ["details"], message.get("details", {})],
                 ]
+                if truncation is not None:
+                    final.append(["s", ["truncation"], truncation])
                 if call.decoder is not None:
                     events.append(ToolUpdate(*ids, final))
                 events.append(ToolEnd(*ids, is_error=bool(message.get("is_error"))))
                 events.append(ToolSettled(*ids, message))
             if len(entries) < _PAGE:
                 return
+
+    async def _settled_totals(self, tool_call_id: str) -> Any:
+        """The settled output's ``truncation`` from the call's run record; ``_WAIT``
+        while a host's record lacks it (it lands right after the settlement) and the
+        wait is not over; ``None`` for a call without a record (a plain harness) or
+        after the wait."""
+        record = await self.session.get_value(run_record_address(tool_call_id))
+        if isinstance(record, dict) and "truncation" in record:
+            self._held.pop(tool_call_id, None)
+            return record["truncation"]
+        if isinstance(record, dict):
+            deadline = self._held.setdefault(tool_call_id, time.monotonic() + SETTLED_RECORD_WAIT)
+            if time.monotonic() < deadline:
+                return _WAIT
+        self._held.pop(tool_call_id, None)
+        return None
 
     def _message_settled(self, entry: dict[str, Any], events: list[HarnessEvent]) -> None:
         call = self._messages.pop(str(entry.get("operation_id", "")), None)
@@ -244,4 +286,6 @@ class SessionFollower:
         events.append(MessageEnd(*ids, stop_reason=str(stop), is_error=bool(entry.get("is_error"))))
 
 
-__all__ = ["SessionFollower"]
+_WAIT = object()
+
+__all__ = ["SETTLED_RECORD_WAIT", "SessionFollower"]

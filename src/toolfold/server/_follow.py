@@ -96,8 +96,11 @@ class Followers:
                     watched = loop.time()
                 elif loop.time() - watched >= self.idle:
                     return
+                # A settlement waiting for its run record is read again soon even if
+                # the record never comes (its wait ends by deadline, not by a commit).
+                wait = 0.1 if follower.holding else min(self.safety_poll, self.idle)
                 try:
-                    async with asyncio.timeout(min(self.safety_poll, self.idle)):
+                    async with asyncio.timeout(wait):
                         seen = await repository.wait_for_change(name, seen)
                 except TimeoutError:
                     pass  # the backstop read, and a look at the subscribers

@@ -196,6 +196,9 @@ class PostgresRepository(Repository):
 
     async def _with_repo_conn(self, what: str, fn: Any) -> Any:
         async with self._conn_lock:
+            # A call that was in flight when the repository closed must not open a
+            # connection nobody would close.
+            self._check_open()
             conn = await self._repo_conn()
             try:
                 return await fn(conn)
