@@ -71,6 +71,16 @@ def test_without_an_id_the_line_is_a_value_error() -> None:
     assert isinstance(oversized(b"[1,2", b"3]", 99, 10, "upstream"), ValueError)
 
 
+def test_an_upstream_request_over_the_cap_answers_none_of_ours() -> None:
+    # Its "id" is the upstream's own: taken for a response, it would fail our call 7.
+    for data in (
+        {"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {"x": "y"}},
+        {"method": "sampling/createMessage", "params": {"x": "y"}, "jsonrpc": "2.0", "id": 7},
+    ):
+        line = json.dumps(data).encode()
+        assert isinstance(oversized(line[:_EDGE], line[-_EDGE:], 99, 10, "upstream"), ValueError)
+
+
 @given(
     messages=st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"x")), max_size=12),
     cap=st.integers(1, 50),

@@ -26,9 +26,16 @@ _ID_AT_START = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*
 _ID_AT_END = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*\}\s*$')
 
 
+_METHOD_AT_START = re.compile(rb'^\s*\{[^{}\[\]]*?"method"\s*:')
+
+
 def _request_id(head: bytes, tail: bytes) -> int | str | None:
     # A response's "id" is a top-level member: writers put it first (Python's SDK) or
-    # last (JavaScript's JSON.stringify of {result, jsonrpc, id}).
+    # last (JavaScript's JSON.stringify of {result, jsonrpc, id}). A message with a
+    # "method" is the upstream's own request (its "id" is the upstream's, not one of
+    # ours) or a notification: it answers nothing.
+    if _METHOD_AT_START.search(head):
+        return None
     found = _ID_AT_START.search(head) or _ID_AT_END.search(tail)
     if found is None:
         return None
