@@ -145,6 +145,8 @@ async def test_sessions_and_repositories_describe_their_state(tmp_path: Path) ->
     await s.commit([set_value(TOKEN, 1)])
     kind = type(s).__name__
     assert repr(s) == f"<{kind} 's' next_seq=2>"
+    assert (s.closed, s.read_only, s.notes) == (False, False, ())
+    assert s.closed is False and s.read_only is False
     await s.close()
     assert repr(s) == f"<{kind} 's' closed>"
     assert repr(repo) == f"<{type(repo).__name__} {repo.location}>"
@@ -255,5 +257,19 @@ async def test_entries_by_key_returns_at_most_limit() -> None:
         for limit in (0, 1, 2, None):
             found = await s.entries_by_key("k", limit=limit)
             assert [e.value for e in found] == [0, 1, 2][:limit]
+    finally:
+        await repo.close()
+
+
+async def test_a_closed_reader_is_forgotten_by_its_repository(tmp_path: Path) -> None:
+    # A server opens a reader per request: the repository must not keep the closed ones.
+    repo = open_repository(f"sqlite:{tmp_path / 's.db'}")
+    try:
+        await (await repo.create_session("s")).close()
+        for _ in range(3):
+            reader = await repo.open_session("s", read_only=True)
+            assert reader.read_only is True and repo._readers == {reader}
+            await reader.close()
+            assert repo._readers == set()
     finally:
         await repo.close()
