@@ -4,6 +4,7 @@ session or repository describes itself by name and state."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -271,5 +272,37 @@ async def test_a_closed_reader_is_forgotten_by_its_repository(tmp_path: Path) ->
             assert reader.read_only is True and repo._readers == {reader}
             await reader.close()
             assert repo._readers == set()
+    finally:
+        await repo.close()
+
+
+async def test_a_repository_reports_its_state_and_how_it_ended_a_wait() -> None:
+    repo = open_repository("memory:")
+    assert repo.closed is False
+    await (await repo.create_session("s")).close()
+    wait = asyncio.create_task(repo.wait_for_change("s", 0))
+    for _ in range(2000):  # bounded: until the wait is registered
+        if repo._waiters.names:
+            break
+        await asyncio.sleep(0.005)
+    await repo.close()
+    with pytest.raises(ClosedError) as info:
+        async with asyncio.timeout(10):  # a hang guard, never a timing assertion
+            await wait
+    assert str(info.value) == "repository memory: was closed"
+    assert repo.closed is True
+
+
+async def test_a_reader_refuses_to_commit_and_says_how_to(tmp_path: Path) -> None:
+    repo = open_repository(f"sqlite:{tmp_path / 's.db'}")
+    try:
+        await (await repo.create_session("s")).close()
+        reader = await repo.open_session("s", read_only=True)
+        with pytest.raises(ReadOnlyError) as info:
+            await reader.commit([set_value(TOKEN, 1)])
+        assert str(info.value) == (
+            "session 's' was opened read-only; open it with open_session(name) from a "
+            "writable repository to commit"
+        )
     finally:
         await repo.close()
