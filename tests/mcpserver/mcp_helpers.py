@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from toolfold.durability import read_lease
+from toolfold.harness import Durability
 from toolfold.history import CallView, list_calls, pending_output
 from toolfold.storage import open_repository
 
@@ -77,6 +79,20 @@ async def calls(tmp_path: Path, session: str = "s1") -> list[CallView]:
             return []
         s = await repo.open_session(session)
         return await list_calls(s)
+    finally:
+        await repo.close()
+
+
+async def lease_owners(tmp_path: Path, session: str = "s1") -> list[str]:
+    """The lease owner of each unsettled operation of ``session`` (``"-"`` if unleased)."""
+    repo = open_repository(store_url(tmp_path))
+    try:
+        s = await repo.open_session(session)
+        owners = []
+        for pending in await Durability(s).pending_operations():
+            lease = await read_lease(s, pending.operation_id)
+            owners.append("-" if lease is None else lease.owner)
+        return owners
     finally:
         await repo.close()
 

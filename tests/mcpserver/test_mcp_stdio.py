@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from mcp_helpers import (
     clean_env,
     connect,
     kill_group_in,
+    lease_owners,
     pending_text,
     stdio_params,
     store_url,
@@ -261,6 +263,9 @@ async def test_kill_9_mid_call_then_a_new_server_settles_it_interrupted(tmp_path
                 pass  # the transport breaks with the server: expected
         [before] = await calls(tmp_path)
         assert before.status == "unsettled"
+        # The call was leased as the server process, so a janitor knows its host died.
+        server_pid = int((tmp_path / "server.pid").read_text())
+        assert await lease_owners(tmp_path) == [f"{socket.gethostname()}:{server_pid}"]
         async with connect(tmp_path) as client:
             await client.list_tools()
         [after] = await calls(tmp_path)

@@ -28,6 +28,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
+from toolfold.durability import default_host_id
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
 from toolfold.history import (
@@ -108,7 +109,10 @@ class McpHost:
         self.harness = Harness(
             settings.tools,
             context=self._context,
-            hooks=McpHooks(Durability(session), self._reporters),
+            # Each call is leased as this process (``hostname:pid``, renewed while it
+            # runs), so a janitor (``toolfold serve --resume-orphans``) settles the calls
+            # of a server that died, and leaves a live one's alone.
+            hooks=McpHooks(Durability(session, host=default_host_id()), self._reporters),
             pacing=settings.pacing,
         )
         self.reader: str | None = READ_TOOL if READ_TOOL in self.harness.tools else None
