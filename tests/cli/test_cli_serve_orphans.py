@@ -11,7 +11,6 @@ import asyncio
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -32,19 +31,6 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:{tmp_path / 'toolfold.db'}"
     url: str = request.getfixturevalue("postgres_url")
     return url
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test started (each in its own process group), killed at the end."""
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for proc in started:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 def calls(url: str, session: str) -> list[CallView]:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from cli_helpers import (
     AUTH,
     LineReader,
@@ -32,19 +31,6 @@ from cli_helpers import (
 )
 
 from toolfold.chord import is_base
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """Processes a test started (each in its own process group), killed at the end."""
-    started: list[subprocess.Popen[bytes]] = []
-    try:
-        yield started
-    finally:
-        for proc in started:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
 
 
 def settled(value: Any) -> bool:
