@@ -1,0 +1,333 @@
+"""The edges of leases (found by mutation testing, docs/TESTING.md): the expiry instant,
+which owners count as gone and that checking one never signals it, the stored names other
+hosts read, the fenced error's fields and text, refused arguments, and the heartbeat
+loop (renewing, surviving a failed renewal, stopping when told)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from toolfold.durability import (
+    DurabilityError,
+    FencedError,
+    Lease,
+    LeaseHeldError,
+    LeaseInfo,
+    acquire_lease,
+    owner_gone,
+    read_lease,
+)
+from toolfold.storage import BackendError, MemoryRepository, Session, set_value, value
+
+#: Rounds of a bounded poll on the heartbeat (each yields to the loop for a few ms).
+POLL_ROUNDS = 500
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Flaky:
+    """A session wrapper whose next ``fail_commits`` commits or ``fail_reads`` value reads
+    raise a :class:`BackendError` (a storage hiccup, not a lost lease)."""
+
+    def __init__(self, inner: Session) -> None:
+        self.inner = inner
+        self.fail_commits = 0
+        self.fail_reads = 0
+        self.commits = 0
+        #: Run once just before the next commit (another host acting in between).
+        self.before_commit: Callable[[], Awaitable[object]] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def commit(self, writes: Any, **kw: Any) -> Any:
+        self.commits += 1
+        if self.before_commit is not None:
+            hook, self.before_commit = self.before_commit, None
+            await hook()
+        if self.fail_commits:
+            self.fail_commits -= 1
+            raise BackendError("injected commit failure")
+        return await self.inner.commit(writes, **kw)
+
+    async def get_value(self, address: Any) -> Any:
+        if self.fail_reads:
+            self.fail_reads -= 1
+            raise BackendError("injected read failure")
+        return await self.inner.get_value(address)
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[Session]:
+    repo = MemoryRepository()
+    s = await repo.open_session("s", create=True)
+    try:
+        yield s
+    finally:
+        await repo.close()
+
+
+def test_a_lease_expires_at_its_expiry_instant() -> None:
+    lease = LeaseInfo("elsewhere:1", 1, expires=100.0, heartbeat=90.0)
+    assert lease.live(99.5)
+    assert not lease.live(100.0)
+
+
+async def test_a_takeover_is_allowed_exactly_when_the_lease_expires(session: Session) -> None:
+    clock = Clock()
+    first = await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+    clock.now += 5  # exactly the expiry
+    second = await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
+    assert (first.token, second.token) == (1, 2)
+
+
+async def test_the_lease_is_stored_under_the_documented_names(session: Session) -> None:
+    # Other hosts (and other versions) find the lease by these names: they are a format.
+    clock = Clock()
+    await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+    assert await session.get_value(value("lease.token", "op1")) == 1
+    holder = await session.get_value(value("lease.holder", "op1"))
+    assert holder == {"owner": "A", "token": 1, "expires": clock.now + 5, "heartbeat": clock.now}
+
+
+def test_which_owners_are_gone() -> None:
+    here = socket.gethostname()
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names no process any more
+    assert owner_gone(f"{here}:{gone.pid}")
+    # The same dead pid on another machine, or no process at all: not knowable here.
+    assert not owner_gone(f"elsewhere:{gone.pid}")
+    assert not owner_gone(str(gone.pid))
+    # This process itself, and pids no process can have.
+    assert not owner_gone(f"{here}:{os.getpid()}")
+    assert not owner_gone(f"{here}:0")
+    assert not owner_gone(f"{here}:{2**80}")
+
+
+def test_checking_whether_an_owner_is_gone_never_signals_it() -> None:
+    alive = subprocess.Popen(["sleep", "60"])
+    try:
+        assert not owner_gone(f"{socket.gethostname()}:{alive.pid}")
+    finally:
+        alive.kill()
+        alive.wait()
+    # Killed by the test's SIGKILL, not by a signal the check sent first.
+    assert alive.returncode == -signal.SIGKILL
+
+
+async def test_a_bad_owner_or_ttl_is_refused_before_anything_is_written(
+    session: Session,
+) -> None:
+    with pytest.raises(DurabilityError, match=r"a lease owner must be a non-empty host id, got ''"):
+        await acquire_lease(session, "op1", "")
+    with pytest.raises(DurabilityError, match=r"lease ttl must be > 0 seconds, got 0"):
+        await acquire_lease(session, "op1", "A", ttl=0)
+    assert await read_lease(session, "op1") is None
+
+
+async def test_a_write_after_the_settlement_by_another_host_names_nobody(
+    session: Session,
+) -> None:
+    clock = Clock()
+    a = await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+    clock.now += 6
+    b = await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
+    await b.commit(b.release_writes())
+    with pytest.raises(FencedError) as info:
+        await a.renew()
+    err = info.value
+    assert str(err) == (
+        "write of operation 'op1' by host 'A' refused: it carries fencing token 1, but the "
+        "stored token is {'settled': 2} (held by nobody: settled); this host lost its lease "
+        "and must stop working on the operation"
+    )
+    assert (err.operation_id, err.owner, err.token, err.holder) == ("op1", "A", 1, None)
+    assert err.current_token == {"settled": 2}
+    # The loss is remembered: the next write is refused without asking the store.
+    with pytest.raises(FencedError) as again:
+        await a.commit([set_value(value("x", "op1"), 1)])
+    assert again.value is err
+
+
+async def test_a_fenced_write_is_reported_even_if_the_holder_cannot_be_read(
+    session: Session,
+) -> None:
+    clock = Clock()
+    flaky = Flaky(session)
+    a = await acquire_lease(flaky, "op1", "A", ttl=5, clock=clock)  # type: ignore[arg-type]
+    clock.now += 6
+    await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
+    flaky.fail_reads = 1  # the read of the new holder fails
+    with pytest.raises(FencedError) as info:
+        await a.renew()
+    assert info.value.holder is None and info.value.current_token == 2
+    assert "stored token is 2" in str(info.value)
+
+
+async def wait_for_renewal(lease: Lease, session: Session, after: float) -> LeaseInfo:
+    """Poll (bounded) until the stored lease shows a heartbeat at or after ``after``."""
+    for _ in range(POLL_ROUNDS):
+        held = await read_lease(session, lease.operation_id)
+        if held is not None and held.heartbeat >= after:
+            return held
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"no heartbeat of {lease.operation_id!r} at or after {after}")
+
+
+async def test_the_heartbeat_renews_and_outlives_a_failed_renewal(session: Session) -> None:
+    clock = Clock()
+    flaky = Flaky(session)
+    # A short ttl so the heartbeat beats often; the lease's own clock is the fake one.
+    lease = await acquire_lease(flaky, "op1", "A", ttl=0.03, clock=clock)  # type: ignore[arg-type]
+    lease.start_heartbeat()
+    try:
+        clock.now += 100
+        held = await wait_for_renewal(lease, session, clock.now)
+        assert held.expires == clock.now + 0.03 and held.token == 1
+        # A storage hiccup is not a lost lease: the heartbeat tries again.
+        failed_at = flaky.commits
+        flaky.fail_commits = 1
+        clock.now += 100
+        await wait_for_renewal(lease, session, clock.now)
+        assert flaky.commits >= failed_at + 2 and lease.lost is None
+    finally:
+        lease.stop_heartbeat()
+
+
+async def test_stopping_the_heartbeat_cancels_it(session: Session) -> None:
+    lease = await acquire_lease(session, "op1", "A", ttl=60)
+    before = asyncio.all_tasks()
+    lease.start_heartbeat()
+    [beat] = asyncio.all_tasks() - before
+    lease.start_heartbeat()  # already beating: no second task
+    assert asyncio.all_tasks() - before == {beat}
+    lease.stop_heartbeat()
+    done, _ = await asyncio.wait([beat], timeout=10)
+    assert done == {beat} and beat.cancelled()
+
+
+async def test_a_fenced_heartbeat_stops_and_keeps_the_loss(session: Session) -> None:
+    clock = Clock()
+    a = await acquire_lease(session, "op1", "A", ttl=0.03, clock=clock)
+    before = asyncio.all_tasks()
+    a.start_heartbeat()
+    [beat] = asyncio.all_tasks() - before
+    try:
+        clock.now += 100
+        await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
+        done, _ = await asyncio.wait([beat], timeout=10)
+        assert done == {beat} and not beat.cancelled() and beat.exception() is None
+        assert isinstance(a.lost, FencedError) and a.lost.holder == "B"
+    finally:
+        a.stop_heartbeat()
+
+
+async def test_a_lease_taken_first_by_another_host_names_the_winner(session: Session) -> None:
+    clock = Clock()
+    await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
+    assert (info.value.holder, info.value.expires) == ("A", clock.now + 5)
+    assert str(info.value) == (
+        "operation 'op1' is held by host 'A' (token 1) for another 5.0 s; it is running there"
+    )
+    assert info.value.operation_id == "op1"
+
+
+async def test_a_settled_operation_cannot_be_leased_again(session: Session) -> None:
+    lease = await acquire_lease(session, "op1", "A", ttl=0.5)  # a ttl under a second is fine
+    await lease.commit(lease.release_writes())
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(session, "op1", "B")
+    assert str(info.value) == (
+        "operation 'op1' has already settled (fencing token 1); there is nothing to resume"
+    )
+    assert (info.value.operation_id, info.value.holder, info.value.expires) == ("op1", "", 0.0)
+
+
+async def test_a_token_that_is_not_one_is_refused_and_left_alone(session: Session) -> None:
+    await session.commit([set_value(value("lease.token", "op1"), "seven")])
+    with pytest.raises(DurabilityError) as info:
+        await acquire_lease(session, "op1", "A")
+    assert str(info.value) == (
+        f"{value('lease.token', 'op1')} holds 'seven', not a fencing token; "
+        "the session was written by something else"
+    )
+    assert await session.get_value(value("lease.token", "op1")) == "seven"
+
+
+async def test_losing_the_race_for_a_lease_names_the_winner(session: Session) -> None:
+    clock = Clock()
+    flaky = Flaky(session)
+    # B has read the token (none yet) when A takes the operation: B's commit conflicts.
+    flaky.before_commit = lambda: acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(flaky, "op1", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "operation 'op1' was taken by host 'A' first (token 1); "
+        "two hosts never resume the same operation"
+    )
+    assert (info.value.operation_id, info.value.holder) == ("op1", "A")
+    assert info.value.expires == clock.now + 5
+    held = await read_lease(session, "op1")
+    assert held is not None and (held.owner, held.token) == ("A", 1)
+
+
+async def test_losing_the_race_to_a_host_that_already_settled(session: Session) -> None:
+    clock = Clock()
+    flaky = Flaky(session)
+
+    async def take_and_settle() -> None:
+        lease = await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+        await lease.commit(lease.release_writes())
+
+    flaky.before_commit = take_and_settle
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(flaky, "op1", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "operation 'op1' was taken by host '(unknown)' first (token {'settled': 1}); "
+        "two hosts never resume the same operation"
+    )
+    assert (info.value.operation_id, info.value.holder, info.value.expires) == ("op1", "", 0.0)
+
+
+async def test_the_heartbeat_renews_every_third_of_the_ttl(
+    session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The interval is what keeps a live host's lease from lapsing between two beats; it
+    # is read from the sleep the heartbeat asks for, not measured.
+    real_sleep = asyncio.sleep
+    asked: list[float] = []
+
+    async def recording_sleep(delay: float) -> None:
+        asked.append(delay)
+        await real_sleep(0)
+
+    lease = await acquire_lease(session, "op1", "A", ttl=9)
+    monkeypatch.setattr(asyncio, "sleep", recording_sleep)
+    before = asyncio.all_tasks()
+    lease.start_heartbeat()
+    [beat] = asyncio.all_tasks() - before
+    try:
+        for _ in range(POLL_ROUNDS):
+            if len(asked) >= 2:
+                break
+            await real_sleep(0)
+    finally:
+        lease.stop_heartbeat()
+        await asyncio.wait([beat], timeout=10)
+    assert len(asked) >= 2 and set(asked) == {3.0}
