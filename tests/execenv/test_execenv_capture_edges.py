@@ -1,0 +1,55 @@
+"""Edge cases of OutputCapture that the reference-model properties rarely draw.
+
+Each pins one decision of the streaming capture that a mutation run showed no test made:
+see docs/TESTING.md, "Mutation testing".
+"""
+
+from __future__ import annotations
+
+from toolfold.execenv import OutputCapture, ShellOutputLimits
+
+
+def _fed(chunks: list[bytes], lim: ShellOutputLimits) -> OutputCapture:
+    cap = OutputCapture(lim)
+    for chunk in chunks:
+        cap.feed(chunk)
+    cap.close()
+    return cap
+
+
+def test_an_8bit_csi_split_right_after_the_first_character_is_held_back_whole() -> None:
+    # U+009B at index 1 of a read, its parameters cut by the read boundary: the partial
+    # sequence must wait for the next read, not be cleaned as a lone C1 control (which
+    # would leave its parameters "31m" in the view).
+    for retain in ("head", "tail"):
+        cap = _fed(["a\x9b3".encode(), b"1m\n"], ShellOutputLimits(retain=retain))
+        assert cap.snapshot().text == "a\n"
+
+
+def test_a_large_read_of_escaped_lines_skips_by_the_line_count_alone() -> None:
+    # Every line carries an escape, so the byte rule of the skip cannot be trusted; the
+    # read (smaller than max_bytes) holds more than max_lines newlines, which decides the
+    # tail view by itself, so the lines before the view are never decoded.
+    lim = ShellOutputLimits(max_bytes=100, max_lines=5)
+    cap = OutputCapture(lim)
+    cap.feed(b"".join(b"\x1b[1m%d\n" % i for i in range(10)))
+    assert cap._skipped
+    snap = cap.snapshot()
+    assert snap.text == "5\n6\n7\n8\n9\n"
+    assert snap.start == (5, 0)
+    assert (snap.truncation.truncated, snap.truncation.truncated_by) == (True, "lines")
+    assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (10, 60)
+
+
+def test_a_large_read_of_long_plain_lines_skips_by_the_byte_count_alone() -> None:
+    # Fewer newlines than max_lines, but the last plain line alone is larger than
+    # max_bytes: that suffix decides the tail view, so the lines before it are skipped.
+    lim = ShellOutputLimits(max_bytes=10, max_lines=5)
+    cap = OutputCapture(lim)
+    cap.feed(b"x" * 30 + b"\n" + b"y" * 30 + b"\n" + b"z" * 30)
+    assert cap._skipped
+    snap = cap.snapshot()
+    assert snap.text == "z" * 10
+    assert snap.start == (2, 20)
+    assert snap.truncation.last_line_partial
+    assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (3, 92)
