@@ -6,6 +6,8 @@ see docs/TESTING.md, "Mutation testing".
 
 from __future__ import annotations
 
+import pytest
+
 from toolfold.execenv import OutputCapture, ShellOutputLimits
 
 
@@ -53,3 +55,35 @@ def test_a_large_read_of_long_plain_lines_skips_by_the_byte_count_alone() -> Non
     assert snap.start == (2, 20)
     assert snap.truncation.last_line_partial
     assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (3, 92)
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "start"),
+    [
+        # The only newline is the read's first byte: the suffix after it decides.
+        (b"\n" + b"z" * 60, "z" * 10, (1, 50)),
+        # An escape in the middle line: only the last line start gives a plain suffix.
+        (b"a" * 30 + b"\n\x1b[1m" + b"y" * 30 + b"\n" + b"z" * 30, "z" * 10, (2, 20)),
+        # A \r before the deciding line start does not matter.
+        (b"a\rb\n" + b"y" * 40 + b"\n" + b"z" * 30, "z" * 10, (2, 20)),
+        # A last line exactly max_bytes + 4 bytes long already decides the view.
+        (b"a" * 40 + b"\n" + b"z" * 14, "z" * 10, (1, 4)),
+    ],
+)
+def test_the_skip_takes_the_last_line_start_far_enough_from_the_end(
+    raw: bytes, text: str, start: tuple[int, int]
+) -> None:
+    cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=5))
+    cap.feed(raw)
+    assert cap._skipped
+    snap = cap.snapshot()
+    assert (snap.text, snap.start) == (text, start)
+
+
+def test_a_large_read_whose_last_line_is_redrawn_short_is_not_skipped() -> None:
+    # The last line's raw bytes exceed max_bytes, but a \r redraw leaves one character:
+    # the lines before it still reach the tail view, so none of them may be skipped.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=40))
+    cap.feed(b"b\n" * 5 + b"z" * 50 + b"\rw")
+    assert not cap._skipped
+    assert cap.snapshot().text == "b\nb\nb\nb\nw"
