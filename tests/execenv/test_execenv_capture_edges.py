@@ -87,3 +87,15 @@ def test_a_large_read_whose_last_line_is_redrawn_short_is_not_skipped() -> None:
     cap.feed(b"b\n" * 5 + b"z" * 50 + b"\rw")
     assert not cap._skipped
     assert cap.snapshot().text == "b\nb\nb\nb\nw"
+
+
+def test_a_suffix_with_exactly_max_lines_plus_one_newlines_decides_the_tail_view() -> None:
+    # Escapes on every line rule out the byte rule; the suffix after the first line holds
+    # max_lines + 1 newlines, just enough to decide a max_lines tail view by itself.
+    lines = [b"\x1b[1m" + b"x" * 15 + b"\n"] + [b"\x1b[1m%04d\n" % i for i in range(5)]
+    cap = OutputCapture(ShellOutputLimits(max_bytes=100, max_lines=5))
+    cap.feed(b"\x1b[1m0\n" + b"".join(lines))
+    assert cap._skipped
+    snap = cap.snapshot()
+    assert snap.text == "0000\n0001\n0002\n0003\n0004\n"
+    assert snap.start == (2, 0)
