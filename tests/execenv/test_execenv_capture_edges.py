@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolfold.execenv import OutputCapture, ShellOutputLimits
+from toolfold.execenv import CaptureClosedError, OutputCapture, ShellOutputLimits
 
 
 def _fed(chunks: list[bytes], lim: ShellOutputLimits) -> OutputCapture:
@@ -99,3 +99,14 @@ def test_a_suffix_with_exactly_max_lines_plus_one_newlines_decides_the_tail_view
     snap = cap.snapshot()
     assert snap.text == "0000\n0001\n0002\n0003\n0004\n"
     assert snap.start == (2, 0)
+
+
+def test_a_settled_head_capture_closes_like_any_other() -> None:
+    # Past the cap a head capture stops decoding ("settled"); close() must still close it.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=4, max_lines=2, retain="head"))
+    cap.feed(b"one\ntwo\nthree\n")
+    cap.close()
+    assert cap.closed
+    with pytest.raises(CaptureClosedError, match="4 bytes fed to a closed OutputCapture"):
+        cap.feed(b"four")
+    assert cap.snapshot().truncation.total_lines == 3
