@@ -110,3 +110,21 @@ def test_a_settled_head_capture_closes_like_any_other() -> None:
     with pytest.raises(CaptureClosedError, match="4 bytes fed to a closed OutputCapture"):
         cap.feed(b"four")
     assert cap.snapshot().truncation.total_lines == 3
+
+
+@pytest.mark.parametrize(
+    ("raw", "text", "start"),
+    [
+        # The current (unterminated) line alone exceeds the cap.
+        (b"a\n" + b"z" * 30, "z" * 10, (1, 20)),
+        # The last completed line alone exceeds the cap: the view keeps its newline.
+        (b"a\n" + b"z" * 30 + b"\n", "z" * 9 + "\n", (1, 21)),
+    ],
+)
+def test_a_partial_tail_view_starts_at_its_column_in_the_line(
+    raw: bytes, text: str, start: tuple[int, int]
+) -> None:
+    # start is what a consumer uses to tell a slide from a replace: it must be exact.
+    for chunks in ([raw], [raw[i : i + 1] for i in range(len(raw))]):
+        snap = _fed(chunks, ShellOutputLimits(max_bytes=10, max_lines=5)).snapshot()
+        assert (snap.text, snap.start, snap.truncation.last_line_partial) == (text, start, True)
