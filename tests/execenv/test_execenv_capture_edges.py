@@ -128,3 +128,27 @@ def test_a_partial_tail_view_starts_at_its_column_in_the_line(
     for chunks in ([raw], [raw[i : i + 1] for i in range(len(raw))]):
         snap = _fed(chunks, ShellOutputLimits(max_bytes=10, max_lines=5)).snapshot()
         assert (snap.text, snap.start, snap.truncation.last_line_partial) == (text, start, True)
+
+
+@pytest.mark.parametrize(("size", "skipped"), [(46, False), (50, True)])
+def test_only_reads_of_at_least_four_times_the_skip_window_try_to_skip(
+    size: int, skipped: bool
+) -> None:
+    # max_bytes=10, max_lines=5: the smallest deciding suffix is 14 bytes or 12 newlines,
+    # so a read shorter than 4 * 12 = 48 bytes is decoded whole (searching would cost more).
+    cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=5))
+    cap.feed(b"\n" + b"z" * size)
+    assert cap._skipped is skipped
+    assert cap.snapshot().text == "z" * 10
+
+
+def test_output_of_exactly_max_bytes_is_within_the_cap() -> None:
+    for raw in (b"abcd", b"abc\n"):
+        cap = OutputCapture(ShellOutputLimits(max_bytes=4, max_lines=5, retain="head"))
+        cap.feed(raw)
+        assert not cap.exceeds_cap
+        cap.feed(b"x")
+        assert cap.exceeds_cap
+    # A head view of three bytes still takes a fourth.
+    cap = _fed([b"ab\n", b"x"], ShellOutputLimits(max_bytes=4, max_lines=5, retain="head"))
+    assert cap.snapshot().text == "ab\nx"
