@@ -220,11 +220,22 @@ async def _listeners(url: str) -> int:
         return int(row[0])
 
 
+async def _no_listeners(url: str) -> None:
+    """Wait (bounded) until no backend of the database is a LISTEN connection: a closed
+    connection's server process leaves ``pg_stat_activity`` shortly after the client
+    closed it, not at the same instant."""
+    for _ in range(400):
+        if await _listeners(url) == 0:
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{await _listeners(url)} LISTEN connection(s) still open after close")
+
+
 async def test_postgresql_waiters_share_one_listen_connection(postgres_url: str) -> None:
     writer_repo, follower = open_repository(postgres_url), open_repository(postgres_url)
     try:
         sessions = [await writer_repo.open_session(f"s{i}", create=True) for i in range(8)]
-        assert await _listeners(postgres_url) == 0
+        await _no_listeners(postgres_url)
         async with asyncio.timeout(GUARD):
             # 24 waiters on 8 sessions, as a server following 8 lanes with 3 each.
             waits = [
@@ -240,7 +251,7 @@ async def test_postgresql_waiters_share_one_listen_connection(postgres_url: str)
     finally:
         await writer_repo.close()
         await follower.close()
-    assert await _listeners(postgres_url) == 0
+    await _no_listeners(postgres_url)
 
 
 async def test_a_retired_scope_does_not_confuse_the_jsonl_signal(tmp_path: Path) -> None:
@@ -278,6 +289,7 @@ async def test_a_lost_listen_connection_fails_the_waits_and_the_next_wait_listen
                 )
             with pytest.raises(StorageError, match="listening for commits on postgresql"):
                 await waiting
+            await _no_listeners(postgres_url)  # the terminated backend is gone
             # The next wait starts a new watcher with a new LISTEN connection.
             waiting = asyncio.create_task(follower.wait_for_change("s", 0))
             await _registered(follower, 1)
