@@ -12,12 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agent_helpers import checkpointed_text
 from scripted_server import ScriptedServer, text_chunks, tool_chunks
 
 from toolfold.agent import agent_run_address, rebuild_history
-from toolfold.durability import pending_assistant_output, pending_messages, recover
 from toolfold.harness import ToolCall
-from toolfold.storage import StorageError, open_repository
+from toolfold.storage import open_repository
 
 
 def env(**extra: str) -> dict[str, str]:
@@ -99,24 +99,6 @@ async def test_agent_without_a_key_is_a_one_line_error(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 2 and out == ""
     assert err.strip().count("\n") == 0 and "OPENAI_API_KEY" in err
-
-
-async def checkpointed_text(url: str, name: str) -> str:
-    repo = open_repository(url)
-    try:
-        session = await repo.open_session(name)
-        found = await pending_messages(session)
-        if not found:
-            return ""
-        state = await recover(
-            session, pending_assistant_output(found[0].operation_id, found[0].message_id)
-        )
-        parts = state.value.get("content", []) if state is not None else []
-        return "".join(p.get("text", "") for p in parts)
-    except StorageError:
-        return ""
-    finally:
-        await repo.close()
 
 
 async def test_kill_9_mid_answer_then_resume_continues_the_run(tmp_path: Path) -> None:

@@ -10,31 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from agent_helpers import checkpointed_text
 from scripted_server import ScriptedServer, text_chunks
 
-from toolfold.durability import pending_assistant_output, pending_messages, recover
-from toolfold.storage import StorageError, open_repository
+from toolfold.storage import open_repository
 
 CHILD = Path(__file__).resolve().parent / "crash_child.py"
 PARTIAL = "A long answer that was cut "
-
-
-async def checkpointed_text(url: str) -> str:
-    repo = open_repository(url)
-    try:
-        session = await repo.open_session("agent")
-        found = await pending_messages(session)
-        if not found:
-            return ""
-        state = await recover(
-            session, pending_assistant_output(found[0].operation_id, found[0].message_id)
-        )
-        parts = state.value.get("content", []) if state is not None else []
-        return "".join(p.get("text", "") for p in parts)
-    except StorageError:
-        return ""
-    finally:
-        await repo.close()
 
 
 async def test_kill_9_mid_answer_then_resume_keeps_the_partial_text(tmp_path: Path) -> None:
@@ -55,10 +37,10 @@ async def test_kill_9_mid_answer_then_resume_keeps_the_partial_text(tmp_path: Pa
         )
         try:
             for _ in range(600):  # bounded poll: up to about 30 s for the checkpoint
-                if await checkpointed_text(url) == PARTIAL or proc.returncode is not None:
+                if await checkpointed_text(url, "agent") == PARTIAL or proc.returncode is not None:
                     break
                 await asyncio.sleep(0.05)
-            assert await checkpointed_text(url) == PARTIAL, proc.returncode
+            assert await checkpointed_text(url, "agent") == PARTIAL, proc.returncode
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
