@@ -11,7 +11,9 @@ needs (re-installing only when pyproject.toml changed), then runs:
     mutate the mutation run on the data-corrupting core (mutmut; slow, not part of CI):
            prints the score per module for docs/TESTING.md (`mutate storage`: only the
            mutants of one package, e.g. chord, output, execenv, durability, storage;
-           mutmut's own mutant-name globs such as `toolfold.storage._base*` work too)
+           mutmut's own mutant-name globs such as `toolfold.storage._base*` work too, and
+           so do its options, e.g. `--max-children 1`). It runs at the lowest CPU priority,
+           and on Linux a watchdog stops a mutant whose tests hang (see docs/TESTING.md)
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
@@ -25,13 +27,17 @@ same instruction.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 import venv
 from pathlib import Path
 
@@ -154,6 +160,89 @@ def test(pytest_args: list[str]) -> int:
     return 0
 
 
+#: A mutant's worker whose processes used no CPU at all for this long is waiting on something
+#: the mutant broke (docs/TESTING.md, "Mutation testing"): the watchdog stops it at once instead
+#: of leaving it to mutmut's own limit, 15 times the tests' duration (up to half an hour).
+HUNG_AFTER_S = 30.0
+
+
+def _proc_table() -> dict[int, tuple[int, str, int, str]]:
+    """Every process from /proc: pid -> (parent pid, state, CPU ticks of the process and of
+    the children it reaped, start time). Linux only."""
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                stat = f.read()
+        except OSError:  # it exited while we looked
+            continue
+        # The command name, in parentheses, may hold spaces: the fields follow the last ")".
+        fields = stat.rpartition(")")[2].split()
+        cpu = sum(int(t) for t in fields[11:15])  # utime, stime, cutime, cstime
+        table[int(entry.name)] = (int(fields[1]), fields[0], cpu, fields[19])
+    return table
+
+
+def _has_cpu_limit(pid: int) -> bool:
+    """Whether the process runs under an RLIMIT_CPU: mutmut sets one in each mutant's worker
+    (and its test's subprocesses inherit it), never in its own or its fork server's process."""
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            line = next((ln for ln in f if ln.startswith("Max cpu time")), "")
+    except OSError:
+        return False
+    return line.split()[3:4] != ["unlimited"]
+
+
+def _subtree(children: dict[int, list[int]], pid: int) -> list[int]:
+    """``pid`` and every process below it (``children``: parent pid -> its children)."""
+    found, todo = [], [pid]
+    while todo:
+        found.append(todo.pop())
+        todo.extend(children.get(found[-1], ()))
+    return found
+
+
+def watch_for_hung_mutants(
+    root: int, done: threading.Event, hung_after: float = HUNG_AFTER_S, poll: float = 2.0
+) -> None:
+    """Until ``done`` is set, send SIGXCPU (which mutmut records as a timeout) to every mutant
+    worker under ``root`` whose processes (the worker and all it started) used no CPU for
+    ``hung_after`` seconds while none of them was waiting for a CPU. A worker is a process
+    under a CPU limit whose parent has none. Linux only: elsewhere it returns at once."""
+    if not os.path.exists("/proc/self/stat"):
+        return
+    last: dict[tuple[int, str], tuple[int, float]] = {}  # (pid, start) -> (cpu, since)
+    while not done.wait(poll):
+        table = _proc_table()
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, *_) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        now = time.monotonic()
+        seen = {}
+        for pid in _subtree(children, root)[1:]:
+            if not _has_cpu_limit(pid) or _has_cpu_limit(table[pid][0]):
+                continue
+            procs = [table[p] for p in _subtree(children, pid)]
+            cpu = sum(p[2] for p in procs)
+            key = (pid, table[pid][3])
+            before, since = last.get(key, (-1, now))
+            if cpu != before or any(p[1] == "R" for p in procs):
+                since = now
+            elif now - since >= hung_after:
+                print(
+                    f"watchdog: mutant worker {pid} used no CPU for {hung_after:.0f} s: "
+                    "sent SIGXCPU (mutmut counts it as a timeout)",
+                    flush=True,
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGXCPU)
+            seen[key] = (cpu, since)
+        last = seen
+
+
 def mutate(args: list[str]) -> int:
     """Run mutmut on the modules listed under [tool.mutmut] in pyproject.toml, then print
     killed / survived per module and every survivor (docs/TESTING.md keeps the verdicts)."""
@@ -161,8 +250,22 @@ def mutate(args: list[str]) -> int:
     children = str(max(1, (os.cpu_count() or 2)))
     os.environ.setdefault("HYPOTHESIS_PROFILE", "mutate")  # tests/conftest.py: no shrinking
     # A bare package name stands for its mutants: `mutate storage` -> `toolfold.storage.*`.
-    names = [a if a.startswith("-") or "." in a or "*" in a else f"toolfold.{a}.*" for a in args]
-    code = _run([str(BIN / "mutmut"), "run", "--max-children", children, *names])
+    names = [f"toolfold.{a}.*" if a.isidentifier() else a for a in args]
+    if hasattr(os, "nice"):
+        os.nice(19)  # inherited by mutmut and every test it runs: the run yields to all else
+    args = [str(BIN / "mutmut"), "run", "--max-children", children, *names]
+    print("$ " + " ".join(args), flush=True)
+    with subprocess.Popen(args, cwd=ROOT) as run:
+        done = threading.Event()
+        watchdog = threading.Thread(
+            target=watch_for_hung_mutants, args=(run.pid, done), daemon=True
+        )
+        watchdog.start()
+        try:
+            code = run.wait()
+        finally:
+            done.set()
+            watchdog.join()
     if code != 0:
         return code
     listing = subprocess.run(

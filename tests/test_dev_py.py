@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import stat
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 
@@ -88,3 +92,61 @@ def test_postgres_tests_fail_with_the_install_instruction(monkeypatch: pytest.Mo
     monkeypatch.setattr(pg_fixture, "find_bindir", lambda: None)
     with pytest.raises(RuntimeError, match=r"sudo apt-get install postgresql"):
         pg_fixture.start_cluster()
+
+
+# A stand-in for mutmut: it forks one "mutant worker" under a CPU limit (as mutmut's workers
+# are), waits for it and prints the signal that ended it (0: it exited by itself).
+FAKE_MUTMUT = """
+import os, resource, sys, time
+pid = os.fork()
+if pid == 0:
+    resource.setrlimit(resource.RLIMIT_CPU, (3600, 3601))
+    if sys.argv[1] == "hung":
+        time.sleep(20)  # the test it runs waits on something the mutant broke
+    else:  # busy: idle itself while a process it started computes
+        child = os.fork()
+        if child == 0:
+            while time.process_time() < 0.6:
+                pass
+            os._exit(0)
+        os.waitpid(child, 0)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print(os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0, flush=True)
+"""
+
+
+def _watched(dev: ModuleType, kind: str) -> int:
+    """Run the fake mutmut with its worker ``kind`` under the watchdog (a hang is 0.3 s of no
+    CPU here); the signal that ended the worker."""
+    done = threading.Event()
+    with subprocess.Popen(
+        [sys.executable, "-c", FAKE_MUTMUT, kind], stdout=subprocess.PIPE, text=True
+    ) as run:
+        watchdog = threading.Thread(
+            target=dev.watch_for_hung_mutants, args=(run.pid, done, 0.3, 0.05), daemon=True
+        )
+        watchdog.start()
+        try:
+            out, _ = run.communicate(timeout=30)
+        finally:
+            done.set()
+            run.kill()
+            watchdog.join(timeout=10)
+    assert not watchdog.is_alive()
+    return int(out)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the watchdog reads /proc")
+def test_the_mutate_watchdog_stops_a_worker_that_uses_no_cpu(dev: ModuleType) -> None:
+    # SIGXCPU is what mutmut's own CPU limit sends: mutmut records the mutant as a timeout.
+    assert _watched(dev, "hung") == signal.SIGXCPU
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the watchdog reads /proc")
+def test_the_mutate_watchdog_leaves_a_worker_alone_while_its_subprocess_computes(
+    dev: ModuleType,
+) -> None:
+    # The worker itself uses no CPU while it waits; the watchdog counts all it started, and
+    # never touches mutmut's own process (no CPU limit), idle in waitpid the whole time.
+    assert _watched(dev, "busy") == 0
