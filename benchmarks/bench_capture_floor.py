@@ -1,37 +1,53 @@
 """What any Python-side capture of a fast producer costs: the floors under toolfold's capture.
 
-Run: .venv/bin/python benchmarks/bench_capture_floor.py [--size 300M] [--rounds 5]
+Run: .venv/bin/python benchmarks/bench_capture_floor.py [--size 300M] [--rounds 3]
+     [--before-src OLD/src]   (adds toolfold's capture from another checkout, same rounds)
 
-Every round runs, back to back, ``yes | head -c SIZE`` redirected to /dev/null (raw)
-and then each design below in its own Python child process, which reads the
-command's stdout through a 1 MiB pipe in 1 MiB reads:
+Every round runs, back to back, ``yes | head -c SIZE`` redirected to /dev/null (raw,
+right before each row: the same load) and then each row below:
 
-- ``read``: only ``os.read`` (the ceiling of any Python reader);
-- ``read + count``: plus ``bytes.count(b"\\n")`` per read (exact ``total_lines``, which
-  the capture reports);
-- ``+ spill, writer thread``: plus every read queued to a thread that ``os.write``s it
-  to a file (the shape of toolfold's ``SpillFile``);
-- ``+ spill, tee/splice``: Linux only. ``tee(2)`` duplicates the pipe's pages into a
-  second pipe (no copy), a thread ``os.splice``s that pipe into the file (the kernel
-  copies; Python never holds the spilled bytes), and Python reads the first pipe;
-- ``toolfold capture``: ``LocalExecEnv.exec`` with the default capture, spill on/off.
+- ``> file``: the command redirected to a file in the directory the Python children
+  spill to (the system temp dir): the floor of ANY design that keeps a spill file,
+  since the bytes must reach the page cache and nothing can be cheaper than the
+  producer writing them there itself;
+- ``| wc -l``: the cheapest reader that counts lines (C, vectorised), no spill;
+- each design in its own Python child process, which reads the command's stdout
+  through a 1 MiB pipe in 1 MiB reads:
 
-Reported per design (medians over rounds): throughput, ratio raw time / time (per
-round), and CPU seconds of the reading process (user + system, all its threads) and
-of the producer (``yes`` + ``head``). On a shared 2-core machine the wall ratios move
-with the load; the CPU columns say what each design itself costs.
+  - ``read``: only ``os.read`` (the ceiling of any Python reader);
+  - ``read + count``: plus ``bytes.count(b"\\n")`` per read (exact ``total_lines``,
+    which the capture reports);
+  - ``+ spill, writer thread``: plus every read queued to a thread that ``os.write``s
+    it to a file (the shape of toolfold's writer-thread ``SpillFile``);
+  - ``+ spill, tee/splice``: Linux only. ``tee(2)`` duplicates the pipe's pages into a
+    second pipe (no copy), a thread ``os.splice``s that pipe into the file (the kernel
+    copies; Python never holds the spilled bytes), and Python reads the first pipe;
+  - ``toolfold capture``: ``LocalExecEnv.exec`` with the default capture, spill on/off.
+
+Reported per row (medians over rounds): throughput, ratio raw time / time and ratio
+``> file`` time / time (both per round: the second is how close a design is to the
+floor of any spilling design), CPU seconds of the reading process (user + system, all
+its threads; for the shell rows, ``wc`` or none) and of everything else (``yes`` +
+``head``). On a shared 2-core machine the wall ratios move with the load; the CPU
+columns say what each design itself costs.
 
 Not measured: output with control bytes or long lines (``bench_execenv.py``'s ``fold``
-pipeline), the disk itself (the spill file is written to the page cache and deleted).
+pipeline), the disk itself (every file is written to the page cache and deleted, never
+synced), the start-up of the capture (imports and the first spawn happen before the
+measured region), and publishing to a consumer (the capture runs without one).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -143,7 +159,15 @@ print(json.dumps({
 }))
 """
 
+SHELL_ROWS = {
+    # row -> (label, the command's suffix; {spill} is a file in the spill directory)
+    "file": ("`> file` (producer writes the spill file itself)", "> {spill}"),
+    "wc": ("`\\| wc -l` (C reader counting lines)", "| wc -l > /dev/null"),
+}
+
 DESIGNS = [
+    ("file", ""),
+    ("wc", ""),
     ("read", "read"),
     ("count", "read + count"),
     ("thread", "read + count + spill, writer thread"),
@@ -159,9 +183,37 @@ def raw_seconds(command: str) -> float:
     return time.perf_counter() - t0
 
 
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def shell_row(mode: str, command: str) -> dict[str, float]:
+    """A floor row: the command with a shell redirection or pipe, timed from here."""
+    spill_dir = tempfile.mkdtemp()  # where the Python children spill too
+    spill = os.path.join(spill_dir, "spill")
+    try:
+        script = f"{command} {SHELL_ROWS[mode][1].format(spill=spill)}"
+        cpu0, t0 = children_cpu(), time.perf_counter()
+        subprocess.run(["bash", "-c", script], check=True)
+        seconds, total_cpu = time.perf_counter() - t0, children_cpu() - cpu0
+        size = os.path.getsize(spill) if mode == "file" else None
+    finally:
+        shutil.rmtree(spill_dir)
+    # Only the whole pipeline's CPU is known here (bash cannot time one stage cheaply).
+    return {
+        "seconds": seconds,
+        "bytes": float(size or 0),
+        "cpu": float("nan"),
+        "producer_cpu": total_cpu,
+    }
+
+
 def child(mode: str, command: str, src: Path) -> dict[str, float]:
+    if mode in SHELL_ROWS:
+        return shell_row(mode, command)
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, mode, command, str(src)],
+        [sys.executable, "-c", CHILD, mode.split("@")[0], command, str(src)],
         check=True,
         capture_output=True,
         text=True,
@@ -173,30 +225,71 @@ def child(mode: str, command: str, src: Path) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--size", default="300M")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--src", type=Path, default=ROOT / "src")
+    parser.add_argument(
+        "--before-src",
+        type=Path,
+        help="another checkout's src/: its capture (spill on and off) runs in the same rounds",
+    )
+    parser.add_argument("--only", help="comma-separated rows to run (file,wc,read,count,...)")
     args = parser.parse_args()
     command = f"yes | head -c {args.size}"
     designs = [d for d in DESIGNS if d[0] != "tee" or sys.platform == "linux"]
+    if args.before_src is not None:
+        designs += [
+            ("capture-spill@before", "toolfold capture, spill on (before)"),
+            ("capture@before", "toolfold capture, spill off (before)"),
+        ]
+    if args.only:
+        wanted = set(args.only.split(","))
+        designs = [d for d in designs if d[0] in wanted or d[0] == "file"]
+    labels = {mode: label or SHELL_ROWS[mode][0] for mode, label in designs}
     runs: dict[str, list[tuple[float, dict[str, float]]]] = {mode: [] for mode, _ in designs}
     for _ in range(args.rounds):
-        for mode, _label in designs:  # raw right before each design: the same load
+        for mode, _label in designs:  # raw right before each row: the same load
+            src = args.before_src if mode.endswith("@before") else args.src
             raw = raw_seconds(command)
-            runs[mode].append((raw, child(mode, command, args.src)))
-    print(f"## `{command}`: medians of {args.rounds} rounds\n")
-    print("| design | MB/s | ratio to raw | reader CPU s | producer CPU s |")
-    print("|---|---:|---:|---:|---:|")
-    for mode, label in designs:
+            runs[mode].append((raw, child(mode, command, src)))
+    mb = _mebibytes(args.size)  # head -c counts K/M/G in powers of 1024
+    load = os.getloadavg()
+    print(
+        f"## `{command}`: medians of {args.rounds} rounds "
+        f"(load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})\n"
+    )
+    print("| row | MB/s | ratio to raw | ratio to `> file` | reader CPU s | other CPU s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    floor = [r["seconds"] for _, r in runs["file"]]
+    for mode, _label in designs:
         results = runs[mode]
-        mb = results[0][1]["bytes"] / 2**20
         rate = statistics.median(mb / r["seconds"] for _, r in results)
         ratio = statistics.median(raw / r["seconds"] for raw, r in results)
-        cpu = statistics.median(r["cpu"] for _, r in results)
+        to_file = statistics.median(
+            f / r["seconds"] for f, (_, r) in zip(floor, results, strict=True)
+        )
+        cpus = [r["cpu"] for _, r in results]
+        cpu = "n/a" if any(c != c for c in cpus) else f"{statistics.median(cpus):.2f}"
         producer = statistics.median(r["producer_cpu"] for _, r in results)
-        print(f"| {label} | {rate:.0f} | {ratio:.2f} | {cpu:.2f} | {producer:.2f} |")
+        print(
+            f"| {labels[mode]} | {rate:.0f} | {ratio:.2f} | {to_file:.2f} | {cpu} | {producer:.2f} |"
+        )
     raws = [raw for results in runs.values() for raw, _ in results]
-    mb = next(iter(runs.values()))[0][1]["bytes"] / 2**20
-    print(f"\nraw: median {mb / statistics.median(raws):.0f} MB/s")
+    print(
+        f"\nraw: median {mb / statistics.median(raws):.0f} MB/s "
+        f"({statistics.median(raws):.3f} s); per round, reader CPU s of each row:"
+    )
+    for mode, _label in designs:
+        cpus = [r["cpu"] for _, r in runs[mode]]
+        secs = [r["seconds"] for _, r in runs[mode]]
+        print(
+            f"- {mode}: seconds {' '.join(f'{x:.3f}' for x in secs)}; "
+            f"reader CPU {' '.join(f'{x:.2f}' for x in cpus)}"
+        )
+
+
+def _mebibytes(size: str) -> float:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return int(size[:-1]) * units[size[-1]] / 2**20 if size[-1] in units else int(size) / 2**20
 
 
 if __name__ == "__main__":
