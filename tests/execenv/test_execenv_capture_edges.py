@@ -44,8 +44,9 @@ def test_a_large_read_of_escaped_lines_skips_by_the_line_count_alone() -> None:
 
 
 def test_a_large_read_of_long_plain_lines_skips_by_the_byte_count_alone() -> None:
-    # Fewer newlines than max_lines, but the last plain line alone is larger than
-    # max_bytes: that suffix decides the tail view, so the lines before it are skipped.
+    # Fewer newlines than max_lines, but a complete plain line alone is larger than
+    # max_bytes: the suffix starting with it decides the tail view, so the lines before
+    # it are skipped.
     lim = ShellOutputLimits(max_bytes=10, max_lines=5)
     cap = OutputCapture(lim)
     cap.feed(b"x" * 30 + b"\n" + b"y" * 30 + b"\n" + b"z" * 30)
@@ -60,14 +61,16 @@ def test_a_large_read_of_long_plain_lines_skips_by_the_byte_count_alone() -> Non
 @pytest.mark.parametrize(
     ("raw", "text", "start"),
     [
-        # The only newline is the read's first byte: the suffix after it decides.
-        (b"\n" + b"z" * 60, "z" * 10, (1, 50)),
-        # An escape in the middle line: only the last line start gives a plain suffix.
-        (b"a" * 30 + b"\n\x1b[1m" + b"y" * 30 + b"\n" + b"z" * 30, "z" * 10, (2, 20)),
+        # An escape in the middle line: only the next line start gives a plain suffix.
+        (
+            b"a" * 30 + b"\n\x1b[1m" + b"y" * 30 + b"\n" + b"x" * 30 + b"\n" + b"z" * 30,
+            "z" * 10,
+            (3, 20),
+        ),
         # A \r before the deciding line start does not matter.
         (b"a\rb\n" + b"y" * 40 + b"\n" + b"z" * 30, "z" * 10, (2, 20)),
-        # A last line exactly max_bytes + 4 bytes long already decides the view.
-        (b"a" * 40 + b"\n" + b"z" * 14, "z" * 10, (1, 4)),
+        # A complete line exactly max_bytes + 4 bytes long (with its newline) decides.
+        (b"a" * 40 + b"\n" + b"y" * 13 + b"\n" + b"zzz", "zzz", (2, 0)),
     ],
 )
 def test_the_skip_takes_the_last_line_start_far_enough_from_the_end(
@@ -78,6 +81,41 @@ def test_the_skip_takes_the_last_line_start_far_enough_from_the_end(
     assert cap._skipped
     snap = cap.snapshot()
     assert (snap.text, snap.start) == (text, start)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # The only newline is the read's first byte: the long line after it is unfinished.
+        b"\n" + b"z" * 60,
+        # The complete line is one byte short of max_bytes + 4.
+        b"a" * 40 + b"\n" + b"y" * 12 + b"\n" + b"zzz",
+    ],
+)
+def test_an_unfinished_or_short_last_line_does_not_decide_the_skip(raw: bytes) -> None:
+    cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=5))
+    cap.feed(raw)
+    assert not cap._skipped
+
+
+@pytest.mark.parametrize(
+    ("before", "text", "start"),
+    [
+        (b"b\n" * 5, "b\nb\nb\nb\nw", (1, 0)),
+        (b"\n", "\nw", (0, 0)),
+    ],
+)
+def test_a_long_current_line_redrawn_short_by_a_later_read_brings_back_the_lines_before(
+    before: bytes, text: str, start: tuple[int, int]
+) -> None:
+    # A large read ends in a current line longer than max_bytes; the next read redraws it
+    # to one character, so the lines before it are in the tail view again. The capture
+    # must not have skipped them (it did: its view was "w" alone, unlike the same bytes
+    # in one read).
+    lim = ShellOutputLimits(max_bytes=10, max_lines=40)
+    for chunks in ([before + b"z" * 60, b"\rw"], [before + b"z" * 60 + b"\rw"]):
+        snap = _fed(chunks, lim).snapshot()
+        assert (snap.text, snap.start) == (text, start)
 
 
 def test_a_large_read_whose_last_line_is_redrawn_short_is_not_skipped() -> None:
@@ -130,16 +168,16 @@ def test_a_partial_tail_view_starts_at_its_column_in_the_line(
         assert (snap.text, snap.start, snap.truncation.last_line_partial) == (text, start, True)
 
 
-@pytest.mark.parametrize(("size", "skipped"), [(46, False), (50, True)])
+@pytest.mark.parametrize(("size", "skipped"), [(47, False), (48, True)])
 def test_only_reads_of_at_least_four_times_the_skip_window_try_to_skip(
     size: int, skipped: bool
 ) -> None:
     # max_bytes=10, max_lines=5: the smallest deciding suffix is 14 bytes or 12 newlines,
     # so a read shorter than 4 * 12 = 48 bytes is decoded whole (searching would cost more).
     cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=5))
-    cap.feed(b"\n" + b"z" * size)
+    cap.feed(b"\n" + b"y" * (size - 2) + b"\n")
     assert cap._skipped is skipped
-    assert cap.snapshot().text == "z" * 10
+    assert cap.snapshot().text == "y" * 9 + "\n"
 
 
 def test_output_of_exactly_max_bytes_is_within_the_cap() -> None:

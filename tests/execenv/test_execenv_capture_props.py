@@ -246,6 +246,13 @@ def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -
         retain=st.sampled_from(["head", "tail"]),
     ),
 )
+# A large read ends in a current line over the cap, and the next read redraws it short: the
+# lines before it are in view again, so the first read must not have skipped them.
+@example(
+    raw=b"b\n" * 5 + b"z" * 60 + b"\rw",
+    cuts=[70],
+    lim=ShellOutputLimits(max_bytes=10, max_lines=40, retain="tail"),
+)
 def test_large_reads_past_the_cap_match_the_reference(
     raw: bytes, cuts: list[int], lim: ShellOutputLimits
 ) -> None:

@@ -170,18 +170,22 @@ class OutputCapture:
 
         Tail mode only. The view is at most ``max_lines`` whole lines and ``max_bytes``
         bytes at the end, so a suffix starting at a line start decides it when it holds
-        more than ``max_lines`` newlines, or when its cleaned text is larger than
-        ``max_bytes`` (the view walk then stops inside the suffix without accepting its
-        first line, with the same verdict as on the whole stream). Cleanup never spans a
-        newline (escape sequences cannot contain one, ``\\r`` redraws are per line, and the
-        decoder holds nothing after a ``\\n``), so the suffix cleans the same on its own.
-        The bytes test is only trusted for a suffix without control bytes or ``\\r``
-        (its cleaned size is then at least its raw size minus a held-back partial code
-        point). Returns 0 when no such point is found; the whole read is then processed.
+        more than ``max_lines`` newlines, or when its complete lines alone are larger than
+        ``max_bytes`` once cleaned (the view walk then stops inside the suffix without
+        accepting its first line, with the same verdict as on the whole stream). Only
+        complete lines count for the bytes: a later ``\\r`` can redraw the current line
+        down to one character, and the lines before the suffix would then be in view
+        again. Cleanup never spans a newline (escape sequences cannot contain one,
+        ``\\r`` redraws are per line, and the decoder holds nothing after a ``\\n``), so
+        the suffix cleans the same on its own. The bytes test is only trusted for a suffix
+        without control bytes or ``\\r`` (the cleaned size of its complete lines is then at
+        least their raw size). Returns 0 when no such point is found; the whole read is
+        then processed.
         Also returns whether the part that will be decoded is free of control bytes, when
         that was found out on the way (None otherwise).
         """
         n = len(data)
+        end = data.rfind(b"\n") + 1  # the complete lines of the read end here
         need_lines, need_bytes = self._skip_lines, self._skip_bytes
         lines_ok = newlines >= need_lines  # else no suffix can hold enough newlines
         window = min(2 * need_lines, need_bytes) if lines_ok else need_bytes
@@ -191,7 +195,7 @@ class OutputCapture:
             p = data.rfind(b"\n", 0, n - window) + 1
             if p == 0:
                 return 0, plain
-            if bytes_ok and n - p >= need_bytes:
+            if bytes_ok and end - p >= need_bytes:
                 if data.find(b"\r", p) == -1:
                     if not _has_control(data, p):
                         return p, True
