@@ -1,0 +1,112 @@
+"""Edges of a JSONL reader's ``refresh()``: files in the side directory that are not side
+files, a retired lifetime whose side file could not be unlinked (its records stay dead,
+refresh after refresh, and the id's next lifetime is read whole), and damage in a side
+file the reader first meets at a refresh."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolfold.storage import (
+    CorruptStoreError,
+    ListElement,
+    Repository,
+    append_entry,
+    append_list,
+    ephemeral_scope,
+    list_address,
+    open_repository,
+    retire_scope,
+)
+
+OP = ephemeral_scope("op")
+PENDING = list_address("pending", "p", OP)
+
+
+@pytest.fixture
+async def repos(tmp_path: Path) -> AsyncIterator[tuple[Repository, Repository]]:
+    """A writer and a reader repository on one directory."""
+    url = f"jsonl:{tmp_path / 'store'}"
+    writer, reader = open_repository(url), open_repository(url, read_only=True)
+    try:
+        yield writer, reader
+    finally:
+        await writer.close()
+        await reader.close()
+
+
+async def test_files_in_the_side_directory_that_are_not_side_files_are_left_alone(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "one")])
+    reader = await reader_repo.open_session("s")
+    side_dir = Path(writer_repo.location[len("jsonl:") :]) / "s.jsonl.scopes"
+    # A temp file (sorts first), a note, and names with only one half of a side file's.
+    for name in (".scope-x.scope.0123.tmp", "notes.txt", "notes.scope", "scope-op.bak"):
+        (side_dir / name).write_text("not a side file\n")
+    r = await writer.commit([append_list(PENDING, "two")])
+    await reader.refresh()
+    assert [e.value for e in await reader.read_list(PENDING)] == ["one", "two"]
+    assert reader.next_seq == r.seqs[0] + 1
+
+
+async def test_a_retired_lifetime_stays_dead_in_a_reader_until_the_id_is_used_again(
+    repos: tuple[Repository, Repository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "old"), append_list(PENDING, "older")])
+    reader = await reader_repo.open_session("s")
+    side = Path(writer_repo.location[len("jsonl:") :]) / "s.jsonl.scopes" / "scope-op.scope"
+    real = os.unlink
+
+    def refuse(p: Any, *args: Any, **kwargs: Any) -> None:
+        if os.fspath(p) == str(side):
+            raise PermissionError(errno.EACCES, "simulated", str(side))
+        real(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse)
+    await writer.commit([retire_scope(OP)])
+    assert side.exists()  # the unlink failed: the dead records are still on disk
+    for n in range(3):  # refresh after refresh, with the dead file still there
+        await reader.refresh()
+        assert await reader.read_list(PENDING) == []
+        assert await reader.live_scopes() == []
+        await writer.commit([append_entry(n)])
+        await reader.refresh()
+        assert [e.value for e in await reader.read_entries()] == list(range(n + 1))
+    monkeypatch.undo()
+    # The id's next lifetime: the writer removes the dead file and starts a new one
+    # (which may get the old file's inode number back).
+    r = await writer.commit([append_list(PENDING, "new")])
+    await reader.refresh()
+    assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], "new", None)]
+    assert await reader.live_scopes() == [OP]
+    r2 = await writer.commit([append_list(PENDING, "newer")])
+    await reader.refresh()
+    assert [e.seq for e in await reader.read_list(PENDING)] == [r.seqs[0], r2.seqs[0]]
+
+
+async def test_damage_in_a_side_file_first_read_at_a_refresh_names_the_file(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_entry("e")])
+    reader = await reader_repo.open_session("s")
+    await writer.commit([append_list(PENDING, "one")])
+    side = Path(writer_repo.location[len("jsonl:") :]) / "s.jsonl.scopes" / "scope-op.scope"
+    with open(side, "ab") as f:
+        f.write(b'["00000000",["e",9,"x"]]\n')
+    with pytest.raises(CorruptStoreError) as caught:
+        await reader.refresh()
+    assert str(caught.value).startswith(f"{side}: the record at byte ")
+    assert caught.value.path == str(side)
