@@ -74,6 +74,19 @@ class Tap:
         return await self.inner.commit(writes, **kw)
 
 
+async def wait_reached(reached: asyncio.Event, task: asyncio.Future[Any]) -> None:
+    """Wait until ``reached`` is set, failing at once if ``task`` ends first: a run that broke
+    never reaches its gate, and waiting on the gate alone would hang the test."""
+    waiter = asyncio.ensure_future(reached.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+    if not reached.is_set():
+        task.result()  # raises whatever ended it
+        raise AssertionError(f"the task ended before it reached its gate: {task}")
+
+
 class Store(BackendStore):
     """A store of the storage tests' kind (storage_backends.py) that can also 'restart'
     a session held through a :class:`Tap`."""

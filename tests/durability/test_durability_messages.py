@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from durability_helpers import SimulatedCrash, Store, Tap
+from durability_helpers import SimulatedCrash, Store, Tap, wait_reached
 
 from toolfold.durability import pending_assistant_output, pending_messages, recover
 from toolfold.harness import EventBus, Harness, MessageWriter
@@ -34,7 +34,7 @@ async def test_a_message_is_checkpointed_then_settled_with_its_scope_retired(sto
         return w
 
     task = asyncio.ensure_future(generate())
-    await reached.wait()
+    await wait_reached(reached, task)
     [pending] = await pending_messages(session)
     assert (pending.message_id, pending.run_id, pending.turn_id) == ("m1", "r", "t1")
 
@@ -78,7 +78,7 @@ async def test_a_crash_mid_answer_then_resume_keeps_the_partial_text(store: Stor
             await asyncio.Event().wait()
 
     task = asyncio.ensure_future(generate())
-    await reached.wait()
+    await wait_reached(reached, task)
     tap.crash_at = tap.commits + 1  # the process dies: nothing more reaches the store
     task.cancel()
     with contextlib.suppress(BaseException):
@@ -110,7 +110,7 @@ async def test_cancel_mid_answer_settles_it_as_interrupted(store: Store) -> None
             await asyncio.Event().wait()
 
     task = asyncio.ensure_future(generate())
-    await reached.wait()
+    await wait_reached(reached, task)
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from durability_helpers import Store, Tap
+from durability_helpers import Store, Tap, wait_reached
 from pydantic import BaseModel
 from test_durability_harness import Gates, crash_during
 
@@ -56,7 +56,7 @@ async def test_a_single_call_with_durability_checkpoints_and_settles(store: Stor
             slow, "c1", {}, run_id="r1", turn_id="t1", bus=EventBus(), durability=durability
         )
     )
-    await gates.reached.wait()
+    await wait_reached(gates.reached, task)
     # While it runs: one operation of one call, its output checkpointed.
     [pending] = await durability.pending_operations()
     assert pending.run_id == "r1"
@@ -91,8 +91,8 @@ async def test_concurrent_single_calls_of_one_run_settle_independently(store: St
             gated_tool(second), "b", {}, run_id="r", turn_id="t", bus=bus, durability=durability
         )
     )
-    await first.reached.wait()
-    await second.reached.wait()
+    await wait_reached(first.reached, a)
+    await wait_reached(second.reached, b)
     assert len(await durability.pending_operations()) == 2
     first.forever.set()
     await a
