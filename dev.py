@@ -210,8 +210,8 @@ def watch_for_hung_mutants(
 ) -> None:
     """Until ``done`` is set, send SIGXCPU (which mutmut records as a timeout) to every mutant
     worker under ``root`` whose processes (the worker and all it started) used no CPU for
-    ``hung_after`` seconds while none of them was waiting for a CPU. A worker is a process
-    under a CPU limit whose parent has none. Linux only: elsewhere it returns at once."""
+    ``hung_after`` seconds while none of them was waiting for a CPU or a disk. A worker is a
+    process under a CPU limit whose parent has none. Linux only: elsewhere it returns at once."""
     if not os.path.exists("/proc/self/stat"):
         return
     last: dict[tuple[int, str], tuple[int, float]] = {}  # (pid, start) -> (cpu, since)
@@ -229,7 +229,7 @@ def watch_for_hung_mutants(
             cpu = sum(p[2] for p in procs)
             key = (pid, table[pid][3])
             before, since = last.get(key, (-1, now))
-            if cpu != before or any(p[1] == "R" for p in procs):
+            if cpu != before or any(p[1] in "RD" for p in procs):
                 since = now
             elif now - since >= hung_after:
                 print(
