@@ -1,7 +1,7 @@
 """What any Python-side capture of a fast producer costs: the floors under toolfold's capture.
 
 Run: .venv/bin/python benchmarks/bench_capture_floor.py [--size 300M] [--rounds 3]
-     [--before-src OLD/src]   (adds toolfold's capture from another checkout, same rounds)
+     [--before-src OLD/src ...]   (adds toolfold's capture from other checkouts, same rounds)
 
 Every round runs, back to back, ``yes | head -c SIZE`` redirected to /dev/null (raw,
 right before each row: the same load) and then each row below:
@@ -230,25 +230,31 @@ def main() -> None:
     parser.add_argument(
         "--before-src",
         type=Path,
-        help="another checkout's src/: its capture (spill on and off) runs in the same rounds",
+        action="append",
+        default=[],
+        help="another checkout's src/ (repeatable): its capture, spill on and off, runs in "
+        "the same rounds, labelled with the checkout's directory name",
     )
     parser.add_argument("--only", help="comma-separated rows to run (file,wc,read,count,...)")
     args = parser.parse_args()
     command = f"yes | head -c {args.size}"
     designs = [d for d in DESIGNS if d[0] != "tee" or sys.platform == "linux"]
-    if args.before_src is not None:
+    srcs = {}
+    for src in args.before_src:
+        name = src.resolve().parent.name
+        srcs[name] = src
         designs += [
-            ("capture-spill@before", "toolfold capture, spill on (before)"),
-            ("capture@before", "toolfold capture, spill off (before)"),
+            (f"capture-spill@{name}", f"toolfold capture, spill on ({name})"),
+            (f"capture@{name}", f"toolfold capture, spill off ({name})"),
         ]
     if args.only:
         wanted = set(args.only.split(","))
-        designs = [d for d in designs if d[0] in wanted or d[0] == "file"]
+        designs = [d for d in designs if d[0].split("@")[0] in wanted or d[0] == "file"]
     labels = {mode: label or SHELL_ROWS[mode][0] for mode, label in designs}
     runs: dict[str, list[tuple[float, dict[str, float]]]] = {mode: [] for mode, _ in designs}
     for _ in range(args.rounds):
         for mode, _label in designs:  # raw right before each row: the same load
-            src = args.before_src if mode.endswith("@before") else args.src
+            src = srcs[mode.split("@")[1]] if "@" in mode else args.src
             raw = raw_seconds(command)
             runs[mode].append((raw, child(mode, command, src)))
     mb = _mebibytes(args.size)  # head -c counts K/M/G in powers of 1024

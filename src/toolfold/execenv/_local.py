@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -15,6 +14,7 @@ from pathlib import Path
 
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._limits import CaptureOptions
+from ._pipes import PipeReader, output_pipe
 from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
@@ -63,44 +63,19 @@ class ShellExecResult(ShellOutputMetadata):
 
 
 class _ExecProtocol(asyncio.SubprocessProtocol):
-    def __init__(self, session: CaptureSession, loop: asyncio.AbstractEventLoop) -> None:
-        self.session = session
+    # stdout and stderr are our own pipes (read by a PipeReader, see _pipes): asyncio's
+    # transport only watches the process.
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.exited: asyncio.Future[None] = loop.create_future()
         self.pipes_closed: asyncio.Future[None] = loop.create_future()
-        self._open = {1, 2}
 
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        self.session.feed(data if isinstance(data, bytes) else data.encode())
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        self._open.discard(fd)
-        if not self._open and not self.pipes_closed.done():
+    def output_closed(self) -> None:
+        if not self.pipes_closed.done():
             self.pipes_closed.set_result(None)
 
     def process_exited(self) -> None:
         if not self.exited.done():
             self.exited.set_result(None)
-
-
-_F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
-_PIPE_SIZE = 1 << 20
-
-
-def _widen_pipes(transport: asyncio.SubprocessTransport) -> None:
-    # A 64 KiB pipe caps every read at 64 KiB; a 1 MiB buffer lets asyncio read up to
-    # 256 KiB at a time, which divides the per-read Python overhead of a fast producer.
-    for fd in (1, 2):
-        pipe = transport.get_pipe_transport(fd)
-        handle = pipe.get_extra_info("pipe") if pipe is not None else None
-        if handle is None:
-            continue
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            fcntl.fcntl(handle.fileno(), _F_SETPIPE_SZ, _PIPE_SIZE)
-            # asyncio's Unix read-pipe transport reads at most ``max_size`` (256 KiB) per
-            # loop iteration; let it take the whole pipe at once (fewer reads and loop
-            # turns per byte). Only set when the attribute exists (CPython's transport).
-            if hasattr(pipe, "max_size"):
-                pipe.max_size = _PIPE_SIZE  # type: ignore[union-attr]
 
 
 def _has_exited(pid: int) -> bool:
@@ -185,32 +160,30 @@ class LocalExecEnv:
         options = capture if capture is not None else CaptureOptions()
         loop = asyncio.get_running_loop()
         failed: asyncio.Future[ExecError] = loop.create_future()
-        transport_box: list[asyncio.SubprocessTransport] = []
+        reader_box: list[PipeReader] = []
 
         def on_failure(error: ExecError) -> None:
             if not failed.done():
                 failed.set_result(error)
 
-        def set_reading(on: bool) -> None:
-            if not transport_box:
-                return
-            for fd in (1, 2):
-                pipe = transport_box[0].get_pipe_transport(fd)
-                if isinstance(pipe, asyncio.ReadTransport) and not pipe.is_closing():
-                    if on:
-                        pipe.resume_reading()
-                    else:
-                        pipe.pause_reading()
-
         session = CaptureSession(
             options,
             spill_dir=self.spill_dir,
             on_update=on_update,
-            on_pause=lambda: set_reading(False),
-            on_resume=lambda: set_reading(True),
+            on_pause=lambda: reader_box[0].pause(),
+            on_resume=lambda: reader_box[0].resume(),
             on_failure=on_failure,
         )
-        protocol = _ExecProtocol(session, loop)
+        protocol = _ExecProtocol(loop)
+        out_r, out_w = output_pipe()
+        try:
+            err_r, err_w = output_pipe()
+        except OSError:
+            os.close(out_r)
+            os.close(out_w)
+            raise
+        reader = PipeReader(loop, [out_r, err_r], session, protocol.output_closed)
+        reader_box.append(reader)
         # Every process of this command carries the marker, so the teardown can find
         # the ones that left the group and were adopted by us (see _reaper).
         become_subreaper()
@@ -224,31 +197,37 @@ class LocalExecEnv:
                 "-c",
                 command,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stdout=out_w,
+                stderr=err_w,
                 cwd=cwd,
                 env=child_env,
                 start_new_session=True,
             )
         )
+
+        def close_write_ends(_: object) -> None:
+            # Only the child keeps the write ends, so end of file means it (and whatever
+            # it left behind) closed them; closed here however the start ends.
+            os.close(out_w)
+            os.close(err_w)
+
+        spawn.add_done_callback(close_write_ends)
         try:
             # Shielded: a cancellation delivered inside asyncio's start-up would make it
             # SIGKILL the shell alone, leaving whatever the shell already forked running.
             transport, _ = await asyncio.shield(spawn)
         except asyncio.CancelledError:
             await asyncio.shield(
-                asyncio.ensure_future(self._stop_when_started(spawn, session, exec_id))
+                asyncio.ensure_future(self._stop_when_started(spawn, reader, session, exec_id))
             )
             raise
         except OSError as exc:
+            reader.close()
             raise ExecStartError(
                 f"cannot start {self.shell!r} -c {command[:80]!r} (cwd={str(cwd) if cwd else None!r}): "
                 f"{exc.strerror or exc}; check that the shell exists and cwd is a directory"
             ) from exc
-        transport_box.append(transport)
-        _widen_pipes(transport)
-        if session.spill is not None and session.spill.buffered > options.spill_high_water:
-            set_reading(False)  # data that arrived during start-up already filled the buffer
+        reader.start()
 
         finished = asyncio.ensure_future(self._exited_and_drained(protocol))
         cancel_wait = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
@@ -280,7 +259,7 @@ class LocalExecEnv:
                 if fut is not None and not fut.done():
                     fut.cancel()
             teardown = asyncio.ensure_future(
-                self._teardown(transport, protocol, session, kill, exec_id)
+                self._teardown(transport, protocol, reader, session, kill, exec_id)
             )
             # Teardown survives cancellation of exec: the group is killed and the final
             # state published even when the caller's task is being cancelled.
@@ -318,21 +297,25 @@ class LocalExecEnv:
     async def _stop_when_started(
         self,
         spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _ExecProtocol]],
+        reader: PipeReader,
         session: CaptureSession,
         exec_id: str,
     ) -> None:
         # exec was cancelled while the shell was starting: let the start finish (a few
-        # loop iterations: connecting the pipes), then tear the whole group down.
+        # loop iterations), then tear the whole group down.
         try:
             transport, protocol = await spawn
         except OSError:
+            reader.close()
             return
-        await self._teardown(transport, protocol, session, True, exec_id)
+        reader.start()  # so that the kill can see the pipes close
+        await self._teardown(transport, protocol, reader, session, True, exec_id)
 
     async def _teardown(
         self,
         transport: asyncio.SubprocessTransport,
         protocol: _ExecProtocol,
+        reader: PipeReader,
         session: CaptureSession,
         kill: bool,
         exec_id: str,
@@ -345,6 +328,7 @@ class LocalExecEnv:
                 # stays; remember it, so it is reaped once it exits.
                 reap_exited(command_processes(exec_id, None))
         finally:
+            reader.close()
             transport.close()
             view = await session.finish()
         return view

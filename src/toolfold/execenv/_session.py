@@ -97,8 +97,23 @@ class CaptureSession:
             return None
         return str(self.spill.path)
 
-    def feed(self, data: bytes) -> None:
-        """Add one read of raw output (stdout and stderr alike, in arrival order)."""
+    def tee(self, pipe_fd: int, size: int) -> int:
+        """Before reading pipe ``pipe_fd``: have up to ``size`` of its waiting bytes put
+        in the spill file by the kernel (``SpillFile.tee``), within the spill cap.
+
+        Returns how many: read exactly that many, then ``feed(data, spilled=n)``. 0 when
+        nothing is being spilled or the kernel cannot: read as usual and ``feed(data)``.
+        """
+        if self.spill is None or self._spill_note is not None or self.failure is not None:
+            return 0
+        room = self._spill_budget - self.spill.queued
+        return self.spill.tee(pipe_fd, min(size, room)) if room > 0 else 0
+
+    def feed(self, data: bytes, *, spilled: int = 0) -> None:
+        """Add one read of raw output (stdout and stderr alike, in arrival order).
+
+        ``spilled``: how many of its first bytes ``tee`` already queued to the spill.
+        """
         if self.failure is not None:
             return  # the command is being killed; nothing more is published
         self.capture.feed(data)
@@ -107,8 +122,8 @@ class CaptureSession:
                 self._prefix.append(data)
                 if self.capture.exceeds_cap:
                     self._start_spill()
-            else:
-                self._spill_write(data)
+            elif spilled < len(data):
+                self._spill_write(data[spilled:] if spilled else data)
         self.publisher.mark_dirty()
 
     def _spill_write(self, data: bytes) -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import fcntl
 import os
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -106,6 +108,60 @@ def _write_all(fd: int, chunks: list[bytes]) -> None:
             views[0] = views[0][written:]
 
 
+def _splice_all(src: int, fd: int, size: int) -> None:
+    # Exactly ``size`` bytes are waiting in pipe ``src`` (teed before they were queued):
+    # the kernel moves them into the file, Python never holds them.
+    while size:
+        try:
+            moved = os.splice(src, fd, size)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            # A file system without splice support: copy them through Python instead.
+            data = os.read(src, size)
+            _write_all(fd, [data])
+            moved = len(data)
+        size -= moved
+
+
+_F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
+_TEE_PIPE_SIZE = 1 << 20
+_SPLICE_F_NONBLOCK = 2
+
+
+def _libc_tee() -> Callable[[int, int, int, int], int] | None:
+    """``tee(2)`` (Linux; the standard library has ``os.splice`` but no ``tee``)."""
+    if sys.platform != "linux" or not hasattr(os, "splice"):
+        return None
+    try:
+        import ctypes  # only once a command spills: ctypes costs start-up time
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        tee = libc.tee
+    except (OSError, AttributeError):
+        return None
+    tee.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+    tee.restype = ctypes.c_ssize_t
+
+    def call(src: int, dst: int, size: int, flags: int) -> int:
+        n = int(tee(src, dst, size, flags))
+        if n < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return n
+
+    return call
+
+
+_TEE: list[Callable[[int, int, int, int], int] | None] = []  # looked up once, lazily
+
+
+def _tee_function() -> Callable[[int, int, int, int], int] | None:
+    if not _TEE:
+        _TEE.append(_libc_tee())
+    return _TEE[0]
+
+
 def spill_file_name() -> str:
     """A file name unique per exec: ``exec-<UTC timestamp>-<pid>-<random>.log``."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -146,7 +202,10 @@ class SpillFile:
         self._on_resume = on_resume
         self._on_error = on_error
         self._fd: int | None = None
-        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        # bytes: write them; int n: splice the next n bytes of the tee pipe.
+        self._queue: queue.SimpleQueue[bytes | int | None] = queue.SimpleQueue()
+        self._tee_pipe: tuple[int, int] | None = None  # (read end, write end), lazily
+        self._tee_off = False
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._done: asyncio.Future[None] | None = None
@@ -157,6 +216,7 @@ class SpillFile:
         self._written = 0
         self._paused = False
         self._want_resume = False  # the writer calls back once the queue is down to half
+        self._resume_below = high_water // 2
         self._error: SpillError | None = None
 
     @property
@@ -251,15 +311,64 @@ class SpillFile:
         """Queue ``data`` after everything queued before."""
         if self._error is not None or self.full or self._closing or not data:
             return
+        self._enqueue(data, len(data))
+
+    def tee(self, pipe_fd: int, size: int) -> int:
+        """Queue up to ``size`` bytes waiting in pipe ``pipe_fd`` without reading them.
+
+        Returns how many were teed: the caller must then read exactly that many from
+        ``pipe_fd`` (they are there) and not ``write`` them. 0 means nothing was teed
+        (unavailable, our pipe is full, end of file): read and ``write`` as usual.
+        """
+        if self._error is not None or self.full or self._closing or self._tee_off:
+            return 0
+        tee = _tee_function()
+        pipe = self._tee_pipe if tee is not None else None
+        if tee is not None and pipe is None:
+            pipe = self._open_tee_pipe()
+        if tee is None or pipe is None:
+            self._tee_off = True
+            return 0
+        try:
+            n = tee(pipe_fd, pipe[1], size, _SPLICE_F_NONBLOCK)
+        except BlockingIOError:
+            # Our pipe is full (the writer is behind): stop reading until it drained.
+            self._pause(_TEE_PIPE_SIZE // 2)
+            return 0
+        except OSError:
+            # Not a pipe, tee refused (EINVAL, ENOSYS, EPERM, ...): nothing was teed,
+            # so the caller's read and write lose nothing; copy from now on.
+            self._tee_off = True
+            return 0
+        if n:
+            self._enqueue(n, n)
+        return n
+
+    def _open_tee_pipe(self) -> tuple[int, int] | None:
+        try:
+            r, w = os.pipe2(os.O_CLOEXEC)
+        except OSError:
+            return None
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(w, _F_SETPIPE_SZ, _TEE_PIPE_SIZE)
+        os.set_blocking(w, False)
+        self._tee_pipe = (r, w)
+        return self._tee_pipe
+
+    def _enqueue(self, item: bytes | int, size: int) -> None:
         if self._thread is None:
             self._start()
-        self._queued += len(data)
-        self._queue.put(data)
-        if not self._paused and self._queued - self._written > self._high_water:
+        self._queued += size
+        self._queue.put(item)
+        if self._queued - self._written > self._high_water:
+            self._pause(self._high_water // 2)
+
+    def _pause(self, resume_below: int) -> None:
+        if not self._paused:
             self._paused = True
             if self._on_pause is not None:
                 self._on_pause()
-            self._arm_resume()
+            self._arm_resume(resume_below)
 
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
@@ -267,11 +376,12 @@ class SpillFile:
         self._thread = threading.Thread(target=self._writer, name="toolfold-spill", daemon=True)
         self._thread.start()
 
-    def _arm_resume(self) -> None:
+    def _arm_resume(self, resume_below: int) -> None:
         # Set the flag, then look: either the writer sees the flag after its next batch,
         # or its last batch was counted before this look and we resume right here.
+        self._resume_below = resume_below
         self._want_resume = True
-        if self._queued - self._written <= self._high_water // 2:
+        if self._queued - self._written <= resume_below:
             self._want_resume = False
             self._resume()
 
@@ -283,7 +393,7 @@ class SpillFile:
 
     def _writer_drained(self) -> None:
         if self._paused and self._error is None:
-            self._arm_resume()
+            self._arm_resume(self._resume_below)
 
     def _writer(self) -> None:
         loop, fd = self._loop, self._fd
@@ -291,7 +401,7 @@ class SpillFile:
             return
         failed = False
         while True:
-            batch: list[bytes] = []
+            batch: list[bytes | int] = []
             item = self._queue.get()
             while item is not None:
                 batch.append(item)
@@ -304,7 +414,7 @@ class SpillFile:
             stop = item is None
             if batch and not failed:
                 try:
-                    _write_all(fd, batch)
+                    self._write_batch(fd, batch)
                 except OSError as exc:
                     failed = True
                     if exc.errno in _FULL and self._on_full is not None:
@@ -317,16 +427,35 @@ class SpillFile:
                     else:
                         loop.call_soon_threadsafe(self._write_failed, exc, self._written)
                 else:
-                    self._written += sum(len(c) for c in batch)
-                    if self._want_resume and (
-                        self._queued - self._written <= self._high_water // 2
-                    ):
+                    if self._want_resume and (self._queued - self._written <= self._resume_below):
                         self._want_resume = False
                         loop.call_soon_threadsafe(self._writer_drained)
             if stop:
                 # Queued after any failure report: the loop sees the error first.
                 loop.call_soon_threadsafe(self._writer_done)
                 return
+
+    def _write_batch(self, fd: int, batch: list[bytes | int]) -> None:
+        # Runs of queued bytes go out in one writev, runs of teed counts in one splice,
+        # in queue order; _written moves after each so a failure reports what is on disk.
+        start = 0
+        while start < len(batch):
+            end = start
+            teed = isinstance(batch[start], int)
+            while end < len(batch) and isinstance(batch[end], int) == teed:
+                end += 1
+            run = batch[start:end]
+            if teed:
+                size = sum(run)  # type: ignore[arg-type]
+                if self._tee_pipe is None:  # pragma: no cover - tee() opened it
+                    raise OSError(errno.EBADF, "no tee pipe")
+                _splice_all(self._tee_pipe[0], fd, size)
+            else:
+                chunks: list[bytes] = run  # type: ignore[assignment]
+                size = sum(len(c) for c in chunks)
+                _write_all(fd, chunks)
+            self._written += size
+            start = end
 
     def _writer_done(self) -> None:
         if self._done is not None and not self._done.done():
@@ -371,5 +500,10 @@ class SpillFile:
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
+        if self._tee_pipe is not None:
+            # Whatever a failed spill left in it is dropped with it.
+            for end in self._tee_pipe:
+                os.close(end)
+            self._tee_pipe = None
         if self._error is not None:
             raise self._error
