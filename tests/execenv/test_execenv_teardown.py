@@ -127,15 +127,19 @@ async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
     env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, survivors: list[int]
 ) -> None:
     loop = asyncio.get_running_loop()
-    real_connect = loop.connect_read_pipe
+    real_spawn = loop.subprocess_exec
     gate = asyncio.Event()
+    started: list[object] = []
 
-    async def gated_connect(*args: Any, **kwargs: Any) -> Any:
-        # Hold exec inside its start-up (connecting the pipes) until the test says so.
+    async def gated_spawn(*args: Any, **kwargs: Any) -> Any:
+        # Hold exec inside its start-up (the shell runs, the spawn has not returned)
+        # until the test says so.
+        spawned = await real_spawn(*args, **kwargs)
+        started.append(spawned)
         await gate.wait()
-        return await real_connect(*args, **kwargs)
+        return spawned
 
-    monkeypatch.setattr(loop, "connect_read_pipe", gated_connect)
+    monkeypatch.setattr(loop, "subprocess_exec", gated_spawn)
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
     task = asyncio.create_task(env.exec(f"sleep 1000 & echo $$ $! > {fifo}; wait"))
@@ -145,6 +149,11 @@ async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
     )
     survivors.extend([shell_pid, child_pid])
     assert not task.done()
+    for _ in range(1000):  # bounded: the spawn returns a few loop turns after the fork
+        if started:
+            break
+        await asyncio.sleep(0)
+    assert started and not gate.is_set()  # exec is inside its start-up
     task.cancel()
     gate.set()
     with pytest.raises(asyncio.CancelledError):

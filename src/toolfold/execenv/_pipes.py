@@ -24,9 +24,9 @@ _SMALL_READ = READ_SIZE // 4
 _GATHER = 0.001
 """After a read of less than ``_SMALL_READ``, that pipe is looked at again ``_GATHER``
 seconds later rather than at its next byte: a reader as fast as its producer otherwise
-reads every small write on its own (measured: 6,000 reads for 300 MB instead of 450,
-each with its loop turn and spill hand-off, which takes the CPU the producer needs).
-A millisecond is far below the publisher's pacing (100 ms) and fills at most the pipe."""
+reads every small write on its own, each read with its loop turn and spill hand-off,
+which takes CPU the producer needs (``benchmarks/bench_capture_floor.py``). A
+millisecond is far below the publisher's pacing (100 ms) and fills at most the pipe."""
 
 
 def output_pipe() -> tuple[int, int]:
