@@ -250,3 +250,32 @@ async def test_a_reopened_operation_keeps_its_settled_calls(session: Session) ->
     op = d.reopen(pending)
     assert (op.operation_id, op.run_id, op.lease) == ("op1", "run1", None)
     assert op.unsettled == {"inv-c2"} and set(op.records) == {"inv-c1", "inv-c2"}
+
+
+async def test_a_calls_stream_is_paced_by_the_durability_clock(session: Session) -> None:
+    now = [1000.0]
+    d = Durability(session, interval=1.0, clock=lambda: now[0])
+    op = await d.start_operation("op1", "run1", [record("c1")])
+    tracker = Tracker({"n": 0})
+    stream = op.invocation("inv-c1", TrackerSource(tracker)).stream
+    assert await stream.checkpoint()
+    tracker.state["n"] = 1
+    assert not await stream.checkpoint()  # within the interval
+    now[0] += 1.0
+    assert await stream.checkpoint()
+
+
+async def test_a_claimed_lease_lasts_the_durability_ttl(session: Session) -> None:
+    now = [1_000_000.0]
+    a = Durability(session, host="A", lease_ttl=5, wall_clock=lambda: now[0])
+    op = await a.start_operation("op1", "run1", [record("c1")])
+    assert op.lease is not None
+    op.lease.stop_heartbeat()
+    now[0] += 6
+    b = Durability(session, host="B", lease_ttl=7, wall_clock=lambda: now[0])
+    [pending] = await b.pending_operations()
+    claimed = await b.claim(pending, "B")
+    assert claimed.lease is not None
+    claimed.lease.stop_heartbeat()
+    held = await read_lease(session, "op1")
+    assert held is not None and (held.owner, held.expires) == ("B", now[0] + 7)

@@ -1,0 +1,219 @@
+"""The edges of a durable stream's trailing timer (found by mutation testing,
+docs/TESTING.md): it waits out exactly the rest of the interval and then writes, ends once
+the source is clean or has nothing to give, a later change starts a new one, a fenced
+stream starts none, ``aclose`` cancels a waiting timer and waits for it, whatever ended
+the timer is swallowed there, and the event loop never has an error to report.
+
+Nothing is timed: the stream's clock is a fake one, and ``asyncio.sleep`` is replaced by
+one that records the delay asked for and moves the fake clock on by it."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from toolfold.durability import DurableStream, pending_tool_output, recover
+from toolfold.output import OutputPolicy, ToolOutput
+from toolfold.storage import MemoryRepository, Session
+
+ADDRESS = pending_tool_output("op1", "c1")
+#: Rounds of a bounded poll (each yields to the event loop once).
+POLL_ROUNDS = 200
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[Session]:
+    repo = MemoryRepository()
+    s = await repo.open_session("s", create=True)
+    try:
+        yield s
+    finally:
+        await repo.close()
+
+
+@pytest.fixture
+def loop_reports() -> Iterator[list[dict[str, Any]]]:
+    """What the event loop would log as an error during the test (asserted empty after)."""
+    loop = asyncio.get_event_loop_policy().get_event_loop()
+    reports: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reports.append(context))
+    try:
+        yield reports
+    finally:
+        loop.set_exception_handler(None)
+    assert [r.get("message") for r in reports] == []
+
+
+@pytest.fixture
+def sleeps(monkeypatch: pytest.MonkeyPatch) -> tuple[Clock, list[float]]:
+    """A fake clock and the sleeps asked for; each sleep moves the clock on by its delay."""
+    clock = Clock()
+    asked: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def fake_sleep(delay: float) -> None:
+        asked.append(delay)
+        clock.now += delay
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", fake_sleep)
+    return clock, asked
+
+
+def sink() -> ToolOutput:
+    return ToolOutput(OutputPolicy(retain="tail", max_bytes=4096))
+
+
+def notify_and_get_timer(ds: DurableStream) -> asyncio.Task[Any]:
+    before = asyncio.all_tasks()
+    ds.notify()
+    [timer] = asyncio.all_tasks() - before
+    return timer
+
+
+async def text_of(session: Session) -> str:
+    got = await recover(session, ADDRESS)
+    assert got is not None
+    return str(got.value["content"][0]["text"])
+
+
+async def test_a_change_inside_the_interval_is_written_when_it_ends(
+    session: Session, sleeps: tuple[Clock, list[float]], loop_reports: list[Any]
+) -> None:
+    clock, asked = sleeps
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=1.0, clock=clock)
+    out.write("a")
+    assert await ds.checkpoint()
+    clock.now += 0.25
+    out.write("b")
+    timer = notify_and_get_timer(ds)
+    await asyncio.wait_for(timer, 10)
+    # One sleep, of the rest of the interval, then the write; no sleep once it is clean.
+    assert asked == [0.75]
+    assert ds.stats.batches == 2 and await text_of(session) == "ab"
+
+
+async def test_a_change_after_the_timer_ended_starts_a_new_one(
+    session: Session, loop_reports: list[Any]
+) -> None:
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=0)
+    out.write("a")
+    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    out.write("b")
+    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    assert await text_of(session) == "ab"
+    await ds.aclose()
+
+
+async def test_a_fenced_stream_starts_no_timer(session: Session, loop_reports: list[Any]) -> None:
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=0)
+    ds.fence()
+    out.write("late")
+    before = asyncio.all_tasks()
+    ds.notify()
+    assert asyncio.all_tasks() == before
+    assert await session.read_list(ADDRESS) == []
+
+
+class NothingToTake:
+    """A source that says it is dirty but gives no ops (e.g. changes that cancelled out)."""
+
+    dirty = True
+
+    def __init__(self) -> None:
+        self.takes = 0
+
+    def take(self) -> list[Any]:
+        self.takes += 1
+        return []
+
+    def rebase(self) -> None:
+        pass
+
+
+async def test_a_timer_that_finds_nothing_to_write_ends(
+    session: Session, loop_reports: list[Any]
+) -> None:
+    source = NothingToTake()
+    ds = DurableStream(session, ADDRESS, source, interval=0)
+    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    assert source.takes == 1 and ds.stats.batches == 0 and ds.stats.failed == 0
+
+
+async def test_aclose_cancels_a_waiting_timer_and_waits_for_it(
+    session: Session, monkeypatch: pytest.MonkeyPatch, loop_reports: list[Any]
+) -> None:
+    clock = Clock()
+    asked: list[float] = []
+
+    async def endless_sleep(delay: float) -> None:
+        asked.append(delay)
+        await asyncio.Event().wait()
+
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=60, clock=clock)
+    out.write("a")
+    assert await ds.checkpoint()
+    out.write("b")
+    monkeypatch.setattr(asyncio, "sleep", endless_sleep)
+    timer = notify_and_get_timer(ds)
+    for _ in range(POLL_ROUNDS):
+        if asked:
+            break
+        await asyncio.wait([timer], timeout=0)
+    assert asked == [60]  # the timer waits out the interval
+    await asyncio.wait_for(ds.aclose(), 10)
+    assert timer.done() and timer.cancelled()
+    assert ds.stats.batches == 1
+
+
+class Broken:
+    """A source whose take fails with an error that is not a storage error."""
+
+    dirty = True
+
+    def take(self) -> list[Any]:
+        raise RuntimeError("the source broke")
+
+    def rebase(self) -> None:
+        pass
+
+
+async def test_a_timer_that_failed_is_swallowed_by_aclose_and_never_logged(
+    session: Session, loop_reports: list[Any]
+) -> None:
+    async def run_and_drop() -> None:
+        ds = DurableStream(session, ADDRESS, Broken(), interval=0)
+        timer = notify_and_get_timer(ds)
+        await asyncio.wait([timer], timeout=10)
+        assert isinstance(timer.exception(), RuntimeError)
+        await ds.aclose()  # the timer's failure does not fail the close
+
+    await run_and_drop()
+
+    async def fail_unread() -> None:
+        # Nobody awaits this one (as after a crash): its exception must not be reported
+        # as never retrieved when the task is collected.
+        ds = DurableStream(session, ADDRESS, Broken(), interval=0)
+        timer = notify_and_get_timer(ds)
+        await asyncio.wait([timer], timeout=10)
+        assert timer.done()
+
+    await fail_unread()
+    gc.collect()
+    await asyncio.sleep(0)
