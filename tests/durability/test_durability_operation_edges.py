@@ -13,14 +13,18 @@ from durability_helpers import Tap
 
 from toolfold.chord import Tracker
 from toolfold.durability import (
+    MISSING,
     CallRecord,
     Durability,
     DurabilityError,
+    MemoError,
     PendingOperation,
     RecoveryError,
     TrackerSource,
+    lease_token,
     operation_call,
     operation_meta,
+    operation_tool_memo,
     pending_tool_output,
     read_lease,
     settle_writes,
@@ -191,16 +195,27 @@ async def test_retire_ends_an_operation_whose_calls_all_settled(session: Session
 async def test_pending_operations_skip_scopes_that_hold_no_call_operation(
     session: Session,
 ) -> None:
-    def meta(op: str, data: Any) -> Any:
-        return set_value(operation_meta(op), data)
+    # Skipped scopes on both sides of a real one (by name and by creation order).
+    await session.commit([set_value(operation_meta("a-msg"), {"kind": "assistant"})])
+    await session.commit([set_value(operation_meta("b-odd"), ["not", "a", "dict"])])
+    await session.commit([set_value(operation_call("c-stray", "x"), record("x").to_json())])
+    await Durability(session).start_operation("op1", "run1", [record("c1")])
+    await session.commit([set_value(operation_meta("y-msg"), {"kind": "assistant"})])
+    await session.commit([set_value(operation_meta("z-odd"), "text")])
+    assert len(await session.live_scopes()) == 6
+    assert [p.operation_id for p in await Durability(session).pending_operations()] == ["op1"]
 
-    await session.commit([meta("msg-1", {"kind": "assistant", "run_id": "r"})])
-    await session.commit([meta("odd", ["not", "a", "dict"])])
-    await session.commit(
-        [set_value(operation_call("stray", "x"), record("x", op="stray").to_json())]
+
+async def test_a_malformed_call_record_of_a_pending_operation_names_its_key(
+    session: Session,
+) -> None:
+    await Durability(session).start_operation("op1", "run1", [record("c1")])
+    await session.commit([set_value(operation_call("op1", "inv-c1"), {"tool_name": "bash"})])
+    with pytest.raises(RecoveryError) as refused:
+        await Durability(session).pending_operations()
+    assert str(refused.value) == (
+        "malformed call record at op.calls/op1:inv-c1: {'tool_name': 'bash'}"
     )
-    assert len(await session.live_scopes()) == 3
-    assert await Durability(session).pending_operations() == []
 
 
 async def test_pending_operations_fall_back_and_filter_calls(session: Session) -> None:
@@ -279,3 +294,27 @@ async def test_a_claimed_lease_lasts_the_durability_ttl(session: Session) -> Non
     claimed.lease.stop_heartbeat()
     held = await read_lease(session, "op1")
     assert held is not None and (held.owner, held.expires) == ("B", now[0] + 7)
+
+
+async def test_memos_are_read_and_written_at_the_invocations_address(session: Session) -> None:
+    op = await Durability(session).start_operation("op1", "run1", [record("c1")])
+    inv = op.invocation("inv-c1", source())
+    assert await inv.get_memo("step") is MISSING
+    await inv.set_memo("step", {"done": 1})
+    assert await session.get_value(operation_tool_memo("op1", "inv-c1", "step")) == {"done": 1}
+    assert await inv.get_memo("step") == {"done": 1}
+    assert await inv.get_memo("other") is MISSING
+    await inv.set_memo("zero", 0)
+    assert await inv.get_memo("zero") == 0  # a falsy memo is a memo
+    with pytest.raises(MemoError, match=r"^invalid memo name 'a b': "):
+        await inv.get_memo("a b")
+
+
+async def test_retiring_a_leased_operation_ends_its_lease(session: Session) -> None:
+    d = Durability(session, host="A", lease_ttl=5)
+    op = await d.start_operation("op1", "run1", [record("c1")])
+    assert op.lease is not None and await read_lease(session, "op1") is not None
+    await op.retire()
+    assert await session.live_scopes() == []
+    assert await read_lease(session, "op1") is None
+    assert await session.get_value(lease_token("op1")) == {"settled": op.lease.token}
