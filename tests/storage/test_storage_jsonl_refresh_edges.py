@@ -17,6 +17,7 @@ from toolfold.storage import (
     CorruptStoreError,
     ListElement,
     Repository,
+    StorageError,
     append_entry,
     append_list,
     ephemeral_scope,
@@ -110,3 +111,109 @@ async def test_damage_in_a_side_file_first_read_at_a_refresh_names_the_file(
         await reader.refresh()
     assert str(caught.value).startswith(f"{side}: the record at byte ")
     assert caught.value.path == str(side)
+
+
+def side_of(repo: Repository, name: str = "op") -> Path:
+    return Path(repo.location[len("jsonl:") :]) / "s.jsonl.scopes" / f"scope-{name}.scope"
+
+
+async def test_damage_in_a_side_file_read_before_names_the_file(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "one")])
+    reader = await reader_repo.open_session("s")
+    side = side_of(writer_repo)
+    at = side.stat().st_size
+    with open(side, "ab") as f:
+        f.write(b'["00000000",["e",9,"x"]]\n')
+    with pytest.raises(CorruptStoreError) as caught:
+        await reader.refresh()
+    assert str(caught.value).startswith(f"{side}: the record at byte {at} (line 3) fails")
+    assert caught.value.path == str(side)
+
+
+async def test_a_side_file_unlinked_while_the_reader_lists_them_hides_no_other(
+    repos: tuple[Repository, Repository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer_repo, reader_repo = repos
+    other = list_address("pending", "p", ephemeral_scope("zz"))  # sorts after "op"
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "one")])
+    await writer.commit([append_list(other, "z1")])
+    reader = await reader_repo.open_session("s")
+    side = side_of(writer_repo)
+    await writer.commit([append_list(other, "z2")])
+    real_scandir = os.scandir
+
+    def listed_then_unlinked(path: Any) -> Any:
+        # The writer's retirement unlinks "op"'s file just after the reader listed it.
+        with real_scandir(path) as it:
+            entries = list(it)
+        if os.fspath(path) == str(side.parent) and side.exists():
+            side.unlink()
+        return iter(entries)
+
+    monkeypatch.setattr(os, "scandir", listed_then_unlinked)
+    await reader.refresh()
+    assert [e.value for e in await reader.read_list(other)] == ["z1", "z2"]
+
+
+async def test_a_reader_whose_session_file_was_replaced_says_to_open_it_again(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_entry("e")])
+    reader = await reader_repo.open_session("s")
+    main = Path(writer_repo.location[len("jsonl:") :]) / "s.jsonl"
+    await writer.close()
+    with open(main, "rb"):  # held open: the new file cannot get the old inode number
+        await writer_repo.delete_session("s")
+        await writer_repo.create_session("s")
+    with pytest.raises(StorageError) as caught:
+        await reader.refresh()
+    assert str(caught.value) == (
+        f"{main} was replaced since this reader opened it (the session was deleted and "
+        "made again?); open the session again"
+    )
+
+
+def inode_given_back(monkeypatch: pytest.MonkeyPatch, path: Path, ino: int) -> None:
+    """Make ``os.fstat`` of the file now at ``path`` report inode number ``ino``: what a
+    file system that hands a freed inode number out again (ext4 often does, at once)
+    shows a reader."""
+    real = os.fstat
+
+    def fstat(fd: int) -> os.stat_result:
+        st = real(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") != str(path):
+            return st
+        fields = list(st[:10])
+        fields[1] = ino
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "fstat", fstat)
+
+
+@pytest.mark.parametrize("new", ["longer " * 40, "new"])  # longer or shorter than the old
+async def test_a_next_lifetime_with_the_old_inode_number_is_read_whole(
+    repos: tuple[Repository, Repository], monkeypatch: pytest.MonkeyPatch, new: str
+) -> None:
+    # Read from where the reader stopped in the old file, the new one is garbage, or
+    # nothing. Only the retirement, read in the same refresh after a session record,
+    # tells the reader to forgive that and read the file whole.
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "old " * 20), append_list(PENDING, "older")])
+    reader = await reader_repo.open_session("s")
+    old_ino = side_of(writer_repo).stat().st_ino
+    await writer.commit([append_entry("e")])
+    await writer.commit([retire_scope(OP)])
+    r = await writer.commit([append_list(PENDING, new)])
+    inode_given_back(monkeypatch, side_of(writer_repo), old_ino)
+    await reader.refresh()
+    assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], new, None)]
+    assert [e.value for e in await reader.read_entries()] == ["e"]
+    assert await reader.live_scopes() == [OP]

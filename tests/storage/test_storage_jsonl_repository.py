@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 
 import toolfold.storage._jsonl as jsonl_repository
+import toolfold.storage._jsonl_files as jsonl_files
 from toolfold.storage import (
     BackendError,
     FsyncPolicy,
+    SessionExistsError,
     SessionNotFoundError,
     StorageError,
     append_entry,
@@ -161,3 +163,107 @@ async def test_a_delete_while_another_writer_holds_the_session_names_the_file(
         f"{directory / 's.jsonl'} is open in another repository object or process; "
         "JSONL sessions have one writer — close it there first"
     )
+
+
+async def test_the_repository_names_its_location(
+    directory: Path, repos: list[JsonlRepository]
+) -> None:
+    assert repo_on(repos, directory).location == f"jsonl:{directory}"
+
+
+async def test_creating_an_existing_session_names_it_and_the_store(
+    directory: Path, repos: list[JsonlRepository]
+) -> None:
+    repo = repo_on(repos, directory)
+    with pytest.raises(SessionExistsError) as caught:
+        await repo.create_session("s")
+    assert str(caught.value) == f"session 's' already exists in jsonl:{directory}"
+
+
+async def test_a_session_made_by_another_process_after_the_check_is_never_overwritten(
+    directory: Path, repos: list[JsonlRepository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    main = directory / "s.jsonl"
+    before = main.read_bytes()
+    real = Path.exists
+    # The other process creates the file just after this one looked.
+    monkeypatch.setattr(Path, "exists", lambda p: False if p == main else real(p))
+    repo = repo_on(repos, directory)
+    with pytest.raises(SessionExistsError) as caught:
+        await repo.create_session("s")
+    assert str(caught.value) == f"session 's' already exists in jsonl:{directory}"
+    assert main.read_bytes() == before
+
+
+async def test_a_session_file_that_cannot_be_created_names_it(
+    directory: Path, repos: list[JsonlRepository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "link", full)
+    repo = repo_on(repos, directory)
+    with pytest.raises(BackendError) as caught:
+        await repo.create_session("x")
+    assert str(caught.value).startswith(f"cannot create session file {directory / 'x.jsonl'} (")
+    assert sorted(os.listdir(directory)) == ["s.jsonl"]  # no temp file left behind
+
+
+async def test_opening_a_missing_session_says_how_to_create_it(
+    directory: Path, repos: list[JsonlRepository]
+) -> None:
+    repo = repo_on(repos, directory)
+    with pytest.raises(SessionNotFoundError) as caught:
+        await repo.open_session("nope")
+    assert str(caught.value) == (
+        f"no session 'nope' in jsonl:{directory} (no file {directory / 'nope.jsonl'}); "
+        "create it first (create_session, or open_session(..., create=True))"
+    )
+
+
+async def test_a_session_deleted_between_the_check_and_the_open_is_not_found(
+    directory: Path, repos: list[JsonlRepository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gone = directory / "gone.jsonl"
+    real = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda p: True if p == gone else real(p))
+    repo = repo_on(repos, directory)
+    with pytest.raises(SessionNotFoundError) as caught:
+        await repo.open_session("gone")
+    assert str(caught.value) == f"no session 'gone' in jsonl:{directory}"
+
+
+async def test_opening_a_session_another_writer_holds_names_the_file(
+    directory: Path, repos: list[JsonlRepository]
+) -> None:
+    await repo_on(repos, directory).open_session("s")
+    with pytest.raises(StorageError) as caught:
+        await repo_on(repos, directory).open_session("s")
+    assert str(caught.value) == (
+        f"{directory / 's.jsonl'} is open in another repository object or process; "
+        "JSONL sessions have one writer — close it there first"
+    )
+
+
+async def test_a_side_file_that_cannot_be_read_fails_the_open_and_releases_the_lock(
+    directory: Path, repos: list[JsonlRepository]
+) -> None:
+    (directory / "s.jsonl.scopes" / "scope-op.scope").mkdir(parents=True)
+    repo = repo_on(repos, directory)
+    with pytest.raises(BackendError) as caught:
+        await repo.open_session("s")
+    assert str(caught.value).startswith(f"cannot read session 's' from {directory / 's.jsonl'} (")
+    (directory / "s.jsonl.scopes" / "scope-op.scope").rmdir()
+    s = await repo.open_session("s")  # the failed open let go of the file
+    assert [e.value for e in await s.read_entries()] == ["e"]
+
+
+async def test_creating_a_session_is_synced_when_the_policy_says_commit(
+    tmp_path: Path, repos: list[JsonlRepository], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr(jsonl_files, "_sync_dir", synced.append)
+    await repo_on(repos, tmp_path, fsync=FsyncPolicy(main="none")).create_session("a")
+    assert synced == []
+    await repo_on(repos, tmp_path).create_session("b")
+    assert synced == [tmp_path]
