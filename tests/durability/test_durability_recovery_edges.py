@@ -165,3 +165,32 @@ async def test_a_memo_seed_is_read_from_its_address(session: Session) -> None:
     assert str(refused.value).startswith(
         f"{operation_memo_seed('op1', 'c2')} does not hold a base batch"
     )
+
+
+class CountingReads:
+    """A session wrapper that records the ``limit`` of every ``read_list``."""
+
+    def __init__(self, inner: Session) -> None:
+        self.inner = inner
+        self.limits: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def read_list(self, *args: Any, **kw: Any) -> Any:
+        self.limits.append(kw.get("limit"))
+        return await self.inner.read_list(*args, **kw)
+
+
+async def test_recovery_reads_a_page_at_a_time(session: Session) -> None:
+    # A long stream is never read in one go: memory stays bounded by the page.
+    batches: list[tuple[Any, str | None]] = [([["r", {"n": 0}]], "base")]
+    batches += [([["s", ["n"], i]], None) for i in range(1, 5)]
+    await _append(session, *batches)
+    reads = CountingReads(session)
+    got = await recover(reads, LIST, page=2)  # type: ignore[arg-type]
+    assert got is not None and got.value == {"n": 4}
+    assert reads.limits == [2, 2, 2]
+    reads.limits.clear()
+    assert await recover(reads, LIST) is not None  # type: ignore[arg-type]
+    assert reads.limits == [64]
