@@ -248,13 +248,30 @@ async def test_only_this_operations_entries_count_as_settled(session: Session) -
     assert pending.run_id == "run1"
 
 
+class CountingReads:
+    """A session wrapper that records the ``limit`` of every ``read_entries``."""
+
+    def __init__(self, inner: Session) -> None:
+        self.inner = inner
+        self.limits: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def read_entries(self, *args: Any, **kw: Any) -> Any:
+        self.limits.append(kw.get("limit"))
+        return await self.inner.read_entries(*args, **kw)
+
+
 async def test_a_settled_entry_past_the_first_page_of_256_is_found(session: Session) -> None:
-    d = Durability(session)
-    await d.start_operation("op1", "run1", [record("c1")])
+    # The transcript is read 256 entries at a time: a long one never in one go.
+    await Durability(session).start_operation("op1", "run1", [record("c1")])
     await session.commit([append_entry({"tool_call_id": f"x{i}"}) for i in range(256)])
     await session.commit([append_entry({"tool_call_id": "c1"})])
-    [pending] = await d.pending_operations()
+    reads = CountingReads(session)
+    [pending] = await Durability(reads).pending_operations()  # type: ignore[arg-type]
     assert pending.settled == {"inv-c1"}
+    assert reads.limits == [256, 256]
 
 
 async def test_a_reopened_operation_keeps_its_settled_calls(session: Session) -> None:
