@@ -179,6 +179,8 @@ class CountingReads:
 
     async def read_list(self, *args: Any, **kw: Any) -> Any:
         self.limits.append(kw.get("limit"))
+        if len(self.limits) > 20:  # a cursor that does not move: fail, do not spin
+            raise AssertionError(f"recovery keeps reading: {self.limits}")
         return await self.inner.read_list(*args, **kw)
 
 
