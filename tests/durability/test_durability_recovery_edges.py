@@ -196,3 +196,15 @@ async def test_recovery_reads_a_page_at_a_time(session: Session) -> None:
     reads.limits.clear()
     assert await recover(reads, LIST) is not None  # type: ignore[arg-type]
     assert reads.limits == [64]
+
+
+async def test_recovery_folds_from_nothing_not_from_a_value(session: Session) -> None:
+    # A batch tagged as a base that does not replace the root (written by something else)
+    # is folded onto nothing at all, and refused as such.
+    seqs = await _append(session, ([["p", [], 0, 0, ["x"]]], "base"))
+    with pytest.raises(RecoveryError) as refused:
+        await recover(session, LIST)
+    assert str(refused.value) == (
+        f"cannot fold batch seq {seqs[0]} of {LIST}: unresolvable path: [] at op 0: p needs a "
+        "list, found NoneType; the stream is corrupt after its last base batch"
+    )
