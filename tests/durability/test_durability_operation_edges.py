@@ -5,6 +5,7 @@ leaving the call unsettled, and which entries ``pending_operations`` counts as s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -260,6 +261,8 @@ class CountingReads:
 
     async def read_entries(self, *args: Any, **kw: Any) -> Any:
         self.limits.append(kw.get("limit"))
+        if len(self.limits) > 20:  # a cursor that does not move: fail, do not spin
+            raise AssertionError(f"the transcript keeps being read: {self.limits}")
         return await self.inner.read_entries(*args, **kw)
 
 
@@ -335,3 +338,19 @@ async def test_retiring_a_leased_operation_ends_its_lease(session: Session) -> N
     assert await session.live_scopes() == []
     assert await read_lease(session, "op1") is None
     assert await session.get_value(lease_token("op1")) == {"settled": op.lease.token}
+
+
+async def test_the_heartbeat_runs_until_the_last_call_settles(session: Session) -> None:
+    # Stopped after the first of two calls, the lease would lapse while the second runs;
+    # left running after the last, it would keep renewing a lease that has ended.
+    before = asyncio.all_tasks()
+    d = Durability(session, host="A", lease_ttl=60)
+    op = await d.start_operation("op1", "run1", [record("c1"), record("c2")])
+    [beat] = asyncio.all_tasks() - before
+    await op.settle("inv-c1", {"tool_call_id": "c1", "content": []})
+    for _ in range(5):  # let a cancellation, if any, reach the task
+        await asyncio.sleep(0)
+    assert not beat.done()
+    await op.settle("inv-c2", {"tool_call_id": "c2", "content": []})
+    await asyncio.wait([beat], timeout=10)
+    assert beat.cancelled()
