@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from durability_helpers import Tap
 
 from toolfold.durability import DurableStream, pending_tool_output, recover
 from toolfold.output import OutputPolicy, ToolOutput
@@ -217,3 +218,38 @@ async def test_a_timer_that_failed_is_swallowed_by_aclose_and_never_logged(
     await fail_unread()
     gc.collect()
     await asyncio.sleep(0)
+
+
+async def test_a_forced_write_is_a_delta_unless_a_base_is_asked_for(session: Session) -> None:
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=0)
+    out.write("a" * 200)
+    assert await ds.force()
+    out.write("b")
+    assert await ds.force()  # a settlement's final write: small, not a whole new base
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base", None]
+    out.write("c")
+    assert await ds.force(base=True)
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base"]
+    assert await text_of(session) == "a" * 200 + "bc"
+
+
+async def test_every_failed_write_is_counted_and_the_next_write_stands_alone(
+    session: Session,
+) -> None:
+    tap = Tap(session)
+    out = sink()
+    ds = DurableStream(tap, ADDRESS, out.open_stream(), interval=0)  # type: ignore[arg-type]
+    out.write("a" * 200)  # a large base: small deltas after it stay deltas
+    assert await ds.checkpoint()
+    for n, text in ((2, "x"), (3, "y")):
+        out.write(text)
+        tap.fail_at = n
+        assert not await ds.checkpoint()
+    assert ds.stats.failed == 2
+    out.write("z")
+    assert await ds.checkpoint()
+    # The ops of the failed writes are gone from the encoder's view: the next batch must
+    # not build on them, so it is a base holding everything.
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base"]
+    assert await text_of(session) == "a" * 200 + "xyz"
