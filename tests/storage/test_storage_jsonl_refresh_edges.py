@@ -217,3 +217,18 @@ async def test_a_next_lifetime_with_the_old_inode_number_is_read_whole(
     assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], new, None)]
     assert [e.value for e in await reader.read_entries()] == ["e"]
     assert await reader.live_scopes() == [OP]
+
+
+async def test_a_side_file_name_toolfold_never_gives_is_named_at_a_refresh(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "one")])
+    reader = await reader_repo.open_session("s")
+    odd = side_of(writer_repo).with_name("scope-%6Fp.scope")  # "op", not canonically encoded
+    odd.write_bytes(side_of(writer_repo).read_bytes())
+    with pytest.raises(CorruptStoreError) as caught:
+        await reader.refresh()
+    assert str(caught.value).startswith(f"{odd}: 'scope-%6Fp.scope' is not the name toolfold")
+    assert caught.value.path == str(odd)
