@@ -174,3 +174,15 @@ async def test_a_side_file_is_made_over_a_dead_one_a_failed_unlink_left(
     await s.close()
     s = await open_session(repos, tmp_path)
     assert await s.read_list(PENDING) == [ListElement(r.seqs[0], "new", None)]
+
+
+async def test_a_side_file_that_cannot_be_made_fails_the_commit_and_names_it(
+    tmp_path: Path, repos: list[JsonlRepository]
+) -> None:
+    s = await open_session(repos, tmp_path)
+    (tmp_path / "s.jsonl.scopes").write_text("a file where the side directory goes")
+    with pytest.raises(BackendError) as caught:
+        await s.commit([append_list(PENDING, "one")])
+    assert str(caught.value).startswith(f"cannot open {s.side_path(OP)} for writing (")
+    assert str(caught.value).endswith("; nothing was committed")
+    assert await s.read_list(PENDING) == []
