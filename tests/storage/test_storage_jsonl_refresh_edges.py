@@ -232,3 +232,21 @@ async def test_a_side_file_name_toolfold_never_gives_is_named_at_a_refresh(
         await reader.refresh()
     assert str(caught.value).startswith(f"{odd}: 'scope-%6Fp.scope' is not the name toolfold")
     assert caught.value.path == str(odd)
+
+
+async def test_a_side_file_read_a_piece_at_a_time_and_then_retired(
+    repos: tuple[Repository, Repository],
+) -> None:
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "one")])
+    reader = await reader_repo.open_session("s")
+    await writer.commit([append_list(PENDING, "two")])
+    await reader.refresh()  # reads the side file's new record only
+    assert [e.value for e in await reader.read_list(PENDING)] == ["one", "two"]
+    await writer.commit([retire_scope(OP)])
+    await reader.refresh()
+    assert await reader.read_list(PENDING) == [] and await reader.live_scopes() == []
+    r = await writer.commit([append_list(PENDING, "three")])  # the next lifetime
+    await reader.refresh()
+    assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], "three", None)]
