@@ -18,6 +18,7 @@ from toolfold.durability import (
     CallRecord,
     Durability,
     DurabilityError,
+    FencedError,
     MemoError,
     PendingOperation,
     RecoveryError,
@@ -28,6 +29,7 @@ from toolfold.durability import (
     operation_tool_memo,
     pending_tool_output,
     read_lease,
+    recover,
     settle_writes,
 )
 from toolfold.storage import (
@@ -354,3 +356,29 @@ async def test_the_heartbeat_runs_until_the_last_call_settles(session: Session) 
     await op.settle("inv-c2", {"tool_call_id": "c2", "content": []})
     await asyncio.wait([beat], timeout=10)
     assert beat.cancelled()
+
+
+async def test_a_leased_calls_writes_carry_the_lease_and_stop_at_a_takeover(
+    session: Session,
+) -> None:
+    now = [1_000_000.0]
+    a = Durability(session, host="A", lease_ttl=5, interval=0, wall_clock=lambda: now[0])
+    op = await a.start_operation("op1", "run1", [record("c1")])
+    assert op.lease is not None
+    op.lease.stop_heartbeat()
+    tracker = Tracker({"n": 0})
+    stream = op.invocation("inv-c1", TrackerSource(tracker)).stream
+    assert stream.lease is op.lease
+    assert await stream.force()
+    now[0] += 6
+    b = Durability(session, host="B", lease_ttl=5, wall_clock=lambda: now[0])
+    [pending] = await b.pending_operations()
+    claimed = await b.claim(pending, "B")
+    assert claimed.lease is not None
+    claimed.lease.stop_heartbeat()
+    tracker.state["n"] = 1
+    with pytest.raises(FencedError):
+        await stream.force()
+    assert stream.fenced
+    got = await recover(session, pending_tool_output("op1", "inv-c1"))
+    assert got is not None and got.value == {"n": 0}

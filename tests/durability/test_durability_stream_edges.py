@@ -14,9 +14,11 @@ import gc
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from durability_helpers import Tap
 
+from toolfold.chord import Encoder
 from toolfold.durability import DurableStream, pending_tool_output, recover
 from toolfold.output import OutputPolicy, ToolOutput
 from toolfold.storage import MemoryRepository, Session
@@ -264,3 +266,154 @@ async def test_every_failed_write_is_counted_and_the_next_write_stands_alone(
     # not build on them, so it is a base holding everything.
     assert [e.tag for e in await session.read_list(ADDRESS)] == ["base"]
     assert await text_of(session) == "a" * 200 + "xyz"
+
+
+class Prepared:
+    """An :class:`OpSource` over ``{"a": text}`` whose every change is one ``s`` op, so the
+    encoded size of each batch is known to the test."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pending: list[Any] = []
+        self.base_next = True
+
+    @property
+    def dirty(self) -> bool:
+        return self.base_next or bool(self.pending)
+
+    def set(self, text: str) -> None:
+        self.text = text
+        self.pending.append(["s", ["a"], text])
+
+    def take(self) -> list[Any]:
+        if self.base_next:
+            self.base_next = False
+            self.pending.clear()
+            return [["r", {"a": self.text}]]
+        ops, self.pending = self.pending, []
+        return ops
+
+    def rebase(self) -> None:
+        self.base_next = True
+
+
+def encoded_sizes(base_text: str, *texts: str) -> list[int]:
+    """The encoded sizes of the base and then of each delta, as a fresh stream writes them."""
+    encoder = Encoder()
+    wires = [encoder.encode([["r", {"a": base_text}]])]
+    wires += [encoder.encode([["s", ["a"], text]]) for text in texts]
+    return [len(orjson.dumps(w)) for w in wires]
+
+
+def texts_of_total(base_text: str, total: int) -> list[str]:
+    """Delta texts whose encoded sizes add up to exactly ``total`` bytes, each delta under a
+    third of the base (so each is stored as a delta)."""
+    largest = (encoded_sizes(base_text)[0] - 1) // 3
+    texts: list[str] = []
+    for _ in range(100):  # bounded: each round adds one delta of at least a few bytes
+        left = total - sum(encoded_sizes(base_text, *texts)[1:])
+        if left == 0:
+            return texts
+        smallest_after = encoded_sizes(base_text, *texts, "", "")[-1]
+        want = left if left <= largest else min(largest, left - smallest_after)
+        n = 0
+        while encoded_sizes(base_text, *texts, "y" * n)[-1] < want:
+            n += 1
+        assert encoded_sizes(base_text, *texts, "y" * n)[-1] == want
+        texts.append("y" * n)
+    raise AssertionError(f"no deltas of {total} bytes in total")
+
+
+async def run_prepared(session: Session, base_text: str, texts: list[str]) -> list[Any]:
+    source = Prepared(base_text)
+    ds = DurableStream(session, ADDRESS, source, interval=0)
+    assert await ds.force()
+    for text in [*texts, "last"]:
+        source.set(text)
+        assert await ds.force()
+    assert await text_of_prepared(session) == "last"
+    return [e.tag for e in await session.read_list(ADDRESS)]
+
+
+async def text_of_prepared(session: Session) -> str:
+    got = await recover(session, ADDRESS)
+    assert got is not None
+    return str(got.value["a"])
+
+
+@pytest.mark.parametrize("below", [0, 1])
+async def test_deltas_as_large_as_the_base_make_the_next_batch_a_base(
+    session: Session, below: int
+) -> None:
+    base_text = "x" * 200
+    base = encoded_sizes(base_text)[0]
+    texts = texts_of_total(base_text, base - below)
+    tags = await run_prepared(session, base_text, texts)
+    if below == 0:  # the deltas weigh as much as the base: the next batch replaces them
+        assert tags == ["base"]
+    else:  # one byte less: the next batch is still a delta
+        assert tags == ["base"] + [None] * (len(texts) + 1)
+
+
+@pytest.mark.parametrize("third", [True, False])
+async def test_a_delta_of_a_third_of_the_base_is_stored_as_a_base(
+    session: Session, third: bool
+) -> None:
+    base_text = "x" * 200
+    base = encoded_sizes(base_text)[0]
+    base_text += "x" * ((3 - base % 3) % 3)  # a base whose size is a multiple of 3
+    base = encoded_sizes(base_text)[0]
+    assert base % 3 == 0
+    n = 0
+    target = base // 3 - (0 if third else 1)
+    while encoded_sizes(base_text, "y" * n)[1] < target:
+        n += 1
+    assert encoded_sizes(base_text, "y" * n)[1] == target
+    source = Prepared(base_text)
+    ds = DurableStream(session, ADDRESS, source, interval=0)
+    assert await ds.force()
+    source.set("y" * n)
+    assert await ds.force()
+    tags = [e.tag for e in await session.read_list(ADDRESS)]
+    assert tags == (["base"] if third else ["base", None])
+    assert await text_of_prepared(session) == "y" * n
+
+
+async def test_a_rebase_every_of_one_makes_every_batch_a_base(session: Session) -> None:
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=0, rebase_every=1)
+    assert ds.fenced is False
+    for text in ("a", "b", "c"):
+        out.write(text)
+        assert await ds.force()
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base"]
+    assert (ds.stats.batches, ds.stats.bases) == (3, 3)
+
+
+async def test_every_batch_is_counted_and_a_delta_paces_the_next_write(
+    session: Session,
+) -> None:
+    clock = Clock()
+    source = Prepared("x" * 200)
+    ds = DurableStream(session, ADDRESS, source, interval=1.0, clock=clock)
+    assert await ds.checkpoint()  # a base
+    for text in ("b", "c"):
+        clock.now += 1.0
+        source.set(text)
+        assert await ds.checkpoint()  # a delta
+        source.set(text + "!")
+        assert not await ds.checkpoint()  # within the interval after that delta
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base", None, None]
+    assert (ds.stats.batches, ds.stats.bases, ds.stats.skipped_paced) == (3, 1, 2)
+
+
+async def test_plan_without_arguments_plans_an_ordinary_batch(session: Session) -> None:
+    source = Prepared("x" * 200)
+    ds = DurableStream(session, ADDRESS, source, interval=0)
+    await session.commit(ds.plan)
+    source.set("b")
+    await session.commit(ds.plan)
+    source.set("c")
+    await session.commit(lambda: [w for w in [ds.plan_batch()] if w is not None])
+    assert [e.tag for e in await session.read_list(ADDRESS)] == ["base", None, None]
+    assert await text_of_prepared(session) == "c"
