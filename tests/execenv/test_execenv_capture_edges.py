@@ -7,6 +7,7 @@ see docs/TESTING.md, "Mutation testing".
 from __future__ import annotations
 
 import pytest
+from execenv_helpers import reference_view
 
 from toolfold.execenv import CaptureClosedError, OutputCapture, ShellOutputLimits
 
@@ -127,6 +128,15 @@ def test_a_large_read_whose_last_line_is_redrawn_short_is_not_skipped() -> None:
     assert cap.snapshot().text == "b\nb\nb\nb\nw"
 
 
+def test_a_large_read_whose_long_complete_line_is_redrawn_short_is_not_skipped() -> None:
+    # The complete line's raw bytes exceed max_bytes, but a \r redraw leaves "z": its raw
+    # size says nothing, and the lines before it are in the tail view.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=10, max_lines=5))
+    cap.feed(b"b\n" * 3 + b"y" * 40 + b"\rz\n")
+    assert not cap._skipped
+    assert cap.snapshot().text == "b\nb\nb\nz\n"
+
+
 def test_a_suffix_with_exactly_max_lines_plus_one_newlines_decides_the_tail_view() -> None:
     # Escapes on every line rule out the byte rule; the suffix after the first line holds
     # max_lines + 1 newlines, just enough to decide a max_lines tail view by itself.
@@ -190,3 +200,88 @@ def test_output_of_exactly_max_bytes_is_within_the_cap() -> None:
     # A head view of three bytes still takes a fourth.
     cap = _fed([b"ab\n", b"x"], ShellOutputLimits(max_bytes=4, max_lines=5, retain="head"))
     assert cap.snapshot().text == "ab\nx"
+
+
+def test_a_head_capture_stops_decoding_as_soon_as_its_view_is_final() -> None:
+    # "abc\n" fills the 4-byte head view; the first byte after it makes the cleaned stream
+    # longer than the view, so nothing later can change the view: the capture stops
+    # decoding (only the raw totals move) instead of cleaning output nobody will see.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=4, max_lines=5, retain="head"))
+    cap.feed(b"abc\n")
+    assert not cap._settled
+    cap.feed(b"x")
+    assert cap._settled
+    cap.feed(b"\x1b[1my\n" * 3)
+    snap = cap.snapshot()
+    assert snap.text == "abc\n"
+    assert (snap.truncation.truncated, snap.truncation.truncated_by) == (True, "bytes")
+    assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (4, 23)
+
+
+@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize("piece", [b"\xff", b"\xff\n"])
+def test_output_that_cleanup_grows_past_the_cap_over_several_reads_exceeds_it(
+    retain: str, piece: bytes
+) -> None:
+    # Each invalid byte becomes U+FFFD, three bytes: two reads of b"\xff" (in one line or
+    # in two) are 2 or 4 raw bytes but 6 or 8 cleaned ones, over a 4-byte cap. exceeds_cap
+    # is what starts the spill file, so a view cut like this one must say so, or the
+    # output would be lost.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=4, max_lines=5, retain=retain))
+    cap.feed(piece)
+    assert not cap.exceeds_cap
+    cap.feed(piece)
+    assert cap.exceeds_cap
+    assert cap.snapshot().truncation.truncated
+
+
+@pytest.mark.parametrize("retain", ["head", "tail"])
+def test_a_long_line_in_many_reads_is_held_in_bounded_memory(retain: str) -> None:
+    # The module's promise: memory does not depend on the size of the output. A head
+    # capture keeps max_bytes + 1 characters of a line (the one past the cap says "cut"),
+    # a tail capture at most 4 x max_bytes (trimmed back to 2 x).
+    lim = ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)
+    cap = OutputCapture(lim)
+    for i in range(200):
+        cap.feed(f"{i:04d}".encode())
+        assert len(cap._cur) <= (11 if retain == "head" else 40)
+    cap.close()
+    whole = "".join(f"{i:04d}" for i in range(200))
+    assert cap.snapshot().text == (whole[:10] if retain == "head" else whole[-10:])
+
+
+def test_a_head_capture_full_by_its_line_count_stops_decoding_too() -> None:
+    # max_lines complete lines decide the head view just as max_bytes do, whichever reads
+    # they came in.
+    cap = OutputCapture(ShellOutputLimits(max_bytes=100, max_lines=2, retain="head"))
+    cap.feed(b"a\n")
+    cap.feed(b"b\n")
+    assert not cap._settled
+    cap.feed(b"c")
+    assert cap._settled
+    snap = cap.snapshot()
+    assert snap.text == "a\nb\n"
+    assert (snap.truncation.truncated, snap.truncation.truncated_by) == (True, "lines")
+
+
+@pytest.mark.parametrize(
+    "reads",
+    [
+        [b"abcd\n"] * 40,
+        # 30 characters of lines, then a read whose complete lines are exactly 2 x max_bytes
+        # characters: the trim keeps just those.
+        [b"abcd\n" * 6, b"efgh\n" * 4],
+        [b"abcd\n" * 7 + b"xy", b"z\n", b"efgh\n" * 4 + b"ij"],
+    ],
+)
+@pytest.mark.parametrize("retain", ["head", "tail"])
+def test_many_lines_are_held_in_bounded_memory(reads: list[bytes], retain: str) -> None:
+    # A tail capture trims its completed lines from 4 x max_bytes back to 2 x max_bytes
+    # characters; a head capture keeps max_bytes + 1 characters once its view is decided.
+    lim = ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)
+    cap = OutputCapture(lim)
+    for data in reads:
+        cap.feed(data)
+        assert len(cap._done) <= (11 if retain == "head" else 40)
+    cap.close()
+    assert cap.snapshot().text == reference_view(b"".join(reads), 10, 5, retain).text
