@@ -4,8 +4,10 @@ what is wrong and what to do (``CorruptStoreError``'s message, ``path``, ``recor
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,9 +118,10 @@ async def test_a_format_version_this_toolfold_does_not_read(
     )
 
 
-async def test_a_header_without_a_session_id(store: Store) -> None:
+@pytest.mark.parametrize("session_id", [b"", b',"sessionId":""', b',"sessionId":7'])
+async def test_a_header_without_a_session_id(store: Store, session_id: bytes) -> None:
     rest = store.lines(store.main)[1:]
-    store.main.write_bytes(b'{"v":2,"kind":"session_header"}\n' + b"".join(rest))
+    store.main.write_bytes(b'{"v":2,"kind":"session_header"' + session_id + b"}\n" + b"".join(rest))
     assert_error(
         await store.refused(),
         f"{store.main}: header has no sessionId; the file was edited — restore it",
@@ -128,10 +131,34 @@ async def test_a_header_without_a_session_id(store: Store) -> None:
     )
 
 
+def rot_value(line: bytes) -> bytes:
+    return line.replace(b'"one"', b'"onf"')
+
+
+def rot_checksum_prefix(line: bytes) -> bytes:
+    return b"{" + line[1:]  # not covered by the checksum itself
+
+
+def rot_checksum_digit(line: bytes) -> bytes:
+    return line[:2] + b"z" + line[3:]  # no longer a hex number
+
+
+def cut_after_checksum(line: bytes) -> bytes:
+    return line[:12] + b"\n"  # ["1a2b3c4d", and nothing more
+
+
+def empty_after_checksum(line: bytes) -> bytes:
+    return b'["00000000",\n'  # the CRC-32 of the nothing that follows
+
+
+@pytest.mark.parametrize(
+    "rot",
+    [rot_value, rot_checksum_prefix, rot_checksum_digit, cut_after_checksum, empty_after_checksum],
+)
 @pytest.mark.parametrize("read_only", [False, True])
-async def test_a_record_that_fails_its_checksum(store: Store, read_only: bool) -> None:
+async def test_a_record_that_fails_its_checksum(store: Store, read_only: bool, rot: Any) -> None:
     ls = store.lines(store.main)
-    ls[1] = ls[1].replace(b'"one"', b'"onf"')
+    ls[1] = rot(ls[1])
     store.main.write_bytes(b"".join(ls))
     at = store.offset(store.main, 2)
     assert_error(
@@ -242,3 +269,20 @@ async def test_a_torn_tail_is_noted_by_a_reader_and_dropped_by_the_writer(store:
     writer = await store.open()
     assert writer.notes == (where + "dropped (the file was cut back to the last complete record)",)
     assert store.main.stat().st_size == good
+
+
+@pytest.mark.parametrize("name", ["scope-%FF.scope", "scope-.scope"])
+async def test_a_side_file_name_that_decodes_to_no_scope_id(store: Store, name: str) -> None:
+    odd = store.side.with_name(name)  # not UTF-8; empty
+    store.side.rename(odd)
+    e = await store.refused()
+    assert str(e).startswith(f"{odd}: {name!r} is not the name toolfold gives a side file")
+    assert e.path == str(odd)
+
+
+async def test_record_lines_carry_their_checksum_as_eight_lowercase_hex_digits(
+    store: Store,
+) -> None:
+    for path in (store.main, store.side):
+        for line in store.lines(path)[1:]:
+            assert re.fullmatch(rb'\["[0-9a-f]{8}",\[.*\]\]\n', line, re.S), line
