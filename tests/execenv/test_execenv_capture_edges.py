@@ -6,10 +6,12 @@ see docs/TESTING.md, "Mutation testing".
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from execenv_helpers import reference_view
 
-from toolfold.execenv import CaptureClosedError, OutputCapture, ShellOutputLimits
+from toolfold.execenv import CaptureClosedError, OutputCapture, ShellOutputLimits, _capture
 
 
 def _fed(chunks: list[bytes], lim: ShellOutputLimits) -> OutputCapture:
@@ -242,11 +244,13 @@ def test_a_long_line_in_many_reads_is_held_in_bounded_memory(retain: str) -> Non
     # a tail capture at most 4 x max_bytes (trimmed back to 2 x).
     lim = ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)
     cap = OutputCapture(lim)
-    for i in range(200):
-        cap.feed(f"{i:04d}".encode())
+    # Reads of 4 characters, then also of 32 (longer than the 2 x max_bytes a trim keeps).
+    pieces = [f"{i:04d}" * (8 if i % 2 and i >= 100 else 1) for i in range(200)]
+    for piece in pieces:
+        cap.feed(piece.encode())
         assert len(cap._cur) <= (11 if retain == "head" else 40)
     cap.close()
-    whole = "".join(f"{i:04d}" for i in range(200))
+    whole = "".join(pieces)
     assert cap.snapshot().text == (whole[:10] if retain == "head" else whole[-10:])
 
 
@@ -285,3 +289,57 @@ def test_many_lines_are_held_in_bounded_memory(reads: list[bytes], retain: str) 
         assert len(cap._done) <= (11 if retain == "head" else 40)
     cap.close()
     assert cap.snapshot().text == reference_view(b"".join(reads), 10, 5, retain).text
+
+
+def test_a_head_view_starts_at_the_start_of_the_stream() -> None:
+    # start is documented as where the view's text starts in the cleaned stream: for a
+    # head view that is always line 0, column 0, cut or not.
+    for raw in (b"", b"ab", b"abc\ndef\nghi\n" * 3):
+        cap = _fed([raw], ShellOutputLimits(max_bytes=4, max_lines=2, retain="head"))
+        assert cap.snapshot().start == (0, 0)
+
+
+@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize(
+    ("raw", "lines", "size"), [(b"", 0, 0), (b"a\nb", 2, 3), (b"a\nb\n", 2, 4), (b"\xc3\xa9", 1, 2)]
+)
+def test_the_view_counts_a_final_line_without_newline_as_a_line(
+    retain: str, raw: bytes, lines: int, size: int
+) -> None:
+    snap = _fed([raw], ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)).snapshot()
+    assert (snap.truncation.output_lines, snap.truncation.output_bytes) == (lines, size)
+
+
+class _CountingEscape:
+    """Stands in for the capture's escape regex and counts the passes made with it."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.passes = pattern, 0
+
+    def sub(self, repl: str, text: str) -> str:
+        self.passes += 1
+        return self.pattern.sub(repl, text)
+
+
+@pytest.mark.parametrize(
+    ("retain", "max_bytes", "reads"),
+    [
+        ("head", 10, [b"plain text\n", "é, split".encode()[:1], "é, split".encode()[1:]]),
+        # Large reads that skip, by the byte rule and by the line rule.
+        ("tail", 10, [b"a\n" + b"x" * 60 + b"\n" + b"z"]),
+        ("tail", 100, [b"a\n" * 100]),
+    ],
+)
+def test_plain_reads_never_go_through_the_escape_regex(
+    monkeypatch: pytest.MonkeyPatch, retain: str, max_bytes: int, reads: list[bytes]
+) -> None:
+    # The common case, and the fast one: a read without control bytes (\t \n \r aside)
+    # needs no cleanup pass. Only a read whose first byte completes a code point held from
+    # the previous read is checked, as that code point may be a C1 control.
+    counter = _CountingEscape(_capture._ESCAPE)
+    monkeypatch.setattr(_capture, "_ESCAPE", counter)
+    cap = _fed(reads, ShellOutputLimits(max_bytes=max_bytes, max_lines=5, retain=retain))
+    assert cap._skipped is (retain == "tail")
+    assert counter.passes == (1 if retain == "head" else 0)
+    raw = b"".join(reads)
+    assert cap.snapshot().text == reference_view(raw, max_bytes, 5, retain).text
