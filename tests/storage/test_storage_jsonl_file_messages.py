@@ -286,3 +286,21 @@ async def test_record_lines_carry_their_checksum_as_eight_lowercase_hex_digits(
     for path in (store.main, store.side):
         for line in store.lines(path)[1:]:
             assert re.fullmatch(rb'\["[0-9a-f]{8}",\[.*\]\]\n', line, re.S), line
+
+
+async def test_a_seq_in_two_files_names_both_among_several_side_files(store: Store) -> None:
+    s = await store.open()
+    await s.commit([append_list(list_address("pending", "p", ephemeral_scope("zz")), "z")])
+    await s.close()
+    header, record = store.lines(store.side)  # scope op's file sorts before zz's
+    store.side.write_bytes(
+        header + _frame(b"[" + record[len('["01234567",') :].replace(b",3,", b",1,"))
+    )
+    assert_error(
+        await store.refused(),
+        f"seq 1 appears twice: {store.main} line 2 and {store.side} line 2; one of the "
+        "files does not belong here",
+        store.side,
+        2,
+        None,
+    )
