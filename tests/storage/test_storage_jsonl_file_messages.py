@@ -304,3 +304,24 @@ async def test_a_seq_in_two_files_names_both_among_several_side_files(store: Sto
         2,
         None,
     )
+
+
+async def test_damage_after_a_header_only_file_counts_lines_from_the_header(
+    tmp_path: Path,
+) -> None:
+    repo = JsonlRepository(tmp_path, read_only=False)
+    reader_repo = JsonlRepository(tmp_path, read_only=True)
+    try:
+        await repo.create_session("s")  # the header and nothing else
+        reader = await reader_repo.open_session("s")
+        main = tmp_path / "s.jsonl"
+        at = main.stat().st_size
+        with open(main, "ab") as f:
+            f.write(b'["00000000",["e",1,"x"]]\n')
+        with pytest.raises(CorruptStoreError) as caught:
+            await reader.refresh()
+        assert str(caught.value).startswith(f"{main}: the record at byte {at} (line 2) fails")
+        assert (caught.value.record, caught.value.offset) == (2, at)
+    finally:
+        await repo.close()
+        await reader_repo.close()
