@@ -325,3 +325,39 @@ async def test_damage_after_a_header_only_file_counts_lines_from_the_header(
     finally:
         await repo.close()
         await reader_repo.close()
+
+
+async def test_a_checksummed_last_line_that_is_not_json_is_damage_not_a_torn_write(
+    store: Store,
+) -> None:
+    with open(store.main, "ab") as f:
+        f.write(_frame(b"[oops]\n"))
+    at = store.offset(store.main, 4)
+    e = await store.refused()
+    assert str(e).startswith(f"{store.main}: line 4 (byte {at}) is not valid JSON (")
+    assert (e.record, e.offset) == (4, at)
+
+
+V1_HEADER = b'{"v":1,"kind":"session_header","sessionId":"0123456789abcdef"}\n'
+
+
+async def test_a_version_1_file_drops_an_unparsable_last_line_and_refuses_an_inner_one(
+    tmp_path: Path,
+) -> None:
+    main = tmp_path / "s.jsonl"
+    torn = b'[["e",2,"tw\n'  # no checksum to tell: taken for a partly persisted write
+    main.write_bytes(V1_HEADER + b'[["e",1,"one"]]\n' + torn)
+    repo = JsonlRepository(tmp_path)
+    try:
+        s = await repo.open_session("s")
+        assert [e.value for e in await s.read_entries()] == ["one"]
+        await s.close()
+        assert main.read_bytes() == V1_HEADER + b'[["e",1,"one"]]\n'  # cut back
+        at = len(V1_HEADER) + 16
+        main.write_bytes(V1_HEADER + b'[["e",1,"one"]]\n' + torn + b'[["e",3,"x"]]\n')
+        with pytest.raises(CorruptStoreError) as caught:
+            await repo.open_session("s")
+        assert str(caught.value).startswith(f"{main}: line 3 (byte {at}) is not valid JSON (")
+        assert (caught.value.record, caught.value.offset) == (3, at)
+    finally:
+        await repo.close()
