@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from durability_helpers import BACKENDS, Store
 
+from toolfold.storage import MemoryRepository, Session
+
 
 @pytest.fixture(params=BACKENDS)
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
@@ -17,3 +19,14 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.aclose()
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[Session]:
+    """A fresh in-memory session named ``s`` (the edge tests' store)."""
+    repo = MemoryRepository()
+    s = await repo.open_session("s", create=True)
+    try:
+        yield s
+    finally:
+        await repo.close()

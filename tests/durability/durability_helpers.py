@@ -94,3 +94,13 @@ class Store(BackendStore):
     async def restart(self, session: Session | Tap) -> Session:
         """Close everything (the process 'died') and open the session from its store."""
         return await self.reopen(session.inner if isinstance(session, Tap) else session)
+
+
+class Clock:
+    """A clock the test moves by hand (``clock.now += 6``), for leases and pacing."""
+
+    def __init__(self, now: float = 1_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

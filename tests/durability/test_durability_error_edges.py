@@ -4,30 +4,11 @@ that handles any ``ConflictError`` learns what was refused."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
+from durability_helpers import Clock
 
 from toolfold.durability import DurabilityError, FencedError, acquire_lease, lease_token
-from toolfold.storage import ConflictError, MemoryRepository, Session
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from toolfold.storage import ConflictError, Session
 
 
 async def test_a_fenced_write_is_a_conflict_on_the_lease_token(session: Session) -> None:

@@ -10,10 +10,11 @@ import os
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from durability_helpers import Clock
 
 from toolfold.durability import (
     DurabilityError,
@@ -25,18 +26,10 @@ from toolfold.durability import (
     owner_gone,
     read_lease,
 )
-from toolfold.storage import BackendError, MemoryRepository, Session, set_value, value
+from toolfold.storage import BackendError, Session, set_value, value
 
 #: Rounds of a bounded poll on the heartbeat (each yields to the loop for a few ms).
 POLL_ROUNDS = 500
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Flaky:
@@ -69,16 +62,6 @@ class Flaky:
             self.fail_reads -= 1
             raise BackendError("injected read failure")
         return await self.inner.get_value(address)
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 def test_a_lease_expires_at_its_expiry_instant() -> None:

@@ -11,7 +11,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from durability_helpers import Store
+from durability_helpers import Clock, Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,14 +39,6 @@ def record(call: str, op: str = "op1") -> CallRecord:
 
 def message(call: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call, "content": [{"type": "text", "text": call}]}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def stop(*ops: DurableOperation) -> None:

@@ -5,7 +5,6 @@ a settlement that lands between ``set_memo`` and its commit writes nothing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,19 +20,9 @@ from toolfold.durability import (
     pending_tool_output,
 )
 from toolfold.output import OutputPolicy, ToolOutput
-from toolfold.storage import MemoryRepository, Session
+from toolfold.storage import Session
 
 OP, INV = "op1", "call1"
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 def stream_over(session: Any) -> tuple[ToolOutput, DurableStream]:

@@ -6,7 +6,6 @@ which fallbacks, and how a crashed message with no usable checkpoint is settled.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -26,7 +25,6 @@ from toolfold.durability import (
     start_message,
 )
 from toolfold.storage import (
-    MemoryRepository,
     Session,
     append_list,
     ephemeral_scope,
@@ -34,16 +32,6 @@ from toolfold.storage import (
 )
 
 IDS = {"message_id": "m1", "run_id": "r1", "turn_id": "t1", "operation_id": "msg-1"}
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 def test_the_entry_is_the_state_plus_the_ids_and_shares_nothing_with_it() -> None:

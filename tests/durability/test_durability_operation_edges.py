@@ -6,7 +6,6 @@ leaving the call unsettled, and which entries ``pending_operations`` counts as s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -35,23 +34,12 @@ from toolfold.durability import (
 from toolfold.storage import (
     AppendEntry,
     BackendError,
-    MemoryRepository,
     RetireScope,
     Session,
     append_entry,
     ephemeral_scope,
     set_value,
 )
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 def record(call: str, op: str = "op1", **extra: Any) -> CallRecord:

@@ -5,7 +5,6 @@ a page boundary, and the text of every refusal."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,23 +27,12 @@ from toolfold.durability import (
 )
 from toolfold.storage import (
     EphemeralScope,
-    MemoryRepository,
     Session,
     append_list,
     ephemeral_scope,
     list_address,
     set_value,
 )
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 def _parts(address: Any) -> tuple[str, str, EphemeralScope]:

@@ -11,39 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import gc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 import pytest
-from durability_helpers import Tap
+from durability_helpers import Clock, Tap
 
 from toolfold.chord import Encoder
 from toolfold.durability import DurableStream, pending_tool_output, recover
 from toolfold.output import OutputPolicy, ToolOutput
-from toolfold.storage import MemoryRepository, Session
+from toolfold.storage import Session
 
 ADDRESS = pending_tool_output("op1", "c1")
 #: Rounds of a bounded poll (each yields to the event loop once).
 POLL_ROUNDS = 200
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-async def session() -> AsyncIterator[Session]:
-    repo = MemoryRepository()
-    s = await repo.open_session("s", create=True)
-    try:
-        yield s
-    finally:
-        await repo.close()
 
 
 @pytest.fixture
@@ -62,7 +44,7 @@ def loop_reports() -> Iterator[list[dict[str, Any]]]:
 @pytest.fixture
 def sleeps(monkeypatch: pytest.MonkeyPatch) -> tuple[Clock, list[float]]:
     """A fake clock and the sleeps asked for; each sleep moves the clock on by its delay."""
-    clock = Clock()
+    clock = Clock(1000.0)
     asked: list[float] = []
     real_sleep = asyncio.sleep
 
@@ -163,7 +145,7 @@ async def test_a_timer_that_finds_nothing_to_write_ends(
 async def test_aclose_cancels_a_waiting_timer_and_waits_for_it(
     session: Session, monkeypatch: pytest.MonkeyPatch, loop_reports: list[Any]
 ) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     asked: list[float] = []
 
     async def endless_sleep(delay: float) -> None:
@@ -393,7 +375,7 @@ async def test_a_rebase_every_of_one_makes_every_batch_a_base(session: Session) 
 async def test_every_batch_is_counted_and_a_delta_paces_the_next_write(
     session: Session,
 ) -> None:
-    clock = Clock()
+    clock = Clock(1000.0)
     source = Prepared("x" * 200)
     ds = DurableStream(session, ADDRESS, source, interval=1.0, clock=clock)
     assert await ds.checkpoint()  # a base

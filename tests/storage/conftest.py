@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from storage_backends import BACKENDS, Store
 
+from toolfold.storage._jsonl import JsonlRepository
+
 
 @pytest.fixture(scope="session")
 def postgres_shared_db(postgres_server: str) -> Iterator[str]:
@@ -54,3 +56,15 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         yield s
     finally:
         await s.aclose()
+
+
+@pytest.fixture
+async def repos() -> AsyncIterator[list[JsonlRepository]]:
+    """JSONL repositories a test opens (it appends them); closed at the end, whatever
+    happened. A module may define its own ``repos``."""
+    made: list[JsonlRepository] = []
+    try:
+        yield made
+    finally:
+        for r in made:
+            await r.close()

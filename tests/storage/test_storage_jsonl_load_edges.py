@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +21,6 @@ A = list_address("ns", "l", ephemeral_scope("a"))
 Z = list_address("ns", "l", ephemeral_scope("zz"))  # its side file sorts after a's
 
 FOREIGN = [".notes", "backup.tmp", "a-note.txt", "notes.scope", "scope-a.bak"]
-
-
-@pytest.fixture
-async def repos() -> AsyncIterator[list[JsonlRepository]]:
-    made: list[JsonlRepository] = []
-    try:
-        yield made
-    finally:
-        for r in made:
-            await r.close()
 
 
 async def open_session(

@@ -42,17 +42,6 @@ async def directory(tmp_path: Path) -> AsyncIterator[Path]:
     yield d
 
 
-@pytest.fixture
-async def repos() -> AsyncIterator[list[JsonlRepository]]:
-    """Repositories a test opens; closed at the end, whatever happened."""
-    made: list[JsonlRepository] = []
-    try:
-        yield made
-    finally:
-        for r in made:
-            await r.close()
-
-
 def repo_on(made: list[JsonlRepository], d: Path, **kwargs: Any) -> JsonlRepository:
     r = JsonlRepository(d, **kwargs)
     made.append(r)

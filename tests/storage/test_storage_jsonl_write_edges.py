@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,16 +28,6 @@ from toolfold.storage._jsonl import JsonlRepository, JsonlSession
 
 OP = ephemeral_scope("op")
 PENDING = list_address("pending", "p", OP)
-
-
-@pytest.fixture
-async def repos() -> AsyncIterator[list[JsonlRepository]]:
-    made: list[JsonlRepository] = []
-    try:
-        yield made
-    finally:
-        for r in made:
-            await r.close()
 
 
 async def open_session(
