@@ -250,3 +250,36 @@ async def test_a_side_file_read_a_piece_at_a_time_and_then_retired(
     r = await writer.commit([append_list(PENDING, "three")])  # the next lifetime
     await reader.refresh()
     assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], "three", None)]
+
+
+@pytest.mark.parametrize("new", ["longer " * 40, "new"])  # longer or shorter than the old
+async def test_a_dead_side_file_seen_at_open_does_not_lend_its_inode_to_the_next_lifetime(
+    repos: tuple[Repository, Repository], monkeypatch: pytest.MonkeyPatch, new: str
+) -> None:
+    # The retirement's unlink failed, so the reader opens with the dead file in place. The
+    # writer then reuses the id: the dead file goes and a fresh one is made, which may get
+    # the dead one's inode number. No retirement is read at that refresh (it was read at
+    # open), so only the dead file's own records can tell the reader to read it whole.
+    writer_repo, reader_repo = repos
+    writer = await writer_repo.open_session("s", create=True)
+    await writer.commit([append_list(PENDING, "old " * 20)])
+    side = side_of(writer_repo)
+    real_unlink = os.unlink
+    failing = True
+
+    def unlink(p: Any, *args: Any, **kwargs: Any) -> None:
+        if failing and os.fspath(p) == str(side):
+            raise PermissionError(errno.EACCES, "simulated", str(side))
+        real_unlink(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    await writer.commit([retire_scope(OP)])
+    assert side.exists()  # dead: its only lifetime is retired
+    reader = await reader_repo.open_session("s")
+    old_ino = side.stat().st_ino
+    failing = False
+    r = await writer.commit([append_list(PENDING, new)])
+    inode_given_back(monkeypatch, side, old_ino)
+    await reader.refresh()
+    assert await reader.read_list(PENDING) == [ListElement(r.seqs[0], new, None)]
+    assert await reader.live_scopes() == [OP]

@@ -316,7 +316,11 @@ class JsonlSession(Session):
             try:
                 with open(entry.path, "rb") as f:
                     ino = os.fstat(f.fileno()).st_ino
-                    if known is not None and known.ino == ino:
+                    # A file known to hold only dead records (a retirement whose unlink
+                    # failed) is never trusted by its inode: the id's next lifetime may be
+                    # a new file with the same number, and its retirement was read already.
+                    dead = known is not None and known.last_seq < self._retired.get(scope.id, 0)
+                    if known is not None and known.ino == ino and not dead:
                         try:
                             side[scope] = _read_more(known, f, scope)
                         except CorruptStoreError as exc:
