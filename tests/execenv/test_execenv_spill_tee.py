@@ -73,7 +73,7 @@ async def test_past_the_cap_the_kernel_copies_the_output_into_the_spill(
 async def test_without_tee_the_same_file_is_written(
     tmp_path: Path, spliced: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_spill, "_TEE", [None])  # as on a system without tee(2)
+    monkeypatch.setattr(_spill, "_tee_function", lambda: None)  # as on a system without tee(2)
     env = LocalExecEnv(tmp_path / "spill")
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert result.truncation.total_bytes == SIZE
@@ -90,7 +90,7 @@ async def test_a_refused_tee_falls_back_to_writing_without_losing_a_byte(
         calls.append(size)
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))  # e.g. not a pipe
 
-    monkeypatch.setattr(_spill, "_TEE", [refused])
+    monkeypatch.setattr(_spill, "_tee_function", lambda: refused)
     env = LocalExecEnv(tmp_path / "spill")
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert Path(result.spill_path or "").read_bytes() == EXPECTED

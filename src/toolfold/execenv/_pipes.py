@@ -13,8 +13,10 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from ._session import CaptureSession
+if TYPE_CHECKING:  # _session imports the spill, which makes its pipe here
+    from ._session import CaptureSession
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
 READ_SIZE = 1 << 20
@@ -29,12 +31,19 @@ which takes CPU the producer needs (``benchmarks/bench_capture_floor.py``). A
 millisecond is far below the publisher's pacing (100 ms) and fills at most the pipe."""
 
 
+def wide_pipe(size: int = READ_SIZE) -> tuple[int, int]:
+    """A close-on-exec (read end, write end) pair whose kernel buffer holds ``size`` bytes
+    where Linux allows it (else the default 64 KiB)."""
+    r, w = os.pipe2(os.O_CLOEXEC)
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(r, _F_SETPIPE_SZ, size)
+    return r, w
+
+
 def output_pipe() -> tuple[int, int]:
     """A (read end, write end) pair for a child's stdout or stderr; the read end is
     non-blocking and both are close-on-exec (the child gets a duplicate as fd 1 or 2)."""
-    r, w = os.pipe2(os.O_CLOEXEC)
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(r, _F_SETPIPE_SZ, READ_SIZE)
+    r, w = wide_pipe()
     os.set_blocking(r, False)
     return r, w
 

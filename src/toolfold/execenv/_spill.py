@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import fcntl
+import functools
 import os
 import queue
 import sys
@@ -17,6 +17,7 @@ from pathlib import Path
 from toolfold._units import format_bytes
 
 from ._errors import SpillError
+from ._pipes import wide_pipe
 
 _MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -124,12 +125,12 @@ def _splice_all(src: int, fd: int, size: int) -> None:
         size -= moved
 
 
-_F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
 _TEE_PIPE_SIZE = 1 << 20
 _SPLICE_F_NONBLOCK = 2
 
 
-def _libc_tee() -> Callable[[int, int, int, int], int] | None:
+@functools.cache  # looked up once, when the first command spills
+def _tee_function() -> Callable[[int, int, int, int], int] | None:
     """``tee(2)`` (Linux; the standard library has ``os.splice`` but no ``tee``)."""
     if sys.platform != "linux" or not hasattr(os, "splice"):
         return None
@@ -151,15 +152,6 @@ def _libc_tee() -> Callable[[int, int, int, int], int] | None:
         return n
 
     return call
-
-
-_TEE: list[Callable[[int, int, int, int], int] | None] = []  # looked up once, lazily
-
-
-def _tee_function() -> Callable[[int, int, int, int], int] | None:
-    if not _TEE:
-        _TEE.append(_libc_tee())
-    return _TEE[0]
 
 
 def spill_file_name() -> str:
@@ -323,9 +315,7 @@ class SpillFile:
         if self._error is not None or self.full or self._closing or self._tee_off:
             return 0
         tee = _tee_function()
-        pipe = self._tee_pipe if tee is not None else None
-        if tee is not None and pipe is None:
-            pipe = self._open_tee_pipe()
+        pipe = self._tee_pipe or (self._open_tee_pipe() if tee is not None else None)
         if tee is None or pipe is None:
             self._tee_off = True
             return 0
@@ -346,11 +336,9 @@ class SpillFile:
 
     def _open_tee_pipe(self) -> tuple[int, int] | None:
         try:
-            r, w = os.pipe2(os.O_CLOEXEC)
+            r, w = wide_pipe(_TEE_PIPE_SIZE)
         except OSError:
             return None
-        with contextlib.suppress(OSError):
-            fcntl.fcntl(w, _F_SETPIPE_SZ, _TEE_PIPE_SIZE)
         os.set_blocking(w, False)
         self._tee_pipe = (r, w)
         return self._tee_pipe
