@@ -104,3 +104,26 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+class CountingReads:
+    """A session wrapper that records the ``limit`` of every call of ``method``
+    (``read_entries``, ``read_list``): how much one read may bring in. A cursor that does
+    not move fails the test after 20 reads instead of spinning."""
+
+    def __init__(self, inner: Session, method: str) -> None:
+        self.inner, self.method = inner, method
+        self.limits: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name != self.method:
+            return attr
+
+        async def counted(*args: Any, **kw: Any) -> Any:
+            self.limits.append(kw.get("limit"))
+            if len(self.limits) > 20:
+                raise AssertionError(f"{self.method} keeps being called: {self.limits}")
+            return await attr(*args, **kw)
+
+        return counted

@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from durability_helpers import Tap
+from durability_helpers import CountingReads, Tap
 
 from toolfold.chord import Tracker
 from toolfold.durability import (
@@ -239,29 +239,12 @@ async def test_only_this_operations_entries_count_as_settled(session: Session) -
     assert pending.run_id == "run1"
 
 
-class CountingReads:
-    """A session wrapper that records the ``limit`` of every ``read_entries``."""
-
-    def __init__(self, inner: Session) -> None:
-        self.inner = inner
-        self.limits: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def read_entries(self, *args: Any, **kw: Any) -> Any:
-        self.limits.append(kw.get("limit"))
-        if len(self.limits) > 20:  # a cursor that does not move: fail, do not spin
-            raise AssertionError(f"the transcript keeps being read: {self.limits}")
-        return await self.inner.read_entries(*args, **kw)
-
-
 async def test_a_settled_entry_past_the_first_page_of_256_is_found(session: Session) -> None:
     # The transcript is read 256 entries at a time: a long one never in one go.
     await Durability(session).start_operation("op1", "run1", [record("c1")])
     await session.commit([append_entry({"tool_call_id": f"x{i}"}) for i in range(256)])
     await session.commit([append_entry({"tool_call_id": "c1"})])
-    reads = CountingReads(session)
+    reads = CountingReads(session, "read_entries")
     [pending] = await Durability(reads).pending_operations()  # type: ignore[arg-type]
     assert pending.settled == {"inv-c1"}
     assert reads.limits == [256, 256]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from durability_helpers import CountingReads
 
 from toolfold.durability import (
     MemoError,
@@ -155,29 +156,12 @@ async def test_a_memo_seed_is_read_from_its_address(session: Session) -> None:
     )
 
 
-class CountingReads:
-    """A session wrapper that records the ``limit`` of every ``read_list``."""
-
-    def __init__(self, inner: Session) -> None:
-        self.inner = inner
-        self.limits: list[Any] = []
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def read_list(self, *args: Any, **kw: Any) -> Any:
-        self.limits.append(kw.get("limit"))
-        if len(self.limits) > 20:  # a cursor that does not move: fail, do not spin
-            raise AssertionError(f"recovery keeps reading: {self.limits}")
-        return await self.inner.read_list(*args, **kw)
-
-
 async def test_recovery_reads_a_page_at_a_time(session: Session) -> None:
     # A long stream is never read in one go: memory stays bounded by the page.
     batches: list[tuple[Any, str | None]] = [([["r", {"n": 0}]], "base")]
     batches += [([["s", ["n"], i]], None) for i in range(1, 5)]
     await _append(session, *batches)
-    reads = CountingReads(session)
+    reads = CountingReads(session, "read_list")
     got = await recover(reads, LIST, page=2)  # type: ignore[arg-type]
     assert got is not None and got.value == {"n": 4}
     assert reads.limits == [2, 2, 2]
