@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_faults import FlakyUnlink
 
 from toolfold.storage import append_list, ephemeral_scope, list_address, retire_scope
 from toolfold.storage._addresses import MAX_ENCODED_SCOPE_ID
@@ -108,24 +109,13 @@ async def test_the_longest_scope_id_gets_a_side_file(
     assert [e.value for e in await s.read_list(longest)] == [1]
 
 
-def refuse_unlink(monkeypatch: pytest.MonkeyPatch, target: Path) -> None:
-    real = os.unlink
-
-    def unlink(p: Any, *args: Any, **kwargs: Any) -> None:
-        if os.fspath(p) == str(target):
-            raise PermissionError(errno.EACCES, "simulated", str(target))
-        real(p, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", unlink)
-
-
 async def test_a_dead_side_file_removed_at_open_leaves_the_live_ones_known(
     tmp_path: Path, repos: list[JsonlRepository], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = await open_session(repos, tmp_path)
     await s.commit([append_list(A, "dead")])
     await s.commit([append_list(Z, "z1")])
-    refuse_unlink(monkeypatch, s.side_path(A.scope))
+    FlakyUnlink(monkeypatch, s.side_path(A.scope))
     await s.commit([retire_scope(A.scope)])
     await s.close()
     monkeypatch.undo()
@@ -145,7 +135,7 @@ async def test_a_temp_file_that_cannot_be_swept_does_not_fail_the_open(
     await s.close()
     temp = tmp_path / "s.jsonl.scopes" / ".scope-a.scope.0123456789ab.tmp"
     temp.write_text("left by a crash")
-    refuse_unlink(monkeypatch, temp)
+    FlakyUnlink(monkeypatch, temp)
     s = await open_session(repos, tmp_path)
     assert [e.value for e in await s.read_list(A)] == [1]
     assert temp.exists()  # tried again at the next open

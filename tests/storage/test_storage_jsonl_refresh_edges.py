@@ -5,13 +5,13 @@ file the reader first meets at a refresh."""
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from storage_faults import FlakyUnlink
 
 from toolfold.storage import (
     CorruptStoreError,
@@ -67,14 +67,7 @@ async def test_a_retired_lifetime_stays_dead_in_a_reader_until_the_id_is_used_ag
     await writer.commit([append_list(PENDING, "old"), append_list(PENDING, "older")])
     reader = await reader_repo.open_session("s")
     side = Path(writer_repo.location[len("jsonl:") :]) / "s.jsonl.scopes" / "scope-op.scope"
-    real = os.unlink
-
-    def refuse(p: Any, *args: Any, **kwargs: Any) -> None:
-        if os.fspath(p) == str(side):
-            raise PermissionError(errno.EACCES, "simulated", str(side))
-        real(p, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", refuse)
+    FlakyUnlink(monkeypatch, side)
     await writer.commit([retire_scope(OP)])
     assert side.exists()  # the unlink failed: the dead records are still on disk
     for n in range(3):  # refresh after refresh, with the dead file still there
@@ -264,20 +257,12 @@ async def test_a_dead_side_file_seen_at_open_does_not_lend_its_inode_to_the_next
     writer = await writer_repo.open_session("s", create=True)
     await writer.commit([append_list(PENDING, "old " * 20)])
     side = side_of(writer_repo)
-    real_unlink = os.unlink
-    failing = True
-
-    def unlink(p: Any, *args: Any, **kwargs: Any) -> None:
-        if failing and os.fspath(p) == str(side):
-            raise PermissionError(errno.EACCES, "simulated", str(side))
-        real_unlink(p, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", unlink)
+    flaky = FlakyUnlink(monkeypatch, side)
     await writer.commit([retire_scope(OP)])
     assert side.exists()  # dead: its only lifetime is retired
     reader = await reader_repo.open_session("s")
     old_ino = side.stat().st_ino
-    failing = False
+    flaky.failing = False
     r = await writer.commit([append_list(PENDING, new)])
     inode_given_back(monkeypatch, side, old_ino)
     await reader.refresh()

@@ -4,13 +4,11 @@ starts a fresh side file holding only the new lifetime."""
 
 from __future__ import annotations
 
-import errno
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from storage_faults import FlakyUnlink
 
 from toolfold.storage import (
     ListElement,
@@ -23,22 +21,6 @@ from toolfold.storage._jsonl import JsonlRepository, JsonlSession
 
 OP = ephemeral_scope("op")
 PENDING = list_address("pending", "p", OP)
-
-
-class FlakyUnlink:
-    """``os.unlink`` that fails (EACCES) for one path while ``failing`` is set."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
-        self.path, self.failing, self.refused = str(path), True, 0
-        real = os.unlink
-
-        def unlink(p: Any, *args: Any, **kwargs: Any) -> None:
-            if self.failing and os.fspath(p) == self.path:
-                self.refused += 1
-                raise PermissionError(errno.EACCES, "simulated", self.path)
-            real(p, *args, **kwargs)
-
-        monkeypatch.setattr(os, "unlink", unlink)
 
 
 @pytest.fixture
