@@ -210,3 +210,52 @@ def http_upstream(
         with contextlib.suppress(ProcessLookupError):  # the test may have killed it
             os.killpg(server.pid, signal.SIGKILL)
         server.wait()
+
+
+HTTP_TOKEN = "test-token-0123456789"
+"""The bearer token of the ``toolfold mcp --http`` servers the tests start."""
+
+
+@contextlib.contextmanager
+def http_server(
+    tmp_path: Path, *args: str, session: str = "h1", port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """A ``toolfold mcp --http --store <tmp store> --session S ARGS`` subprocess (token
+    ``HTTP_TOKEN``); yields its endpoint URL, once it answers, and its process; killed
+    afterwards (a test may kill it first)."""
+    port = port or free_port()
+    with open(tmp_path / f"server-{session}.err", "a") as err:
+        proc = subprocess.Popen(
+            [
+                *TOOLFOLD,
+                "mcp",
+                "--http",
+                "--port",
+                str(port),
+                "--store",
+                store_url(tmp_path),
+                "--session",
+                session,
+                *args,
+            ],
+            cwd=tmp_path,
+            env=clean_env() | {"TOOLFOLD_TOKEN": HTTP_TOKEN},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def answering() -> bool:
+        assert proc.poll() is None, (tmp_path / f"server-{session}.err").read_text()
+        with socket.socket() as probe:
+            return probe.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        poll(answering, "the MCP HTTP server to answer")
+        yield url, proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,18 +15,19 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import (
+    HTTP_TOKEN,
     TOOLFOLD,
     calls,
     clean_env,
     free_port,
-    poll,
+    http_server,
     proxy,
     session_on,
     store_url,
     text_of,
 )
 
-TOKEN = "test-token-0123456789"
+TOKEN = HTTP_TOKEN
 
 INIT = {
     "jsonrpc": "2.0",
@@ -47,43 +45,8 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """A ``toolfold mcp --http`` subprocess; yields its endpoint URL; killed afterwards."""
-    port = free_port()
-    with open(tmp_path / "server.err", "w") as err:
-        proc = subprocess.Popen(
-            [
-                *TOOLFOLD,
-                "mcp",
-                "--http",
-                "--port",
-                str(port),
-                "--store",
-                store_url(tmp_path),
-                "--session",
-                "h1",
-            ],
-            cwd=tmp_path,
-            env=clean_env() | {"TOOLFOLD_TOKEN": TOKEN},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}/mcp"
-
-    def answering() -> bool:
-        assert proc.poll() is None, (tmp_path / "server.err").read_text()
-        try:
-            return httpx.post(url, json=INIT, timeout=2).status_code == 401
-        except httpx.TransportError:
-            return False
-
-    try:
-        poll(answering, "the MCP HTTP server to answer")
+    with http_server(tmp_path) as (url, _):
         yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 async def test_the_sdk_client_lists_and_calls_tools_over_http(server: str, tmp_path: Path) -> None:

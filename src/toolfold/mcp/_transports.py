@@ -12,13 +12,19 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.routing import Route
 
 from toolfold.server import Guard, GuardConfig, allowed_hosts
 
 from ._errors import McpHostError
+from ._events import RETRY_MS, EventLog, ResumableSessionManager
 from ._host import McpHost
 
 Scope = MutableMapping[str, Any]
@@ -92,8 +98,7 @@ def http_app(host: McpHost, *, token: str, bind: str) -> ASGIApp:
     Origin (the MCP spec requires Origin validation against DNS rebinding).
 
     Raises ``McpHostError`` for a token the guard cannot use."""
-    server = host.server()
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=bind)
+    app = resumable_app(host.server(), bind=bind)
     wildcard = bind in ("0.0.0.0", "::", "")
     try:
         config = GuardConfig(
@@ -105,6 +110,33 @@ def http_app(host: McpHost, *, token: str, bind: str) -> ASGIApp:
     except ValueError as exc:
         raise McpHostError(f"$TOOLFOLD_TOKEN cannot be used: {exc}") from exc
     return Guard(app, config)
+
+
+def resumable_app(server: Server[Any], *, bind: str, log: EventLog | None = None) -> ASGIApp:
+    """The SDK's Streamable HTTP app at ``/mcp`` for ``server``, with an event store
+    per session (so a GET carrying ``Last-Event-ID`` replays what the client missed)
+    and priming events that carry an id and a ``retry``. Built here rather than by
+    ``Server.streamable_http_app``, which would give every session one store."""
+    loopback = bind in ("127.0.0.1", "localhost", "::1")
+    security = (
+        TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+            allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        )
+        if loopback
+        else None
+    )
+    manager = ResumableSessionManager(
+        app=server,
+        log=log or EventLog(),
+        retry_interval=RETRY_MS,
+        security_settings=security,
+    )
+    return Starlette(
+        routes=[Route(MCP_PATH, endpoint=StreamableHTTPASGIApp(manager))],
+        lifespan=lambda app: manager.run(),
+    )
 
 
 async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None:
