@@ -10,6 +10,8 @@ transport-agnostic pieces a remote exec host runs: ``toolfold exec-host``
 (``run_exec_host``) runs them on another machine, and ``RemoteExecEnv(transport)``
 (``SSHTransport``, ``CommandTransport`` for ``docker exec -i`` and the like) gives
 the same ``exec`` on this side, receiving only the bounded updates.
+``LocalExecEnv(spill_dir, sandbox=Sandbox("workspace-write"))`` confines every
+command with bubblewrap (read-only or workspace-write, no network, secrets hidden).
 
 This package imports nothing else from toolfold.
 """
@@ -34,6 +36,7 @@ from ._errors import (
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
+from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import SpillFile
 from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
@@ -88,9 +91,12 @@ __all__ = [
     "DEFAULT_MAX_SPILL",
     "DEFAULT_REMOTE_COMMAND",
     "DEFAULT_SPILL_DIR",
+    "PROFILES",
     "PROTOCOL_VERSION",
     "SEARCH_MAX_LINE_CHARS",
     "SEARCH_SKIP_DIRS",
+    "SECRET_ENV",
+    "SECRET_PATHS",
     "AdaptivePublisher",
     "Append",
     "CallbackError",
@@ -109,10 +115,12 @@ __all__ = [
     "LoopClock",
     "Metadata",
     "OutputCapture",
+    "Profile",
     "ProtocolError",
     "RemoteExecEnv",
     "Replace",
     "SSHTransport",
+    "Sandbox",
     "ShellExecResult",
     "ShellOutputLimits",
     "ShellOutputMetadata",

@@ -24,7 +24,9 @@ from ._reaper import (
     reap_killed,
     signal_all,
 )
+from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
+from ._spill import open_spill_dir
 from ._updates import ShellOutputMetadata, ShellOutputView
 
 
@@ -104,6 +106,9 @@ class LocalExecEnv:
     ``kill_grace`` is how long a killed command gets between SIGTERM and SIGKILL.
     ``exit_grace`` is how long, after the shell exited by itself, processes it left
     behind may keep stdout/stderr open before its process group is killed.
+    ``sandbox`` confines every command (see ``Sandbox``); it is checked here, so a host
+    that cannot confine raises ``ExecConfigError`` before anything runs. The spill
+    directory is then created up front and hidden from the command.
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class LocalExecEnv:
         shell: str | None = None,
         kill_grace: float = 2.0,
         exit_grace: float = 1.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         for name, value in (("kill_grace", kill_grace), ("exit_grace", exit_grace)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -123,6 +129,35 @@ class LocalExecEnv:
         self.shell = shell if shell is not None else _default_shell()
         self.kill_grace = float(kill_grace)
         self.exit_grace = float(exit_grace)
+        if sandbox is not None and not isinstance(sandbox, Sandbox):
+            raise ExecConfigError(
+                f"LocalExecEnv sandbox must be a Sandbox or None, got {sandbox!r}"
+            )
+        if sandbox is not None:
+            sandbox.check()
+        self.sandbox = sandbox
+
+    def _spawn_argv(
+        self, command: str, env: Mapping[str, str], cwd: Path | str | None = None
+    ) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment actually spawned for ``command``: the one place
+        every way of starting a command goes through, so each is confined alike.
+
+        Unconfined: ``[shell, "-c", command]`` and ``env`` as given. With a sandbox:
+        ``bwrap <rules> -- shell -c command`` and ``env`` without secrets (the
+        ``EXEC_ID_VAR`` marker the teardown looks for survives the filter).
+        """
+        argv = [self.shell, "-c", command]
+        if self.sandbox is None:
+            return argv, dict(env)
+        hide: list[str] = []
+        with contextlib.suppress(OSError, ExecError):
+            # Made now so the command cannot make it first (and own what is in it); if it
+            # cannot be made, the command cannot make it either and the spill reports it.
+            os.close(open_spill_dir(self.spill_dir))
+            hide.append(str(self.spill_dir))
+        where = os.fspath(cwd) if cwd is not None else os.getcwd()
+        return self.sandbox.argv(argv, cwd=where, hide=hide), self.sandbox.env(env)
 
     async def exec(
         self,
@@ -190,12 +225,17 @@ class LocalExecEnv:
         exec_id = new_exec_id()
         child_env = dict(env) if env is not None else dict(os.environ)
         child_env[EXEC_ID_VAR] = exec_id
+        try:
+            argv, child_env = self._spawn_argv(command, child_env, cwd)
+        except BaseException:
+            reader.close()
+            os.close(out_w)
+            os.close(err_w)
+            raise
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: protocol,
-                self.shell,
-                "-c",
-                command,
+                *argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
