@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp.client.session import ClientSession
 from mcp_helpers import proxy, session_on, text_of
 
 NOTIFYING = str(Path(__file__).with_name("notifying_upstream.py"))
@@ -23,6 +24,19 @@ async def _until(found: Any, what: str) -> None:
             return
         await anyio.sleep(0.05)
     raise AssertionError(f"gave up waiting for {what}")
+
+
+async def resources_request(client: ClientSession, kind: Any, uri: str) -> None:
+    """Send ``resources/subscribe`` or ``resources/unsubscribe`` for ``uri``: the
+    2025-11-25 wire requests these tests pass through (the session negotiated that
+    revision). The SDK's helpers for them are deprecated for 2026-07-28 sessions,
+    where ``subscriptions/listen`` replaces them."""
+    params_type = (
+        types.SubscribeRequestParams
+        if kind is types.SubscribeRequest
+        else types.UnsubscribeRequestParams
+    )
+    await client.send_request(kind(params=params_type(uri=uri)), types.EmptyResult)
 
 
 async def test_resource_subscriptions_and_updates_pass_through(
@@ -49,14 +63,14 @@ async def test_resource_subscriptions_and_updates_pass_through(
         async with session_on(params, tmp_path / "proxy.err", message_handler=on_message) as client:
             resources = (await client.list_resources()).resources
             uri = str(resources[0].uri)
-            await client.subscribe_resource(uri)
+            await resources_request(client, types.SubscribeRequest, uri)
             await _until(
                 lambda: logged(f"Received Subscribe Resource request for URI: {uri}"),
                 "the subscribe to reach the upstream",
             )
             started = await client.call_tool("toggle-subscriber-updates", {})
             await _until(lambda: updated(uri), "notifications/resources/updated")
-            await client.unsubscribe_resource(uri)
+            await resources_request(client, types.UnsubscribeRequest, uri)
             await _until(
                 lambda: logged(f"Received Unsubscribe Resource request: {uri}"),
                 "the unsubscribe to reach the upstream",
@@ -144,7 +158,7 @@ async def test_a_restarted_upstream_gets_the_subscriptions_back(
                 params, tmp_path / "proxy.err", message_handler=on_message
             ) as client:
                 uri = str((await client.list_resources()).resources[0].uri)
-                await client.subscribe_resource(uri)
+                await resources_request(client, types.SubscribeRequest, uri)
                 await _until(lambda: subscribes(uri) == 1, "the subscribe to reach the upstream")
                 first = int(pids.read_text().split()[0])
                 os.kill(first, signal.SIGKILL)

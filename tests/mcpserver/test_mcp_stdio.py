@@ -42,6 +42,8 @@ async def test_lists_the_builtin_tools_with_schemas_and_window_note(tmp_path: Pa
     assert set(bash.input_schema["properties"]) == {"command", "timeout"}
     assert "window" in (bash.description or "") and "spill file" in (bash.description or "")
     assert bash.output_schema is not None and "truncation" in bash.output_schema["properties"]
+    # The size hint Claude Code reads: the window (50 KiB) plus room for the footer.
+    assert bash.meta == {"anthropic/maxResultSizeChars": 50 * 1024 + 8192}
 
 
 async def test_two_megabytes_give_a_bounded_result_a_byte_exact_spill_and_progress(
@@ -64,6 +66,9 @@ async def test_two_megabytes_give_a_bounded_result_a_byte_exact_spill_and_progre
     text = text_of(result)
     assert not result.is_error
     assert len(text.encode()) < 60 * 1024  # the window (50 KB) plus footer and hint
+    # Within the size hint the result carries, so a client shows it as it is.
+    assert result.meta is not None
+    assert len(text) <= result.meta["anthropic/maxResultSizeChars"] == 50 * 1024 + 8192
     assert f"Full output: {spill}" in text
     assert "cut]" not in text  # bash's footer stands in for the standard cut notice
     assert f'call read with path="{spill}" and offset=1' in text

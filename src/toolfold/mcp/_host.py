@@ -42,7 +42,7 @@ from toolfold.storage import Session
 
 from ._progress import McpHooks, ProgressReporter, progress_token
 from ._results import call_tool_result
-from ._tools import OUTPUT_SCHEMA, READ_TOOL, describe, input_schema
+from ._tools import OUTPUT_SCHEMA, READ_TOOL, SIZE_HINT_KEY, describe, input_schema, size_hint
 
 SHUTDOWN_GRACE = 10.0
 """Seconds calls still running when the client goes away get to settle as cancelled."""
@@ -171,6 +171,7 @@ class McpHost:
                 description=describe(t, reader=self.reader),
                 input_schema=input_schema(t),
                 output_schema=OUTPUT_SCHEMA,
+                _meta={SIZE_HINT_KEY: size_hint(t)},
             )
             for t in self.settings.tools
         ]
@@ -192,6 +193,7 @@ class McpHost:
             call_id=call_id,
             session=self.settings.session_name,
             reader=self.reader,
+            size_hint=size_hint(tool),
         )
 
     async def _call_tool(

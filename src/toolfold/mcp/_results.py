@@ -9,6 +9,8 @@ import mcp_types as types
 
 from toolfold.harness import ToolResult
 
+from ._tools import SIZE_HINT_KEY
+
 
 def read_hint(state: Any, *, retain: str, reader: str | None) -> str:
     """One line telling the model how to page through what the window left out with
@@ -35,12 +37,19 @@ def read_hint(state: Any, *, retain: str, reader: str | None) -> str:
 
 
 def call_tool_result(
-    result: ToolResult, *, retain: str, call_id: str, session: str, reader: str | None
+    result: ToolResult,
+    *,
+    retain: str,
+    call_id: str,
+    session: str,
+    reader: str | None,
+    size_hint: int | None = None,
 ) -> types.CallToolResult:
     """The bounded text (with its footer, then the hint naming the ``reader`` tool, if
     one is offered), then the image
     blocks; ``isError`` for every outcome but ok; ``structuredContent`` with the
-    details and the truncation record."""
+    details and the truncation record; with ``size_hint``, the ``_meta`` size hint
+    (``anthropic/maxResultSizeChars``) a client reads per result."""
     state: dict[str, Any] = dict(result.state) if result.state is not None else {}
     text = result.text
     hint = read_hint(state, retain=retain, reader=reader)
@@ -64,7 +73,10 @@ def call_tool_result(
         "session": session,
     }
     return types.CallToolResult(
-        content=blocks, structured_content=structured, is_error=result.is_error
+        content=blocks,
+        structured_content=structured,
+        is_error=result.is_error,
+        _meta=None if size_hint is None else {SIZE_HINT_KEY: size_hint},
     )
 
 

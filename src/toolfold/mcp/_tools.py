@@ -33,6 +33,26 @@ def window_note(tool: Tool[Any], *, reader: str | None) -> str:
     return note + "."
 
 
+SIZE_HINT_KEY = "anthropic/maxResultSizeChars"
+"""The ``_meta`` key Claude Code reads on a tool (in ``tools/list``) as the largest
+result it shows inline; past its default (50,000 characters) it saves the result to
+a file and shows the model a reference instead."""
+
+SIZE_HINT_SLACK = 8192
+"""Characters allowed on top of the window for the footer and the ``read`` hint (two
+lines naming the spill file's path)."""
+
+SIZE_HINT_MAX = 500_000
+"""The largest value Claude Code honours."""
+
+
+def size_hint(tool: Tool[Any]) -> int:
+    """The most characters a result of ``tool`` can hold: its window (a character is
+    at least a byte) plus the footer and hint. Declared so that a client never cuts or
+    spills again a result toolfold already bounded."""
+    return min(SIZE_HINT_MAX, tool.output.max_bytes + SIZE_HINT_SLACK)
+
+
 def describe(tool: Tool[Any], *, reader: str | None) -> str:
     """The MCP description of ``tool``: its own description plus :func:`window_note`."""
     own = tool.description.strip()
@@ -145,9 +165,11 @@ def server_tools(extra: Sequence[Tool[Any]], *, builtin: bool) -> list[Tool[Any]
 __all__ = [
     "OUTPUT_SCHEMA",
     "READ_TOOL",
+    "SIZE_HINT_KEY",
     "describe",
     "input_schema",
     "load_tools",
     "server_tools",
+    "size_hint",
     "window_note",
 ]
