@@ -309,7 +309,7 @@ def main(argv: list[str]) -> int:
     if cmd == "test":
         return test(rest)
     if cmd == "demo":
-        _ensure_venv("all")
+        _ensure_venv("pytest")  # the tour needs the core and the pytest tool, no more
         return _run([str(BIN / "toolfold"), "demo", *rest])
     if cmd == "run":
         _ensure_venv("all")

@@ -85,6 +85,40 @@ def test_quickstart_main_job_runs_from_a_clean_clone(clean_clone: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert (clean_clone / ".venv").is_dir()
     assert "toolfold" in proc.stdout.lower()
+    # Then, as a newcomer would: the README's first shell example, exactly as printed,
+    # after the line that puts `toolfold` on PATH.
+    first = first_shell_example()
+    shell = subprocess.run(
+        ["bash", "-c", f"source .venv/bin/activate && {first}"],
+        cwd=clean_clone,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shell.returncode == 0, (first, shell.stdout[-2000:], shell.stderr[-2000:])
+    assert "100000" in shell.stdout and "spill" in shell.stdout.lower(), shell.stdout[-2000:]
+    # The demo's closing lines run as printed too (`.venv/bin/toolfold ...`).
+    closing = proc.stdout.split("Where to look", 1)[1].splitlines()[1:]
+    for line in closing:
+        command = line.split("#", 1)[0].strip()
+        if "--store" not in command:
+            continue
+        ran = subprocess.run(
+            ["bash", "-c", command], cwd=clean_clone, env=_clean_env(),
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert ran.returncode == 0 and ran.stdout.strip(), (command, ran.stderr)
+
+
+def first_shell_example() -> str:
+    """The first command of the README's "Use it from the shell" section."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use it from the shell", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    if block is None:
+        raise AssertionError("README.md has no sh block under '## Use it from the shell'")
+    return block.group(1).splitlines()[0].split("#", 1)[0].strip()
 
 
 @pytest.mark.slow

@@ -78,6 +78,11 @@ async def test_agent_streams_the_answer_runs_the_tools_and_keeps_the_run(tmp_pat
     assert out.strip() == "Both printed their number."
     assert "-> bash" in err and "<- c1 ok" in err and "<- c2 ok" in err
     assert "answer after 2 turn(s)" in err
+    # The model is offered exactly the documented built-in tools, never the demo's.
+    from toolfold.tools import builtin_tools
+
+    offered = {t["function"]["name"] for t in server.requests[0]["tools"]}
+    assert offered == {t.name for t in builtin_tools()}
     second = server.requests[1]["messages"]
     assert {m["tool_call_id"]: m["content"] for m in second if m["role"] == "tool"} == {
         "c1": "one\n",

@@ -66,7 +66,7 @@ def test_demo_exits_zero_and_shows_every_step(tmp_path: Path) -> None:
     assert "child killed with SIGKILL" in out
     assert "re-ran seeded from its last memo -> ok" in out
     assert "nothing lost, nothing duplicated: each of the 8 steps appears once" in out
-    assert f"toolfold sessions --store sqlite:{home / 'toolfold.db'}" in out
+    assert f" sessions --store sqlite:{home / 'toolfold.db'}" in out
     listed = toolfold("sessions", "--store", f"sqlite:{home / 'toolfold.db'}", cwd=tmp_path)
     names = [line.split()[0] for line in listed.stdout.splitlines()[1:]]
     assert names == ["demo", "demo-crash"]

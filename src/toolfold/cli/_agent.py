@@ -16,6 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
+from toolfold._extras import missing_extra
 from toolfold.chord import apply
 from toolfold.harness import (
     HarnessEvent,
@@ -110,9 +111,7 @@ def model_client(base_url: str | None) -> Any:
     try:
         from openai import AsyncOpenAI
     except ImportError as exc:
-        raise AgentConfigError(
-            "toolfold agent needs the openai package: pip install 'toolfold[agent]'"
-        ) from exc
+        raise AgentConfigError(missing_extra("toolfold agent", "agent", exc.name)) from exc
     return AsyncOpenAI(base_url=base_url, api_key=key)
 
 
@@ -182,10 +181,10 @@ async def drive(
     from toolfold.execenv import LocalExecEnv
     from toolfold.harness import ToolContext, ToolLoop
 
-    from ._tools import cli_tools
+    from ._tools import offered_tools
 
     loop = ToolLoop(
-        cli_tools(),
+        offered_tools(),
         session=session,
         context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
         run_id=str(record["run_id"]),

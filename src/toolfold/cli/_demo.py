@@ -1,17 +1,18 @@
-"""``toolfold demo``: a short guided tour on a temporary SQLite store."""
+"""``toolfold demo``: a short guided tour on a SQLite store in ``.toolfold/demo``."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
 import re
+import shutil
 import signal
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
+from toolfold._fsperm import make_private_dirs
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolSettled, ToolUpdate
 from toolfold.output import OutputPolicy
@@ -66,7 +67,7 @@ def _live() -> bool:
 
 async def demo_command(directory: str | None) -> int:
     """Run the tour; return 0 when every step behaved as described."""
-    home = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="toolfold-demo-"))
+    home = Path(directory) if directory else _fresh_default_home()
     home.mkdir(parents=True, exist_ok=True)
     spec = resolve_store(f"sqlite:{home / 'toolfold.db'}")
     _say(f"toolfold demo: store {spec.describe()} (SQLite, the embedded default)")
@@ -101,14 +102,59 @@ async def demo_command(directory: str | None) -> int:
     ok = await _crash_step(spec)
 
     _say()
-    _say("Where to look:")
+    _say("Where to look (each line runs as shown, from this directory):")
     store = f"--store {spec.describe()}"
-    _say(f"  toolfold sessions {store}")
-    _say(f"  toolfold show demo {store}            # the build, pytest and failing calls")
-    _say(f"  toolfold show demo-crash 1 {store}    # the resumed memoising tool")
+    command = toolfold_command()
+    _say(f"  {command} sessions {store}")
+    _say(f"  {command} show demo {store}            # the build, pytest and failing calls")
+    _say(f"  {command} show demo-crash 1 {store}    # the resumed memoising tool")
     _say(f"  spill files: {spec.spill_dir('demo')}")
-    _say(f"  everything: {home} (delete it when done)")
+    if directory:
+        _say(f"  everything: {home} (delete it when done)")
+    else:
+        _say(f"  everything: {home} (the next demo run replaces it; delete it when done)")
+    if Path(command).name == "toolfold" and command != "toolfold":
+        _say(f"  (`toolfold` alone works once {Path(command).parent} is on PATH, e.g. after")
+        _say(f"  `source {Path(command).parent / 'activate'}`)")
     return 0 if ok else 1
+
+
+DEMO_MARKER = ".toolfold-demo"
+"""A file in the default demo directory: only a directory holding it is replaced."""
+
+
+def _fresh_default_home() -> Path:
+    """``.toolfold/demo`` under the working directory, emptied of a previous demo run, so
+    repeated runs leave one directory behind, not one each. Anything there that a demo
+    did not make is left alone (the user is told to pass ``--dir``)."""
+    home = Path(".toolfold", "demo").absolute()
+    if home.is_symlink() or (home.exists() and not (home / DEMO_MARKER).is_file()):
+        raise CliError(
+            f"{home} exists and was not made by `toolfold demo`; move it away or pass --dir"
+        )
+    if home.exists():
+        shutil.rmtree(home)
+    make_private_dirs(home)
+    (home / DEMO_MARKER).write_text("made by `toolfold demo`; the next run replaces it\n")
+    return home
+
+
+def toolfold_command() -> str:
+    """How to start this toolfold from the user's shell as it is now: ``toolfold`` when
+    that name finds this very program on PATH, else the program's path (relative to the
+    working directory when it is below it, e.g. ``.venv/bin/toolfold``)."""
+    script = Path(sys.argv[0])
+    if script.name != "toolfold" or not script.is_file():
+        on_path = shutil.which("toolfold")
+        return "toolfold" if on_path else f"{sys.executable} -m toolfold.cli"
+    on_path = shutil.which("toolfold")
+    if on_path is not None and Path(on_path).resolve() == script.resolve():
+        return "toolfold"
+    where = script.absolute()
+    try:
+        return str(where.relative_to(Path.cwd()))
+    except ValueError:
+        return str(where)
 
 
 async def _spill_of_last_call(spec: StoreSpec, session_name: str) -> Path | None:

@@ -358,10 +358,10 @@ def serve(
     "directory",
     metavar="DIR",
     type=click.Path(file_okay=False),
-    help="Where to put the demo's store (default: a new temporary directory, kept so you can look).",
+    help="Where to put the demo's store (default: .toolfold/demo here, kept so you can look and replaced by the next run).",
 )
 def demo(directory: str | None) -> None:
-    """A short tour on a temporary SQLite store: a long build log cut to a tail window
+    """A short tour on a SQLite store of its own: a long build log cut to a tail window
     with a spill file, the pytest tool's live details, a failing command keeping its
     partial output, and a kill -9 and resume of a memoising tool."""
     from ._demo import demo_command

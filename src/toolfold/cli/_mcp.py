@@ -7,6 +7,7 @@ import secrets
 import sys
 from dataclasses import dataclass
 
+from toolfold._extras import missing_extra
 from toolfold._units import plural
 from toolfold.output import OutputPolicy
 
@@ -45,8 +46,7 @@ async def mcp_command(options: McpOptions) -> int:
         )
     except ImportError as exc:
         raise CliError(
-            f"mcp needs the mcp extra ({exc.name} is not installed); "
-            "install it with: pip install 'toolfold[mcp]'"
+            missing_extra("toolfold mcp", "mcp", exc.name)
         ) from exc
     try:
         tools = server_tools(load_tools(options.tool_specs), builtin=options.builtin)
@@ -111,8 +111,7 @@ async def proxy_command(options: ProxyOptions) -> int:
         from toolfold.mcp import McpSettings, ProxyHost, Upstream, UpstreamSpec, serve_stdio
     except ImportError as exc:
         raise CliError(
-            f"mcp proxy needs the mcp extra ({exc.name} is not installed); "
-            "install it with: pip install 'toolfold[mcp]'"
+            missing_extra("toolfold mcp proxy", "mcp", exc.name)
         ) from exc
     spec = options.spec
     async with open_store(spec, create=True) as repo:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolfold._extras import missing_extra
+
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 
@@ -29,8 +31,7 @@ def _import_server() -> None:
         import toolfold.server  # noqa: F401
     except ImportError as exc:
         raise CliError(
-            f"serve needs the server extra ({exc.name} is not installed); "
-            "install it with: pip install 'toolfold[server]'"
+            missing_extra("toolfold serve", "server", exc.name)
         ) from exc
 
 
@@ -93,9 +94,18 @@ class ServeOptions:
 
     @property
     def url(self) -> str:
-        """The viewer's address, with the token."""
-        shown = f"[{self.host}]" if ":" in self.host else self.host
+        """The viewer's address, with the token, as a browser can open it: a wildcard
+        bind (``0.0.0.0``, ``::``) is not an address to connect to, so the URL names the
+        first ``--allow-host`` name, else this machine's loopback address."""
+        host = self.host
+        if host in _WILDCARD_BINDS:
+            host = self.allow_hosts[1] if len(self.allow_hosts) > 1 else "127.0.0.1"
+        shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{self.port}/?token={self.token}"
+
+
+_WILDCARD_BINDS = frozenset({"0.0.0.0", "::", "[::]"})
+"""Bind addresses meaning "every interface"."""
 
 
 def _janitor(spec: StoreSpec, repo: Repository, lease: float | None) -> OrphanJanitor | None:

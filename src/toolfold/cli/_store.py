@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from toolfold._extras import missing_extra
 from toolfold._fsperm import make_private_dirs
 
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
@@ -157,6 +158,9 @@ async def open_store(
         repo = open_repository(spec.url, read_only=read_only)
     except StorageError as exc:
         raise StoreOpenError(storage_message(exc, spec)) from exc
+    except ImportError as exc:  # only the PostgreSQL backend has a driver of its own
+        what = f"the store {spec.describe()}"
+        raise StoreOpenError(missing_extra(what, "postgres", exc.name)) from exc
     try:
         yield repo
     except StorageError as exc:

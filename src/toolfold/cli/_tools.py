@@ -20,19 +20,27 @@ def cli_bash(
     return tool if policy is None else dataclasses.replace(tool, output=policy)
 
 
-def cli_tools(
+def offered_tools(
     bash_policy: OutputPolicy | None = None, *, max_spill: int | None = None
 ) -> list[Tool[Any]]:
-    """The built-in tools (``bash`` with ``bash_policy`` and a ``max_spill`` cap when
-    given) plus ``demo_steps``."""
+    """The documented built-in tools (``bash`` with ``bash_policy`` and a ``max_spill``
+    cap when given): what a model is offered (``toolfold agent``)."""
     from toolfold.tools import builtin_tools
-
-    from ._demo_steps import DEMO_STEPS
 
     tools: list[Tool[Any]] = []
     for tool in builtin_tools():
         if tool.name == BASH.name:
             tool = cli_bash(bash_policy, max_spill=max_spill)
         tools.append(tool)
-    tools.append(DEMO_STEPS)
     return tools
+
+
+def cli_tools(
+    bash_policy: OutputPolicy | None = None, *, max_spill: int | None = None
+) -> list[Tool[Any]]:
+    """``offered_tools`` plus ``demo_steps``, the demo's memoising tool: what the CLI's
+    harnesses that settle stored calls know (``resume``, ``serve``'s janitor), so that a
+    demo call left by a crash can be re-run seeded. Never offered to a model."""
+    from ._demo_steps import DEMO_STEPS
+
+    return [*offered_tools(bash_policy, max_spill=max_spill), DEMO_STEPS]

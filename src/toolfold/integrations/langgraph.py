@@ -8,7 +8,7 @@
   dicts carrying the op batches; a client folds them with :class:`StreamFold`.
 - ``tool_specs(loop)``: the active tools as OpenAI-format tool dicts for
   ``model.bind_tools`` (bind them per turn: ``add_tools`` changes them).
-- ``route_after_tools(loop)``: the edge after the tool node (``END`` once a call
+- ``route_after_tools(loop, model_node=NAME)``: the edge after the tool node (``END`` once a call
   set ``terminate``, else back to the model).
 - ``agent_graph(model, loop)``: model → tools → model, with all of the above.
 """
@@ -120,11 +120,21 @@ def tool_node(loop: ToolLoop) -> Callable[[dict[str, Any]], Any]:
     return tools
 
 
-def route_after_tools(loop: ToolLoop) -> Callable[[dict[str, Any]], str]:
-    """The edge after the tool node: ``END`` once a call set ``terminate``."""
+def route_after_tools(loop: ToolLoop, *, model_node: str) -> Callable[[dict[str, Any]], str]:
+    """The edge after the tool node: back to ``model_node`` (the name your graph gave its
+    model node), or ``END`` once a call set ``terminate``.
+
+    The name is required: a route to a node the graph does not have makes LangGraph
+    end the run silently after the tools (it only logs a write to an unknown channel).
+    """
+    if not isinstance(model_node, str) or not model_node:
+        raise ValueError(
+            f"route_after_tools: model_node must be the name of the graph's model node, "
+            f"got {model_node!r}"
+        )
 
     def route(state: dict[str, Any]) -> str:
-        return END if loop.terminated else "model"
+        return END if loop.terminated else model_node
 
     return route
 
@@ -149,7 +159,9 @@ def agent_graph(model: BaseChatModel, loop: ToolLoop) -> CompiledStateGraph[Any,
     graph.add_node("tools", tool_node(loop))
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", _route_after_model, ["tools", END])
-    graph.add_conditional_edges("tools", route_after_tools(loop), ["model", END])
+    graph.add_conditional_edges(
+        "tools", route_after_tools(loop, model_node="model"), ["model", END]
+    )
     compiled: CompiledStateGraph[Any, Any, Any, Any] = graph.compile()
     return compiled
 
