@@ -117,3 +117,49 @@ def test_a_wildcard_bind_prints_a_url_a_browser_can_open() -> None:
     assert v6.url == f"http://127.0.0.1:8765/?token={TOKEN}"
     direct = ServeOptions.checked("192.168.1.5", 8765, TOKEN, (), False)
     assert direct.url == f"http://192.168.1.5:8765/?token={TOKEN}"
+
+
+async def _adapter_session(url: str, target: Path) -> None:
+    """Two runs of a harness with a durable session, as the framework adapters make them,
+    each with a call id ``c1`` (frameworks number their calls per run)."""
+    from toolfold.execenv import LocalExecEnv
+    from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext
+    from toolfold.storage import open_repository
+    from toolfold.tools import builtin_tools
+
+    repo = open_repository(url)
+    try:
+        session = await repo.create_session("adapted")
+        for path in ("one.txt", "two.txt"):
+            harness = Harness(
+                builtin_tools(),
+                context=ToolContext(env=LocalExecEnv(target / "spill"), cwd=target),
+                hooks=DurableHooks(Durability(session)),
+            )
+            [result] = await harness.run([ToolCall("c1", "read", {"path": str(target / path)})])
+            assert not result.is_error, result.text
+    finally:
+        await repo.close()
+
+
+async def test_calls_made_through_an_adapter_say_what_they_did(tmp_path: Path) -> None:
+    for name in ("one.txt", "two.txt"):
+        (tmp_path / name).write_text(f"{name}\n")
+    url = f"sqlite:{tmp_path / 'store.db'}"
+    await _adapter_session(url, tmp_path)
+    listed = toolfold("sessions", "--store", url, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    [row] = listed.stdout.splitlines()[1:]
+    assert row.split()[:3] == ["adapted", "2", "0"] and "two.txt" in row, row
+    shown = toolfold("show", "adapted", "--store", url, cwd=tmp_path)
+    rows = shown.stdout.splitlines()[1:]
+    assert [r.split()[1] for r in rows] == ["c1", "c1"]
+    assert "one.txt" in rows[0] and "two.txt" in rows[1], rows
+    # The id both calls share names neither of them: the user is told to give a number.
+    line = one_error_line(toolfold("show", "adapted", "c1", "--store", url, cwd=tmp_path))
+    assert line == (
+        "toolfold: error: call 'c1' is ambiguous in session 'adapted': 2 calls have that id; "
+        "give its number (see `toolfold show adapted`)"
+    )
+    second = toolfold("show", "adapted", "2", "--store", url, cwd=tmp_path)
+    assert second.returncode == 0 and "two.txt" in second.stdout, second.stderr

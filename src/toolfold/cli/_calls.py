@@ -40,6 +40,12 @@ async def find_call(session: Session, wanted: str) -> CallView:
         return found[0]
     name = session.name
     if len(found) > 1:
+        if all(c.tool_call_id == wanted for c in found):
+            raise UnknownCallError(
+                f"call {wanted!r} is ambiguous in session {name!r}: "
+                f"{plural(len(found), 'call')} have that id; give its number "
+                f"(see `toolfold show {name}`)"
+            )
         ids = ", ".join(c.tool_call_id for c in found[:5])
         raise UnknownCallError(
             f"call {wanted!r} is ambiguous in session {name!r} (matches {ids}); give more of the id"

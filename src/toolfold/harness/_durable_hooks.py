@@ -38,7 +38,7 @@ from toolfold.storage import Session, set_value
 from ._bus import EventBus
 from ._context import ToolContext
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
-from ._result import INTERRUPTION_MARKER, ToolResult
+from ._result import INTERRUPTION_MARKER, ToolResult, describe_call
 from ._tools import Tool
 from .events import (
     MessageEnd,
@@ -173,6 +173,7 @@ class DurableHooks(ExecutionHooks):
         message["operation_id"] = op.operation_id
         message["run_id"] = call.run_id
         message["turn_id"] = call.turn_id
+        message["what"] = describe_call(call.args)
         await op.settle(call.tool_call_id, message)
 
     async def resume(self, harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
@@ -292,6 +293,7 @@ class DurableHooks(ExecutionHooks):
         message = result.to_message().to_json()
         stored = {**message, "operation_id": op.operation_id, "run_id": op.run_id}
         stored["turn_id"] = turn_id
+        stored["what"] = describe_call(record.args)
         self._ops.pop((op.run_id, record.tool_call_id), None)
         try:
             await op.settle(record.invocation_id, stored)

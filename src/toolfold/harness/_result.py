@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 from toolfold.output import ToolOutputState, Usage
 
 Outcome = Literal["ok", "error", "invalid_arguments", "unknown_tool", "cancelled", "interrupted"]
@@ -16,6 +18,25 @@ CANCELLED_MARKER = "[Tool call cancelled; the output above is partial.]"
 INTERRUPTION_MARKER = "[Tool call interrupted before it finished; the output above is partial.]"
 """Appended to the output of a call the harness stopped (task cancelled, crash recovery
 of a tool that is not replay-safe)."""
+
+
+WHAT_MAX_CHARS = 200
+"""The longest ``what`` a settled transcript entry keeps of its call's arguments."""
+
+
+def describe_call(args: Any) -> str:
+    """A short description of a call's arguments, kept with its settled entry (``what``)
+    so a listing of a session says what each call did: the ``command`` of a shell-like
+    tool, else the arguments as compact JSON, cut to ``WHAT_MAX_CHARS``."""
+    if isinstance(args, dict) and isinstance(args.get("command"), str):
+        text = args["command"]
+    else:
+        try:
+            text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+        except TypeError:
+            text = repr(args)
+    text = " ".join(text.split())
+    return text if len(text) <= WHAT_MAX_CHARS else text[: WHAT_MAX_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,9 @@ class CallView:
         args = self.args
         if isinstance(args, dict) and isinstance(args.get("command"), str):
             return str(args["command"])
+        if args is None and self.message is not None:
+            # A settled call keeps a short description of its arguments (``what``).
+            return str(self.message.get("what", ""))
         return "" if args is None else str(args)
 
 
@@ -211,7 +214,9 @@ async def lookup_call(session: Session, wanted: str) -> list[CallView]:
                 and (c.tool_call_id == wanted or (prefix and c.tool_call_id.startswith(wanted)))
             ]
             if found:
-                found = found[:1] if not prefix else found[:6]
+                # An exact id that several calls share (a framework reusing ``c1``) is as
+                # ambiguous as a prefix: every match is returned, never the first alone.
+                found = found[:6]
                 break
     await _attach_records(session, found, everything=False)
     return found
