@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from execenv_helpers import PID_RECORD, record_dead
 
 from toolfold.execenv import (
     CallbackError,
@@ -17,6 +18,7 @@ from toolfold.execenv import (
     LocalExecEnv,
     Metadata,
     Replace,
+    Sandbox,
     ShellExecResult,
     ShellOutputLimits,
     ShellOutputMetadata,
@@ -38,14 +40,6 @@ def fold(updates: list[ShellOutputUpdate]) -> ShellOutputView:
     return view
 
 
-def dead(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
-
-
 async def run(
     exec_env: LocalExecEnv, command: str, /, **kw: object
 ) -> tuple[ShellExecResult, list[ShellOutputUpdate]]:
@@ -54,9 +48,12 @@ async def run(
     return result, updates
 
 
-@pytest.fixture
-def env(tmp_path: Path) -> LocalExecEnv:
-    return LocalExecEnv(tmp_path / "spill" / "session-1", kill_grace=0.5)
+@pytest.fixture(params=[None, "workspace-write"], ids=["host", "sandboxed"])
+def env(tmp_path: Path, request: pytest.FixtureRequest) -> LocalExecEnv:
+    # Every test also runs confined: bounds, spill, cancellation and timeouts must not
+    # change inside the sandbox (tmp_path, where the tests keep pid files, is writable).
+    sandbox = None if request.param is None else Sandbox(request.param, writable=(str(tmp_path),))
+    return LocalExecEnv(tmp_path / "spill" / "session-1", kill_grace=0.5, sandbox=sandbox)
 
 
 async def test_small_output_exit_code_and_single_replace(env: LocalExecEnv) -> None:
@@ -64,7 +61,10 @@ async def test_small_output_exit_code_and_single_replace(env: LocalExecEnv) -> N
     assert result.exit_code == 3
     assert result.text == "hello\nworld"
     assert result.truncation.total_lines == 2 and result.truncation.total_bytes == 11
-    assert result.spill_path is None and not env.spill_dir.exists()  # lazy: nothing on disk
+    assert result.spill_path is None
+    # Lazy: nothing on disk (a sandbox makes the directory up front, to hide it).
+    assert env.spill_dir.exists() == (env.sandbox is not None)
+    assert not env.spill_dir.exists() or not any(env.spill_dir.iterdir())
     assert isinstance(updates[0], Replace)
     assert fold(updates) == result.view
 
@@ -211,12 +211,12 @@ async def test_timeout_kills_the_group_and_publishes_the_latest_state(
 ) -> None:
     pidfile = tmp_path / "pid"
     result, updates = await run(
-        env, f"sleep 30 & echo $! > {pidfile}; echo before; wait", timeout=0.5
+        env, f"sleep 30 & echo $! {PID_RECORD} > {pidfile}; echo before; wait", timeout=0.5
     )
     assert result.timed_out and not result.cancelled and result.exit_code is None
     assert result.text == "before\n"
     assert fold(updates) == result.view
-    assert dead(int(pidfile.read_text()))
+    assert record_dead(pidfile.read_text())
 
 
 async def test_command_ignoring_sigterm_is_killed_after_the_grace(
@@ -231,11 +231,11 @@ async def test_command_ignoring_sigterm_is_killed_after_the_grace(
         if "stubborn" in fold(updates).text:
             cancel.set()  # the trap and the pid file are in place by now
 
-    cmd = f"trap '' TERM; sleep 30 & echo $! > {pidfile}; echo stubborn; wait; wait; echo survived"
+    cmd = f"trap '' TERM; sleep 30 & echo $! {PID_RECORD} > {pidfile}; echo stubborn; wait; wait; echo survived"
     result = await asyncio.wait_for(env.exec(cmd, cancel=cancel, on_update=on_update), BOUND)
     assert result.cancelled and result.exit_code is None
     assert result.text == "stubborn\n"  # SIGTERM was ignored: only SIGKILL stopped it
-    assert dead(int(pidfile.read_text()))
+    assert record_dead(pidfile.read_text())
     assert fold(updates) == result.view
 
 
@@ -270,13 +270,13 @@ async def test_task_cancellation_tears_down_and_propagates(
         started.set()
 
     task = asyncio.ensure_future(
-        env.exec(f"sleep 30 & echo $! > {pidfile}; echo up; wait", on_update=on_update)
+        env.exec(f"sleep 30 & echo $! {PID_RECORD} > {pidfile}; echo up; wait", on_update=on_update)
     )
     await asyncio.wait_for(started.wait(), BOUND)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, BOUND)
-    assert dead(int(pidfile.read_text()))
+    assert record_dead(pidfile.read_text())
     assert fold(updates).text == "up\n"
 
 
@@ -291,11 +291,11 @@ async def test_unwritable_spill_dir_fails_clearly_and_kills_the_child(tmp_path: 
         SpillError, match=r"cannot create spill directory .*not-a-dir/spill.*writable directory"
     ) as info:
         await asyncio.wait_for(
-            env.exec(f"echo $$ > {pidfile}; exec yes", on_update=updates.append), BOUND
+            env.exec(f"echo $$ {PID_RECORD} > {pidfile}; exec yes", on_update=updates.append), BOUND
         )
     assert info.value.path == str(blocker / "spill")
     assert isinstance(info.value.__cause__, OSError)
-    assert dead(int(pidfile.read_text()))
+    assert record_dead(pidfile.read_text())
     assert updates and fold(updates).text.startswith("y\n")  # latest bounded state still published
     assert blocker.read_text() == "x"
 
@@ -309,8 +309,8 @@ async def test_spill_write_failure_kills_the_child(
     monkeypatch.setattr(_spill, "_write_all", broken)
     pidfile = tmp_path / "pid"
     with pytest.raises(SpillError, match=r"writing spill file .*exec-.*Input/output error"):
-        await asyncio.wait_for(env.exec(f"echo $$ > {pidfile}; exec yes"), BOUND)
-    assert dead(int(pidfile.read_text()))
+        await asyncio.wait_for(env.exec(f"echo $$ {PID_RECORD} > {pidfile}; exec yes"), BOUND)
+    assert record_dead(pidfile.read_text())
 
 
 async def test_a_full_disk_stops_the_spill_not_the_command(
@@ -342,11 +342,11 @@ async def test_consumer_error_fails_the_exec_and_kills_the_child(
 
     with pytest.raises(CallbackError, match="on_update consumer raised KeyError") as info:
         await asyncio.wait_for(
-            env.exec(f"echo $$ > {pidfile}; exec yes", on_update=on_update), BOUND
+            env.exec(f"echo $$ {PID_RECORD} > {pidfile}; exec yes", on_update=on_update), BOUND
         )
     assert isinstance(info.value.__cause__, KeyError)
     assert len(calls) == 1
-    assert dead(int(pidfile.read_text()))
+    assert record_dead(pidfile.read_text())
 
 
 async def test_async_consumer_receives_every_update_in_order(env: LocalExecEnv) -> None:
