@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 
 @dataclass
@@ -200,31 +198,3 @@ def raw_totals(raw: bytes) -> tuple[int, int, int | None]:
     parts = raw.split(b"\n")
     last = parts[-2] if raw.endswith(b"\n") else parts[-1]
     return len(raw), total_lines, len(last)
-
-
-PID_RECORD = "$(readlink /proc/self/ns/pid)"
-"""Shell words to write after a pid (``echo $! PID_RECORD > file``): the pid namespace it
-is counted in, so ``record_dead`` finds the process from outside a sandbox too (inside,
-``$!`` and ``$$`` are pids of the sandbox's own namespace)."""
-
-
-def record_dead(record: str) -> bool:
-    """True when the process a ``PID_RECORD`` line names is dead (gone or a zombie).
-
-    Looked up by its pid namespace and its pid there (the last ``NSpid`` of a process),
-    so the same check serves a command on the host and one in a sandbox.
-    """
-    pid_text, ns = record.split()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "ns" / "pid") != ns:
-                continue
-            status = (entry / "status").read_text()
-        except OSError:
-            continue  # gone meanwhile, or not ours to look at
-        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("NSpid", "").split()[-1:] == [pid_text]:
-            return fields.get("State", "").split()[:1] in (["Z"], ["X"])
-    return True

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from execenv_helpers import PID_RECORD, record_dead
 
+from sandbox_escapes import PID_RECORD, record_dead
 from toolfold.execenv import (
     CallbackError,
     CaptureOptions,

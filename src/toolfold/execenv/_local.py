@@ -19,6 +19,7 @@ from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
     command_processes,
+    end_sandbox_inits,
     new_exec_id,
     reap_exited,
     reap_killed,
@@ -363,6 +364,10 @@ class LocalExecEnv:
         try:
             if kill:
                 await self._kill_group(transport, protocol, exec_id)
+                if self.sandbox is not None:
+                    await self._end_sandbox(exec_id)
+            elif self.sandbox is not None:
+                await self._end_sandbox(exec_id)
             else:
                 # Ended by itself: what it left running on purpose (output redirected)
                 # stays; remember it, so it is reaped once it exits.
@@ -372,6 +377,18 @@ class LocalExecEnv:
             transport.close()
             view = await session.finish()
         return view
+
+    async def _end_sandbox(self, exec_id: str) -> None:
+        # In a sandbox nothing outlives the command: its PID namespace ends with the
+        # shell. bwrap reports the exit before that namespace is gone, so its init (now
+        # adopted by us) is killed and reaped here; then the kernel has killed everything
+        # else in it, and the ones that were adopted by us too are reaped.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(end_sandbox_inits, exec_id), 5.0)
+        left = command_processes(exec_id, None)
+        signal_all(left, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(reap_killed, left), 5.0)
 
     async def _kill_group(
         self, transport: asyncio.SubprocessTransport, protocol: _ExecProtocol, exec_id: str

@@ -30,6 +30,7 @@ __all__ = [
     "EXEC_ID_VAR",
     "become_subreaper",
     "command_processes",
+    "end_sandbox_inits",
     "new_exec_id",
     "reap_exited",
     "reap_killed",
@@ -163,3 +164,39 @@ def reap_killed(pids: Iterable[int]) -> None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
                 todo.discard(pid)
+
+
+def _ended_sandbox_inits(exec_id: str) -> list[int]:
+    """Our children that are the init (pid 1) of a bubblewrap sandbox whose bwrap has
+    exited (we adopted it then), unless it is alive and belongs to another command."""
+    marker = f"{EXEC_ID_VAR}={exec_id}".encode()
+    found: list[int] = []
+    for pid in _children(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        nspid = next((ln.split()[1:] for ln in status.splitlines() if ln.startswith(b"NSpid:")), [])
+        if len(nspid) < 2 or nspid[-1] != b"1":
+            continue  # not the init of a PID namespace below ours
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            environ = []
+        if environ and environ != [b""] and marker not in environ:
+            continue  # alive, another command's: its own teardown ends it
+        found.append(pid)  # ours, or exiting / a zombie: its command has ended
+    return found
+
+
+def end_sandbox_inits(exec_id: str) -> None:
+    """Kill and reap the init of this command's ended sandbox (blocking: run it in a
+    thread). bwrap reports its command's exit before that init is gone; once the init
+    is reaped, the kernel has killed every process of the sandbox's PID namespace."""
+    for pid in _ended_sandbox_inits(exec_id):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
