@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from toolfold.execenv import ShellExecResult, ShellOutputTruncation
-from toolfold.execenv._fileops import HeadWindow
+from toolfold.execenv._headwindow import HeadWindow
 from toolfold.execenv._protocol import decode, encode, result_from_dict, result_to_dict
 from toolfold.output import OutputPolicy
 from toolfold.output._retention import TextWindow

@@ -116,3 +116,22 @@ async def test_pytest_runs_remotely_with_summary_details(
     (tmp_path / "test_sample.py").write_text("def test_ok():\n    pass\n")
     ok = await call(PYTEST, {"path": "test_sample.py"}, remote, tmp_path)
     assert not ok.is_error and ok.details["passed"] == 1 and ok.details["total"] == 1
+
+
+async def test_remote_reads_are_bounded_and_cut_as_local_ones(
+    remote: RemoteExecEnv, tmp_path: Path
+) -> None:
+    (tmp_path / "wide.txt").write_text("é€x" * 40_000 + "\nnext\n")
+    first = await both(READ, {"path": "wide.txt"}, remote, tmp_path)
+    assert first.text.endswith("Use offset=1, line_byte=51200 to continue.]")
+    await both(READ, {"path": "wide.txt", "line_byte": 51_200}, remote, tmp_path)
+    await both(GREP, {"pattern": "x$", "path": "wide.txt"}, remote, tmp_path)
+    for path, kind in (("/dev/zero", "a character device"), ("/proc/self/status", None)):
+        got = await call(READ, {"path": path}, remote, tmp_path)
+        if kind is None:
+            assert not got.is_error and got.text.startswith("Name:\t")
+        else:
+            assert got.is_error and f"{path} is {kind}, not a regular file" in got.text
+    past = await call(READ, {"path": "wide.txt", "line_byte": 10**9}, remote, tmp_path)
+    assert past.is_error
+    assert "line_byte 1000000000 is past the end of line 1, which has 240,000 bytes" in past.text

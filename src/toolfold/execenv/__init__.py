@@ -66,7 +66,13 @@ from ._window import (
 
 if TYPE_CHECKING:
     from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
-    from ._fileops import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS, iter_files, search_file
+    from ._fileops import (
+        SEARCH_MAX_LINE_CHARS,
+        SEARCH_SKIP_DIRS,
+        iter_files,
+        run_file_op,
+        search_file,
+    )
     from ._protocol import PROTOCOL_VERSION
     from ._remote import HostInfo, RemoteExecEnv
 
@@ -80,6 +86,7 @@ __getattr__ = lazy_exports(
         "SEARCH_MAX_LINE_CHARS": "._fileops",
         "SEARCH_SKIP_DIRS": "._fileops",
         "iter_files": "._fileops",
+        "run_file_op": "._fileops",
         "search_file": "._fileops",
         "PROTOCOL_VERSION": "._protocol",
         "HostInfo": "._remote",
@@ -141,6 +148,7 @@ __all__ = [
     "iter_files",
     "last_line_bytes",
     "run_exec_host",
+    "run_file_op",
     "search_file",
     "tail_truncated_by",
     "tail_window",

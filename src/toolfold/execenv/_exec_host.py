@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import CallbackError, ExecConfigError, ExecError
-from ._fileops import FILE_OPS, FileOpError
+from ._fileops import FILE_OPS, FileOpError, op_error_text
 from ._local import LocalExecEnv
 from ._protocol import (
     MAX_LINE_BYTES,
@@ -245,12 +245,7 @@ class ExecHost:
             result = await asyncio.to_thread(fn, args, cancel)
             reply: dict[str, Any] = {"op": "result", "id": request_id, "result": result}
         except Exception as exc:  # every request gets an answer, or its caller waits forever
-            if isinstance(exc, OSError) and exc.strerror:
-                text = f"{exc.strerror}: {exc.filename}"
-            elif isinstance(exc, FileOpError):
-                text = str(exc)
-            else:
-                text = f"{type(exc).__name__}: {exc}"
+            text = op_error_text(exc)
             reply = {"op": "error", "id": request_id, "kind": type(exc).__name__, "message": text}
         finally:
             self.cancels.pop(request_id, None)

@@ -1,26 +1,42 @@
-"""File operations an exec host answers for the remote ``read`` and ``grep`` tools.
+"""File operations behind the ``read`` and ``grep`` tools, local and on an exec host.
 
 Each takes JSON-ready arguments and returns a JSON-ready dict whose text is already
 bounded (the first ``max_lines`` lines, cut at ``max_bytes`` UTF-8 bytes — the same
 head window the tools' output sink applies), with exact totals. They run in a worker
-thread of the exec host and check ``cancel`` between blocks, so a huge file or tree
-never holds more than one window in memory and a cancelled call stops promptly.
+thread (the exec host's, or ``run_file_op``'s for the local tools, so the event loop
+never waits on a disk), read files in fixed-size chunks (``_filescan``) and check
+``cancel`` between chunks: a huge file, a huge line or a huge tree never holds more
+than the window plus a fixed buffer, and a cancelled call stops promptly.
 
-``iter_files`` and ``search_file`` are also what the local ``grep`` tool walks with, so
-local and remote searches skip and cut the same things.
+Local and remote tools run this same code, so they skip, cut and count the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
-import codecs
 import fnmatch
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from ._errors import ExecError
+from ._filescan import FileOpError, Source, open_regular, read_window, search_lines
+from ._headwindow import HeadWindow
+
+__all__ = [
+    "FILE_OPS",
+    "SEARCH_MAX_LINE_CHARS",
+    "SEARCH_SKIP_DIRS",
+    "FileOpError",
+    "iter_files",
+    "op_error_text",
+    "run_file_op",
+    "search_file",
+]
 
 SEARCH_SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache"}
@@ -30,17 +46,10 @@ SEARCH_SKIP_DIRS = frozenset(
 SEARCH_MAX_LINE_CHARS = 500
 """A matching line longer than this is shown cut (minified files would drown the output)."""
 
-_SNIFF = 8192
-_COUNT_BLOCK_BYTES = 1024 * 1024
-
-
-class FileOpError(Exception):
-    """A file operation's arguments are unusable; the message names the bad one."""
-
 
 def iter_files(root: Path, glob: str | None) -> Iterator[Path]:
     """Files under ``root`` (or ``root`` itself), sorted, skipping ``SEARCH_SKIP_DIRS`` and dot dirs."""
-    if root.is_file():
+    if not root.is_dir():
         yield root
         return
     for dirpath, dirnames, filenames in os.walk(root):
@@ -52,106 +61,22 @@ def iter_files(root: Path, glob: str | None) -> Iterator[Path]:
                 yield Path(dirpath) / name
 
 
-def search_file(path: Path, regex: re.Pattern[str]) -> list[tuple[int, str]]:
-    """(line number, line) for every matching line; [] for binary or unreadable files."""
+def search_file(
+    path: Path, regex: re.Pattern[str], cancel: threading.Event | None = None
+) -> Iterator[tuple[int, str]]:
+    """(line number, line) for every matching line, as found; nothing for binary or
+    unreadable files, devices and pipes. Reads a chunk at a time (``_filescan``)."""
     try:
-        with path.open("rb") as f:
-            if b"\0" in f.read(_SNIFF):
-                return []
-        hits: list[tuple[int, str]] = []
-        with path.open("r", encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, start=1):
-                if regex.search(line):
-                    line = line.rstrip("\r\n")
-                    if len(line) > SEARCH_MAX_LINE_CHARS:
-                        line = line[:SEARCH_MAX_LINE_CHARS] + " [line cut]"
-                    hits.append((lineno, line))
-        return hits
-    except OSError:
-        return []
-
-
-def _lines(text: str) -> int:
-    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-
-
-class HeadWindow:
-    """The first ``max_lines`` lines of a text stream, cut at ``max_bytes`` UTF-8 bytes
-    (mid-line if needed, on a code point boundary), with exact totals of the stream."""
-
-    def __init__(self, max_bytes: int, max_lines: int) -> None:
-        self.max_bytes = max_bytes
-        self.max_lines = max_lines
-        self._parts: list[str] = []
-        self._bytes = 0
-        self._newlines = 0
-        self.full = False
-        self.total_bytes = 0
-        self._total_newlines = 0
-        self._last_char = ""
-        self._last_line_bytes = 0
-        self._first_line_bytes = 0
-        self._first_line_done = False
-
-    def write(self, text: str) -> None:
-        if not text:
+        f, limit = open_regular(path)
+    except (OSError, FileOpError):
+        return
+    with f:
+        try:
+            yield from search_lines(
+                Source(f, limit, cancel or threading.Event()), regex, SEARCH_MAX_LINE_CHARS
+            )
+        except OSError:  # an I/O error mid-file: keep what was found
             return
-        size = len(text.encode("utf-8", "surrogatepass"))
-        self.total_bytes += size
-        self._total_newlines += text.count("\n")
-        self._last_char = text[-1]
-        if not self._first_line_done:
-            head, newline, _ = text.partition("\n")
-            self._first_line_bytes += len(head.encode("utf-8", "surrogatepass"))
-            self._first_line_done = bool(newline)
-        tail = text.rpartition("\n")
-        if tail[1]:
-            self._last_line_bytes = len(tail[2].encode("utf-8", "surrogatepass"))
-        else:
-            self._last_line_bytes += size
-        if self.full:
-            return
-        # Take whole lines while they fit, then cut the first one that does not.
-        need_lines = self.max_lines - self._newlines
-        cut = len(text)
-        if text.count("\n") >= need_lines:
-            pos = -1
-            for _ in range(need_lines):
-                pos = text.index("\n", pos + 1)
-            cut = pos + 1
-        piece = text[:cut]
-        piece_bytes = size if cut == len(text) else len(piece.encode("utf-8", "surrogatepass"))
-        if self._bytes + piece_bytes > self.max_bytes:
-            room = self.max_bytes - self._bytes
-            piece = piece.encode("utf-8", "surrogatepass")[:room].decode("utf-8", "ignore")
-            piece_bytes = len(piece.encode("utf-8", "surrogatepass"))
-            self.full = True
-        self._parts.append(piece)
-        self._bytes += piece_bytes
-        self._newlines += piece.count("\n")
-        if cut < len(text):  # max_lines reached inside this text
-            self.full = True
-
-    def result(self) -> dict[str, Any]:
-        text = "".join(self._parts)
-        total_lines = self._total_newlines + (
-            1 if self.total_bytes and self._last_char != "\n" else 0
-        )
-        truncated = self.total_bytes > self._bytes
-        by_lines = self._newlines >= self.max_lines
-        return {
-            "text": text,
-            "truncated": truncated,
-            "truncated_by": ("lines" if by_lines else "bytes") if truncated else None,
-            "first_line_exceeds_limit": self._first_line_bytes > self.max_bytes,
-            "max_bytes": self.max_bytes,
-            "max_lines": self.max_lines,
-            "output_lines": _lines(text),
-            "output_bytes": self._bytes,
-            "total_lines": total_lines,
-            "total_bytes": self.total_bytes,
-            "last_line_bytes": self._last_line_bytes,
-        }
 
 
 def _resolve(args: dict[str, Any]) -> Path:
@@ -186,10 +111,12 @@ def read_bytes(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
     """The whole file as base64, refused (``too_big``) when over ``max_bytes``."""
     p = _resolve(args)
     limit = _positive(args, "max_bytes")
-    with p.open("rb") as f:
-        data = f.read(limit + 1)
+    f, _ = open_regular(p)
+    with f:
+        data = _read_at_most(f, limit + 1, cancel)
+        size = os.fstat(f.fileno()).st_size
     if len(data) > limit:
-        return {"path": str(p), "too_big": True, "size": p.stat().st_size}
+        return {"path": str(p), "too_big": True, "size": max(size, len(data))}
     return {
         "path": str(p),
         "too_big": False,
@@ -198,42 +125,39 @@ def read_bytes(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
     }
 
 
-def read_lines(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
-    """Lines ``start``.. (at most ``limit``) of a text file, head-windowed.
+def _read_at_most(f: Any, n: int, cancel: threading.Event) -> bytes:
+    parts: list[bytes] = []
+    got = 0
+    while got < n and not cancel.is_set():
+        data = f.read(min(n - got, 1 << 20))
+        if not data:
+            break
+        parts.append(data)
+        got += len(data)
+    return b"".join(parts)
 
-    Lines split on ``\\n`` only. Returns the window's fields plus ``shown`` (lines
-    read from ``start``) and ``more`` (lines remain past ``limit``).
+
+def read_lines(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
+    """Lines ``start``.. (at most ``limit``) of a text file, head-windowed, starting
+    ``line_byte`` bytes into line ``start``.
+
+    Lines split on ``\\n`` only. Returns the window's fields plus what
+    ``_filescan.read_window`` tells: ``shown``, ``more``, ``counted_all`` and where
+    the first unshown byte is (``resume_line``, ``resume_byte``).
     """
     p = _resolve(args)
     start = _positive(args, "start", 1)
+    line_byte = args.get("line_byte") or 0
+    if isinstance(line_byte, bool) or not isinstance(line_byte, int) or line_byte < 0:
+        raise FileOpError(f"'line_byte' must be a non-negative integer, got {line_byte!r}")
     limit = args.get("limit")
     if limit is not None:
         limit = _positive(args, "limit")
     window = HeadWindow(_positive(args, "max_bytes"), _positive(args, "max_lines"))
-    shown = 0
-    more = False
-    with p.open("rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno < start:
-                continue
-            if limit is not None and shown >= limit:
-                more = True
-                break
-            window.write(raw.decode("utf-8", "replace"))
-            shown += 1
-            if shown % 4096 == 0 and cancel.is_set():
-                break
-            if limit is None and window.full:
-                # Window full: count the rest exactly, a megabyte at a time.
-                decoder = codecs.getincrementaldecoder("utf-8")("replace")
-                while chunk := f.read(_COUNT_BLOCK_BYTES):
-                    shown += chunk.count(b"\n")
-                    window.write(decoder.decode(chunk))
-                    if cancel.is_set():
-                        break
-                window.write(decoder.decode(b"", final=True))
-                break
-    return {"path": str(p), "shown": shown, "more": more, **window.result()}
+    f, scan_limit = open_regular(p)
+    with f:
+        found = read_window(Source(f, scan_limit, cancel), window, start, line_byte, limit)
+    return {"path": str(p), **found, **window.result()}
 
 
 def grep(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
@@ -254,19 +178,21 @@ def grep(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
     if not root.exists():
         return {"path": str(root), "missing": True}
     window = HeadWindow(_positive(args, "max_bytes"), _positive(args, "max_lines"))
-    base = root if root.is_dir() else root.parent
+    is_dir = root.is_dir()
+    base = root if is_dir else root.parent
     matches = found = searched = 0
     for path in iter_files(root, glob if isinstance(glob, str) else None):
         if cancel.is_set():
             break
         searched += 1
-        hits = search_file(path, regex)
-        if not hits:
-            continue
-        found += 1
-        matches += len(hits)
-        shown = os.path.relpath(path, base) if root.is_dir() else path.name
-        window.write("".join(f"{shown}:{n}:{line}\n" for n, line in hits))
+        shown = os.path.relpath(path, base) if is_dir else path.name
+        hits = 0
+        for n, line in search_file(path, regex, cancel):
+            hits += 1
+            window.write(f"{shown}:{n}:{line}\n")
+        if hits:
+            found += 1
+            matches += hits
     return {
         "path": str(root),
         "missing": False,
@@ -284,3 +210,42 @@ FILE_OPS: dict[str, Callable[[dict[str, Any], threading.Event], dict[str, Any]]]
     "grep": grep,
 }
 """What a ``call`` request may name."""
+
+
+def op_error_text(exc: BaseException) -> str:
+    """The one-line message a failed file operation answers with."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}"
+    if isinstance(exc, FileOpError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def run_file_op(
+    fn: str, args: Mapping[str, Any], cancel: asyncio.Event | None = None
+) -> dict[str, Any]:
+    """Run the file operation ``fn`` (``stat``, ``read_bytes``, ``read_lines``, ``grep``)
+    on this machine, in a worker thread: what ``RemoteExecEnv.call`` does on an exec
+    host. Its failure raises ``ExecError`` with the message the host would send.
+
+    Setting ``cancel`` (or cancelling the awaiting task) stops the worker at its next
+    chunk; the result then holds what was read so far.
+    """
+    op = FILE_OPS.get(fn)
+    if op is None:
+        raise ExecError(f"unknown file operation {fn!r}; expected one of {sorted(FILE_OPS)}")
+    stop = threading.Event()
+    watch: asyncio.Task[Any] | None = None
+    if cancel is not None:
+        if cancel.is_set():
+            stop.set()
+        watch = asyncio.ensure_future(cancel.wait())
+        watch.add_done_callback(lambda _: stop.set())
+    try:
+        return await asyncio.to_thread(op, dict(args), stop)
+    except Exception as exc:
+        raise ExecError(op_error_text(exc)) from exc
+    finally:
+        stop.set()  # an abandoned await must not leave the worker reading
+        if watch is not None:
+            watch.cancel()

@@ -2,8 +2,8 @@
 
 ``bash`` needs nothing here (it only calls ``env.exec``). ``read`` and ``grep`` ask the
 exec host to do the file work (``RemoteExecEnv.call``), which returns one bounded
-window with exact totals; the sink adopts it as a ``Replace`` so footers and
-truncation read exactly as they do locally. ``pytest`` runs through ``env.exec`` with
+window with exact totals; the sink adopts it as a ``Replace``. Locally the same file
+operations run in a worker thread (``run_file_op``), so the two read and cut alike. ``pytest`` runs through ``env.exec`` with
 the host's Python, so its output is bounded and spilled there like any command; its
 details (passed, failed, skipped, failures) are read from pytest's closing summary
 rather than streamed live (the progress pipe of the local tool does not cross hosts).
@@ -27,6 +27,7 @@ from toolfold.execenv import (
     ShellOutputMetadata,
     ShellOutputTruncation,
     ShellOutputView,
+    run_file_op,
 )
 from toolfold.harness import ToolContext, ToolError
 from toolfold.output import ToolOutput
@@ -41,10 +42,13 @@ def remote_env(context: ToolContext) -> RemoteExecEnv | None:
 
 
 async def call_op(
-    env: RemoteExecEnv, fn: str, args: Mapping[str, Any], cancel: asyncio.Event
+    env: RemoteExecEnv | None, fn: str, args: Mapping[str, Any], cancel: asyncio.Event
 ) -> dict[str, Any]:
-    """Run a file operation on the exec host; its failure becomes the tool's error."""
+    """Run a file operation on the exec host, or here (in a worker thread) when ``env``
+    is ``None``; its failure becomes the tool's error."""
     try:
+        if env is None:
+            return await run_file_op(fn, args, cancel)
         return await env.call(fn, args, cancel=cancel)
     except ExecError as exc:
         raise ToolError(str(exc)) from exc

@@ -1,20 +1,19 @@
-"""The ``grep`` tool: a regular-expression search over files, in pure Python (head-retained)."""
+"""The ``grep`` tool: a regular-expression search over files, in pure Python (head-retained).
+
+The search is a file operation (``toolfold.execenv.run_file_op`` here, the exec host's
+for a remote environment): a worker thread reads each file in fixed-size chunks and
+a line longer than 256 KiB in overlapping segments, so memory stays bounded whatever
+the files, and the event loop never waits on the disk.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 
 from pydantic import BaseModel, Field
 
-from toolfold.execenv import (
-    SEARCH_MAX_LINE_CHARS,
-    SEARCH_SKIP_DIRS,
-    RemoteExecEnv,
-    iter_files,
-    search_file,
-)
+from toolfold.execenv import SEARCH_MAX_LINE_CHARS, SEARCH_SKIP_DIRS
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput
 
@@ -53,67 +52,14 @@ async def run_grep(
     line, skipping binary files and .git / node_modules / caches. Long results are cut
     at the start-based limit; the footer gives the total number of matches."""
     try:
-        regex = re.compile(
+        re.compile(  # checked here, so the error reads the same locally and remotely
             re.escape(params.pattern) if params.literal else params.pattern,
             re.IGNORECASE if params.ignore_case else 0,
         )
     except re.error as exc:
         raise ToolError(f"Invalid regular expression {params.pattern!r}: {exc}") from exc
-    remote = remote_env(context)
-    if remote is not None:
-        await _grep_remote(remote, params, cancel, out, context)
-        return
-    root = context.resolve(params.path)
-    if not root.exists():
-        raise ToolError(f"Path not found: {root}")
-    base = root if root.is_dir() else root.parent
-    matches = files = searched = 0
-    for i, path in enumerate(iter_files(root, params.glob)):
-        if i % 64 == 63:
-            out.details.update({"matches": matches, "files": files, "searched": searched})
-            await asyncio.sleep(0)  # let updates publish and cancellation land
-            if cancel.is_set():
-                return
-        searched += 1
-        # Big files are searched off the event loop, so other tools keep streaming.
-        try:
-            big = path.stat().st_size > 1 << 20
-        except OSError:
-            continue
-        hits = (
-            await asyncio.to_thread(search_file, path, regex) if big else search_file(path, regex)
-        )
-        if not hits:
-            continue
-        files += 1
-        matches += len(hits)
-        shown = os.path.relpath(path, base) if root.is_dir() else path.name
-        out.write("".join(f"{shown}:{n}:{line}\n" for n, line in hits))
-    _finish(out, params, matches, files, searched)
-
-
-def _finish(out: ToolOutput, params: GrepParams, matches: int, files: int, searched: int) -> None:
-    out.details.update({"matches": matches, "files": files, "searched": searched})
-    if matches == 0:
-        out.write(f"No matches for {params.pattern!r} in {searched} files.")
-    elif out.truncation["truncated"]:
-        out.footer(
-            f"[{matches} matches in {files} files; output cut at "
-            f"{out.policy.max_bytes} bytes / {out.policy.max_lines} lines. Narrow the path or "
-            "pattern to see the rest.]"
-        )
-
-
-async def _grep_remote(
-    env: RemoteExecEnv,
-    params: GrepParams,
-    cancel: asyncio.Event,
-    out: ToolOutput,
-    context: ToolContext,
-) -> None:
-    """The same search on the exec host's file system; it sends one bounded window."""
     found = await call_op(
-        env,
+        remote_env(context),
         "grep",
         {
             "pattern": params.pattern,
@@ -134,6 +80,18 @@ async def _grep_remote(
     if cancel.is_set():
         return
     _finish(out, params, int(found["matches"]), int(found["files"]), int(found["searched"]))
+
+
+def _finish(out: ToolOutput, params: GrepParams, matches: int, files: int, searched: int) -> None:
+    out.details.update({"matches": matches, "files": files, "searched": searched})
+    if matches == 0:
+        out.write(f"No matches for {params.pattern!r} in {searched} files.")
+    elif out.truncation["truncated"]:
+        out.footer(
+            f"[{matches} matches in {files} files; output cut at "
+            f"{out.policy.max_bytes} bytes / {out.policy.max_lines} lines. Narrow the path or "
+            "pattern to see the rest.]"
+        )
 
 
 GREP = Tool(
