@@ -7,12 +7,13 @@ whole container over an existing one into a structural diff made of those primit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._ops import RESERVED_SEGMENTS
 from ._tree import (
     _DEL,
     _MISSING,
+    TreeOwner,
     _check,
     _drop_kid,
     _inserted,
@@ -24,11 +25,8 @@ from ._tree import (
 )
 from ._values import _copy, _json_eq, _same_scalar
 
-if TYPE_CHECKING:
-    from ._tracker import Tracker
 
-
-def _set(t: Tracker, node: _Node, key: Any, new: Any) -> None:
+def _set(t: TreeOwner, node: _Node, key: Any, new: Any) -> None:
     """``node._o[key] = new`` (``new`` already imported). Lists: ``0 <= key < len``."""
     obj = node._o
     old = obj.get(key, _MISSING) if type(obj) is dict else obj[key]
@@ -64,7 +62,7 @@ def _set(t: Tracker, node: _Node, key: Any, new: Any) -> None:
         _drop_kid(node, key)
 
 
-def _del_key(t: Tracker, node: _Node, key: str) -> Any:
+def _del_key(t: TreeOwner, node: _Node, key: str) -> Any:
     obj = node._o
     if key not in obj:
         raise KeyError(key)
@@ -107,7 +105,7 @@ def _remap_kids(node: _Node, i: int, r: int, n: int) -> None:
     node._kids = moved
 
 
-def _splice(t: Tracker, node: _Node, i: int, r: int, items: list[Any]) -> list[Any]:
+def _splice(t: TreeOwner, node: _Node, i: int, r: int, items: list[Any]) -> list[Any]:
     """``node._o[i:i+r] = items`` with ``0 <= i <= len``, ``0 <= r <= len - i``; returns the
     removed elements (containers among them are the caller's to keep: never referenced by a
     pending op)."""
@@ -157,7 +155,7 @@ def _splice(t: Tracker, node: _Node, i: int, r: int, items: list[Any]) -> list[A
     return removed
 
 
-def _permute(t: Tracker, node: _Node, perm: list[int]) -> None:
+def _permute(t: TreeOwner, node: _Node, perm: list[int]) -> None:
     """Reorder ``node``'s list: ``new[i] = old[perm[i]]`` (one ``m``)."""
     obj = node._o
     n = len(perm)
@@ -195,7 +193,7 @@ def _permute(t: Tracker, node: _Node, perm: list[int]) -> None:
     _touch(t, node)
 
 
-def _diff(t: Tracker, node: _Node, new: Any) -> None:
+def _diff(t: TreeOwner, node: _Node, new: Any) -> None:
     """Assign ``new`` (imported, same kind) over ``node``'s container, in place, recording a
     structural diff: keys -> ``s``/``d``; equal-length lists element-wise; otherwise common
     prefix/suffix -> one splice. Strings under changed keys become string slots."""

@@ -9,7 +9,7 @@ the overall design and ``_mutate.py`` for the primitives that write through thes
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NoReturn, cast
+from typing import Any, NoReturn, Protocol, cast
 
 from ._errors import PathError, UnsafePathError
 from ._ops import (
@@ -21,9 +21,6 @@ from ._ops import (
     raise_not_json,
 )
 from ._values import _copy
-
-if TYPE_CHECKING:
-    from ._tracker import Tracker
 
 PENDING_LIMIT = 4096
 """Past this many pending records / touched nodes the next flush is one ``r`` instead."""
@@ -70,7 +67,7 @@ def _importer(max_depth: int) -> Callable[[Any, int], Any]:
 
 
 def _imported(
-    value: Any, node: _Node | None, key: Any = None, tracker: Tracker | None = None
+    value: Any, node: _Node | None, key: Any = None, tracker: TreeOwner | None = None
 ) -> Any:
     """A validated private copy of ``value``, about to be written at ``node[key]`` (``node``
     None: the root of ``tracker``). The path is computed only for the error message."""
@@ -82,7 +79,7 @@ def _imported(
         or (t is int and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER)
     ):
         return value
-    owner = cast("Tracker", tracker) if node is None else node._t
+    owner = cast("TreeOwner", tracker) if node is None else node._t
     try:
         return owner._import(value, 0 if node is None else _depth_of(node) + 1)
     except NotJSON as exc:
@@ -92,6 +89,20 @@ def _imported(
 
 def _unwrap(value: Any) -> Any:
     return value._o if isinstance(value, _Node) else value
+
+
+class TreeOwner(Protocol):
+    """What the nodes and the mutation primitives need of the tracker that owns them
+    (``_tracker.Tracker`` is the one implementation). A protocol instead of an import keeps
+    the chord files depending in one direction: tracker → proxies → mutate → tree."""
+
+    _n: int
+    _touched: list[_Node]
+    _whole: bool
+    _root: _Node | None
+    _import: Callable[[Any, int], Any]
+
+    def _cleanup(self) -> None: ...
 
 
 # -- nodes -----------------------------------------------------------------------------------------
@@ -104,7 +115,7 @@ class _Node:
 
     _o: Any
 
-    def __init__(self, tracker: Tracker, obj: Any, parent: _Node | None, key: Any) -> None:
+    def __init__(self, tracker: TreeOwner, obj: Any, parent: _Node | None, key: Any) -> None:
         self._t = tracker
         self._o = obj
         self._p = parent
@@ -245,7 +256,7 @@ def _check(node: _Node) -> bool:
         n = p
 
 
-def _touch(t: Tracker, node: _Node) -> None:
+def _touch(t: TreeOwner, node: _Node) -> None:
     """Make ``node`` reachable from the root at flush (touched chain)."""
     n = node
     while not n._touched:
@@ -292,7 +303,7 @@ def _wrap(node: _Node, key: Any, value: Any) -> Any:
     return value
 
 
-def _mark_whole(t: Tracker, node: _Node) -> None:
+def _mark_whole(t: TreeOwner, node: _Node) -> None:
     """Record that ``node``'s whole value replaces the replica's (``s`` at the parent, or
     ``r`` at the root). Caller checked that ``node`` is attached and not fresh."""
     p = node._p
@@ -312,7 +323,7 @@ def _mark_whole(t: Tracker, node: _Node) -> None:
     node._log = None
 
 
-def _rec_field(t: Tracker, node: _Node, key: Any, old: Any, new: Any) -> None:
+def _rec_field(t: TreeOwner, node: _Node, key: Any, old: Any, new: Any) -> None:
     f = node._f
     if f is None:
         f = node._f = {}
@@ -331,7 +342,7 @@ def _rec_field(t: Tracker, node: _Node, key: Any, old: Any, new: Any) -> None:
     _touch(t, node)
 
 
-def _settle(t: Tracker) -> None:
+def _settle(t: TreeOwner) -> None:
     if t._n > PENDING_LIMIT:
         # Bounded pending state: a batch this large says little in deltas; one `r` instead.
         t._whole = True
