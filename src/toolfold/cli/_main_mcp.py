@@ -15,6 +15,7 @@ from ._shared import (
     _window,
 )
 from ._store import resolve_store
+from ._tasks_options import TaskOptions
 
 MCP_SESSION_HELP = (
     "Session to record calls in (created if missing). "
@@ -41,6 +42,29 @@ MCP_SESSION_HELP = (
 @click.option(
     "--port", default=8766, show_default=True, type=int, help="Port to listen on (--http)."
 )
+@click.option(
+    "--task-after",
+    "task_after",
+    multiple=True,
+    metavar="SECONDS|TOOL=SECONDS|TOOL=never",
+    help="For a client that negotiated the tasks extension: a call still running after SECONDS (default 1; 0: at once) is answered with a task; TOOL=... sets it for one tool (repeatable).",
+)
+@click.option(
+    "--task-ttl",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an ended task (and its spill file) is kept from its creation.",
+)
+@click.option(
+    "--task-poll",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="The polling interval a task suggests to the client.",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -51,6 +75,9 @@ def mcp(
     http: bool,
     host: str,
     port: int,
+    task_after: tuple[str, ...],
+    task_ttl: float,
+    task_poll: float,
 ) -> None:
     """Serve the toolfold tools to any MCP client (stdio by default).
 
@@ -72,8 +99,38 @@ def mcp(
         raise CliError(f"--port must be between 1 and 65535, got {port}")
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
-    options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port)
+    tasks = _task_options(task_after, task_ttl, task_poll)
+    options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port, tasks)
     _exit(_arun(mcp_command(options), spec))
+
+
+def _seconds(text: str, what: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise CliError(f"{what} must be a number of seconds >= 0, got {text!r}")
+    return seconds
+
+
+def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOptions:
+    """``--task-after``/``--task-ttl``/``--task-poll``, checked."""
+    default = 1.0
+    per_tool: dict[str, float | None] = {}
+    for item in after:
+        tool, sep, value = item.rpartition("=")
+        if not sep:
+            default = _seconds(value, "--task-after")
+        elif not tool:
+            raise CliError(f"--task-after {item!r}: give TOOL=SECONDS or TOOL=never")
+        else:
+            per_tool[tool] = None if value == "never" else _seconds(value, f"--task-after {tool}")
+    if not (ttl * 1000 >= 1 and poll * 1000 >= 1) or ttl == float("inf"):
+        raise CliError(
+            f"--task-ttl and --task-poll must be at least 0.001 seconds, got {ttl} and {poll}"
+        )
+    return TaskOptions(default, per_tool, round(ttl * 1000), round(poll * 1000))
 
 
 @mcp.command("proxy", context_settings=CONTEXT)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolfold._extras import missing_extra
 from toolfold._units import plural
@@ -13,6 +13,7 @@ from toolfold.output import OutputPolicy
 
 from ._errors import CliError
 from ._store import StoreSpec, open_store
+from ._tasks_options import TaskOptions
 
 TOKEN_ENV = "TOOLFOLD_TOKEN"
 """Environment variable holding the bearer token of ``toolfold mcp --http`` (the same one
@@ -30,6 +31,7 @@ class McpOptions:
     http: bool
     bind: str
     port: int
+    tasks: TaskOptions = field(default_factory=TaskOptions)
 
 
 async def mcp_command(options: McpOptions) -> int:
@@ -39,6 +41,7 @@ async def mcp_command(options: McpOptions) -> int:
             McpHost,
             McpHostError,
             McpSettings,
+            TaskSettings,
             load_tools,
             serve_http,
             serve_stdio,
@@ -63,10 +66,16 @@ async def mcp_command(options: McpOptions) -> int:
     spec = options.spec
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(options.session, create=True)
+        t = options.tasks
         settings = McpSettings(
-            session_name=options.session, spill_dir=spec.spill_dir(options.session), tools=tools
+            session_name=options.session,
+            spill_dir=spec.spill_dir(options.session),
+            tools=tools,
+            tasks=TaskSettings(
+                after=t.after, per_tool=t.per_tool, ttl_ms=t.ttl_ms, poll_ms=t.poll_ms
+            ),
         )
-        host = McpHost(session, settings)
+        host = McpHost(session, settings, repo)
         recovered = await host.recover()
         if recovered:
             print(

@@ -14,6 +14,7 @@ from ._host import INSTRUCTIONS, McpHost, McpSettings
 from ._progress import ForwardedProgress, McpHooks, ProgressReporter, status_line
 from ._proxy import READER, ProxyHost, UpstreamArgs, proxy_note
 from ._results import call_tool_result, read_hint
+from ._tasks import TASKS_EXTENSION, TaskSettings
 from ._tools import OUTPUT_SCHEMA, describe, input_schema, load_tools, server_tools, window_note
 from ._transports import (
     MCP_PATH,
@@ -28,6 +29,7 @@ __all__ = [
     "MCP_PATH",
     "OUTPUT_SCHEMA",
     "READER",
+    "TASKS_EXTENSION",
     "ForwardedProgress",
     "McpHooks",
     "McpHost",
@@ -35,6 +37,7 @@ __all__ = [
     "McpSettings",
     "ProgressReporter",
     "ProxyHost",
+    "TaskSettings",
     "ToolSpecError",
     "Upstream",
     "UpstreamArgs",

@@ -38,10 +38,20 @@ from toolfold.history import (
     run_record_address,
     settled_record,
 )
-from toolfold.storage import Session
+from toolfold.output import ToolOutput
+from toolfold.storage import Repository, Session
 
 from ._progress import McpHooks, ProgressReporter, progress_token
 from ._results import call_tool_result
+from ._task_board import TaskBoard
+from ._tasks import (
+    TASK_NAMESPACE,
+    TASKS_EXTENSION,
+    CreateTaskResult,
+    TaskSettings,
+    auth_scope,
+    negotiated,
+)
 from ._tools import OUTPUT_SCHEMA, READ_TOOL, SIZE_HINT_KEY, describe, input_schema, size_hint
 
 SHUTDOWN_GRACE = 10.0
@@ -70,6 +80,7 @@ class McpSettings:
     tools: list[Tool[Any]]
     cwd: Path = field(default_factory=Path.cwd)
     pacing: Pacing = field(default_factory=Pacing)
+    tasks: TaskSettings = field(default_factory=TaskSettings)
 
 
 class Stoppable(Protocol):
@@ -96,7 +107,9 @@ def _summary(name: str, args: Any) -> str:
 class McpHost:
     """The tools of ``settings`` served over MCP, recorded in ``session``."""
 
-    def __init__(self, session: Session, settings: McpSettings) -> None:
+    def __init__(
+        self, session: Session, settings: McpSettings, repository: Repository | None = None
+    ) -> None:
         self.session = session
         self.settings = settings
         self._reporters: dict[str, ProgressReporter] = {}
@@ -106,17 +119,52 @@ class McpHost:
             if not directory.exists():
                 directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._context = ToolContext(env=LocalExecEnv(settings.spill_dir), cwd=settings.cwd)
+        self._hooks = McpHooks(Durability(session, host=default_host_id()), self._reporters)
         self.harness = Harness(
             settings.tools,
             context=self._context,
             # Each call is leased as this process (``hostname:pid``, renewed while it
             # runs), so a janitor (``toolfold serve --resume-orphans``) settles the calls
             # of a server that died, and leaves a live one's alone.
-            hooks=McpHooks(Durability(session, host=default_host_id()), self._reporters),
+            hooks=self._hooks,
             pacing=settings.pacing,
         )
         self.reader: str | None = READ_TOOL if READ_TOOL in self.harness.tools else None
         self._calls: dict[str, _Call] = {}
+        self.tasks = TaskBoard(self, settings.tasks, repository)
+
+    # -- what the task board reads ---------------------------------------------------
+
+    @property
+    def session_name(self) -> str:
+        """The storage session calls are recorded in."""
+        return self.settings.session_name
+
+    @property
+    def spill_root(self) -> Path:
+        """The directory holding every session's spill directory."""
+        return self.settings.spill_dir.parent
+
+    @property
+    def tools(self) -> list[Tool[Any]]:
+        """The tools served."""
+        return self.settings.tools
+
+    @property
+    def cwd(self) -> Path:
+        """Where commands run."""
+        return self.settings.cwd
+
+    def live_sink(self, call_id: str) -> ToolOutput | None:
+        """The output of a call running in this process, if it runs here."""
+        return self._hooks.sinks.get(call_id)
+
+    def cancel_call(self, call_id: str) -> bool:
+        """Set the cancel event of a call running here; whether it runs here."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            call.cancel.set()
+        return call is not None
 
     # -- start-up --------------------------------------------------------------------
 
@@ -124,7 +172,8 @@ class McpHost:
         """Settle the calls an earlier server left unsettled in this session (it
         crashed or was killed) as *interrupted*, with their last checkpointed output.
 
-        Nothing is re-run, not even replay-safe tools: the client that asked is gone.
+        Nothing is re-run, not even replay-safe tools: the client that asked is gone;
+        unless a call became a task, whose client polls for it.
         A call whose server process still runs is left alone (and so is the rest,
         since resume works per session): two servers may share a session."""
         pending = [c for c in await list_calls(self.session) if not c.settled]
@@ -139,7 +188,16 @@ class McpHost:
                 flush=True,
             )
             return []
-        tools = [dataclasses.replace(t, replay_safe=False) for t in self.settings.tools]
+        # A call that became a task still has a client (it polls tasks/get), so it is
+        # finished by toolfold resume's rules: a replay-safe tool is re-run.
+        task_calls = {
+            r.get("call_id")
+            for _, r in await self.session.scan_values(TASK_NAMESPACE)
+            if isinstance(r, dict)
+        }
+        tools = self.settings.tools
+        if not any(c.tool_call_id in task_calls for c in pending):
+            tools = [dataclasses.replace(t, replay_safe=False) for t in tools]
         resumer = Harness(tools, context=self._context, session=self.session)
         results = await resumer.resume()
         for result in results:
@@ -151,13 +209,17 @@ class McpHost:
 
     def server(self) -> Server[Any]:
         """The SDK's low-level server, with this host's handlers."""
-        return Server(
+        server: Server[Any] = Server(
             "toolfold",
             version=package_version(),
             instructions=INSTRUCTIONS,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            on_call_tool=self._call_tool_or_task,  # type: ignore[arg-type]  # a task, too
         )
+        server.extensions[TASKS_EXTENSION] = {}
+        for method, params, handler in self.tasks.methods():
+            server.add_request_handler(method, params, handler)
+        return server
 
     def initialization_options(self, server: Server[Any]) -> InitializationOptions:
         """What ``server`` announces in its answer to ``initialize``."""
@@ -199,6 +261,21 @@ class McpHost:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        """A ``tools/call`` answered with its result, never a task."""
+        result = await self._dispatch(ctx, params, tasks=False)
+        assert isinstance(result, types.CallToolResult)
+        return result
+
+    async def _call_tool_or_task(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | CreateTaskResult:
+        """A ``tools/call`` answered with its result, or with a task when the request
+        negotiated the extension and the call runs past the tool's delay."""
+        return await self._dispatch(ctx, params, tasks=True)
+
+    async def _dispatch(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, *, tasks: bool
+    ) -> types.CallToolResult | CreateTaskResult:
         tool = await self.resolve(params.name)
         if tool is None:
             known = ", ".join(sorted(self.harness.tools))
@@ -207,20 +284,43 @@ class McpHost:
             )
         args: dict[str, Any] = dict(params.arguments or {})
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
+        after = (
+            self.settings.tasks.after_for(tool.name)
+            if tasks and negotiated(ctx.protocol_version, ctx.meta)
+            else None
+        )
         reporter = self.progress_for(tool, call_id, ctx) if progress_token(ctx.meta) else None
         cancel = asyncio.Event()
+        if after is not None:
+            self.tasks.expect(call_id)
         task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
         self._calls[call_id] = _Call(cancel, task)
         task.add_done_callback(lambda done: self._ended(call_id, done))
         try:
             # Shielded: the SDK interrupts this handler on notifications/cancelled; the
             # call itself must instead see its cancel event and settle as cancelled.
-            result = await asyncio.shield(task)
+            if after is None:
+                result = await asyncio.shield(task)
+            elif after > 0:
+                result = await asyncio.wait_for(asyncio.shield(task), after)
+            else:
+                raise TimeoutError
+        except TimeoutError:
+            # Still running: answer with a task (committed first), and stop sending
+            # progress, which the spec does not carry for a task.
+            if reporter is not None:
+                reporter.stop()
+            return await self.tasks.create(
+                call_id, tool.name, auth_scope(ctx.request, self.session_name)
+            )
         except asyncio.CancelledError:
             if reporter is not None:
                 reporter.stop()
             cancel.set()
             raise
+        finally:
+            if after is not None and not self.tasks.is_task(call_id):
+                self.tasks.forget(call_id)
         return self.result_for(tool, result, call_id)
 
     def progress_for(
@@ -258,9 +358,13 @@ class McpHost:
             [result] = await self.harness.run(
                 [ToolCall(call_id, name, args)], run_id=f"run-{call_id}", cancel=cancel
             )
+        except Exception as exc:
+            await self.tasks.ended(call_id, None, exc)
+            raise
         finally:
             self._reporters.pop(call_id, None)
         await self._record_settled(call_id, result)
+        await self.tasks.ended(call_id, result)
         return result
 
     async def _record_settled(self, call_id: str, result: ToolResult) -> None:
@@ -284,12 +388,14 @@ class McpHost:
             call.cancel.set()
         tasks = [c.task for c in calls]
         if not tasks:
+            await self.tasks.aclose()
             return
         _, late = await asyncio.wait(tasks, timeout=grace)
         for task in late:
             task.cancel()
         if late:
             await asyncio.wait(late)
+        await self.tasks.aclose()
 
 
 __all__ = ["INSTRUCTIONS", "McpHost", "McpSettings"]

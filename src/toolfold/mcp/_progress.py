@@ -157,6 +157,8 @@ class McpHooks(DurableHooks):
     def __init__(self, durability: Durability, reporters: dict[str, ProgressReporter]) -> None:
         super().__init__(durability)
         self._reporters = reporters
+        self.sinks: dict[str, ToolOutput] = {}
+        """The output of each call running (what ``tasks/get`` reads its status from)."""
 
     async def on_sink_created(
         self, call: CallInfo, sink: ToolOutput, context: ToolContext
@@ -164,10 +166,12 @@ class McpHooks(DurableHooks):
         reporter = self._reporters.get(call.tool_call_id)
         if reporter is not None:
             reporter.attach(sink)
+        self.sinks[call.tool_call_id] = sink
         return await super().on_sink_created(call, sink, context)
 
     async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
         reporter = self._reporters.pop(call.tool_call_id, None)
+        self.sinks.pop(call.tool_call_id, None)
         if reporter is not None:
             await reporter.close()  # the last progress goes out before the result
         await super().before_settle(call, sink, result)

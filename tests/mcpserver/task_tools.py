@@ -1,0 +1,30 @@
+"""Tools the MCP task tests serve with ``--tools task_tools:TOOLS``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from toolfold.harness import tool
+
+
+class GateParams(BaseModel):
+    gate: str
+    """A file: the tool waits until it exists."""
+
+
+@tool(params=GateParams, replay_safe=True)
+async def gated(tool_call_id: str, params: GateParams, cancel: Any, out: Any, context: Any) -> None:
+    """Say it started, wait until the gate file exists, then say it is done. Safe to run again."""
+    out.write("waiting for the gate\n")
+    while not Path(params.gate).exists():
+        if cancel.is_set():
+            return
+        await asyncio.sleep(0.02)
+    out.write("through the gate\n")
+
+
+TOOLS = [gated]
