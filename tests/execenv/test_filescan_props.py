@@ -223,3 +223,22 @@ def test_a_line_cut_for_grep_names_its_first_unshown_byte() -> None:
     line = "é" * 600 + "needle"
     hits = list(search_lines(source(line.encode() + b"\n", 4096), re.compile("needle"), 500))
     assert hits == [(1, "é" * 500 + " [line cut; read offset=1, line_byte=1000 for the rest]")]
+
+
+@given(head=DATA, rest=st.lists(DATA, max_size=5), max_bytes=st.integers(1, 20))
+def test_tallying_bytes_counts_what_writing_their_text_counts(
+    head: bytes, rest: list[bytes], max_bytes: int
+) -> None:
+    written, tallied = HeadWindow(max_bytes, 3), HeadWindow(max_bytes, 3)
+    for window in (written, tallied):
+        window.write(shown(decode(head)))
+        window.write("x" * (max_bytes + 1))  # full from here on
+    for data in rest:
+        written.write(decode(data))
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            tallied.write(decode(data))  # what read_window does with bytes that are not UTF-8
+        else:
+            tallied.tally(data, data.count(b"\n"))
+    assert tallied.result() == written.result()

@@ -286,8 +286,9 @@ def read_window(
             end = _nth_newline(data, limit - newlines) + 1
             src.unread(data[end:])
             data, at_limit = data[:end], True
-        text = decode(data)
+        n = data.count(b"\n")
         if resume is None:
+            text = decode(data)
             kept = window.write(shown(text))
             if kept < len(text):
                 k = raw_len(text[:kept])
@@ -295,9 +296,10 @@ def read_window(
                 if byte and data[k] == 0x0A:  # only a line's newline is cut: the next line
                     line, byte, k = line + 1, 0, k + 1
                 resume = (line, byte, pos + k)
+        elif _is_utf8(data):
+            window.tally(data, n)  # only counted, and UTF-8 already: no need to decode
         else:
-            window.write(text)  # only counted: a surrogate counts 3 bytes, as U+FFFD does
-        n = data.count(b"\n")
+            window.write(decode(data))  # a surrogate counts 3 bytes, as U+FFFD does
         if n:
             lineno += n
             line_pos = len(data) - data.rindex(b"\n") - 1
@@ -319,6 +321,16 @@ def read_window(
         "resume_line": None if resume is None else resume[0],
         "resume_byte": None if resume is None else resume[1],
     }
+
+
+def _is_utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _locate(data: bytes, k: int, lineno: int, line_pos: int) -> tuple[int, int]:

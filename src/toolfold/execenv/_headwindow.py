@@ -74,6 +74,27 @@ class HeadWindow:
             self.full = True
         return len(piece)
 
+    def tally(self, data: bytes, newlines: int) -> None:
+        """Count ``data`` (valid UTF-8 holding ``newlines`` newlines) as ``write`` would
+        count its text once the window is full, without decoding it: a reader counting
+        the rest of a big file spends its time reading, not converting."""
+        if not self.full:
+            raise ValueError("tally() counts what comes after a full window; write() until then")
+        if not data:
+            return
+        self.total_bytes += len(data)
+        self._total_newlines += newlines
+        self._last_char = "\n" if data[-1] == 0x0A else "."
+        if not self._first_line_done:
+            first = data.find(b"\n")
+            self._first_line_bytes += len(data) if first < 0 else first
+            self._first_line_done = first >= 0
+        last = data.rfind(b"\n")
+        if last >= 0:
+            self._last_line_bytes = len(data) - last - 1
+        else:
+            self._last_line_bytes += len(data)
+
     def result(self) -> dict[str, Any]:
         text = "".join(self._parts)
         total_lines = self._total_newlines + (
