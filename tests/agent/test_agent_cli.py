@@ -76,7 +76,14 @@ async def test_agent_streams_the_answer_runs_the_tools_and_keeps_the_run(tmp_pat
         )  # fmt: skip
     assert code == 0, err
     assert out.strip() == "Both printed their number."
-    assert "-> bash" in err and "<- c1 ok" in err and "<- c2 ok" in err
+    assert "-> c1 bash" in err and "-> c2 bash" in err
+    # Each end line says what `toolfold run` says: the tool, totals and duration.
+    ends = [line for line in err.splitlines() if line.startswith("toolfold: <- ")]
+    assert [line.split(" · ")[:2] for line in sorted(ends)] == [
+        ["toolfold: <- c1 bash ok", "1 line / 4 B"],
+        ["toolfold: <- c2 bash ok", "1 line / 4 B"],
+    ]
+    assert all(line.endswith(" s") for line in ends), ends
     assert "answer after 2 turn(s)" in err
     # The model is offered exactly the documented built-in tools, never the demo's.
     from toolfold.tools import builtin_tools
@@ -161,10 +168,10 @@ async def test_ctrl_c_ends_with_one_line_and_130_and_resume_goes_on(tmp_path: Pa
         try:
             ready = b""
             for _ in range(100):  # bounded: the tool call's start line, then Ctrl-C
-                if b"-> bash" in ready:
+                if b"-> c1 bash" in ready:
                     break
                 ready += await asyncio.wait_for(proc.stderr.readline(), timeout=60)
-            assert b"-> bash" in ready, ready
+            assert b"-> c1 bash" in ready, ready
             proc.send_signal(signal.SIGINT)
             out, rest = await asyncio.wait_for(proc.communicate(), timeout=60)
             assert out == b""  # a tool-call turn has no answer text

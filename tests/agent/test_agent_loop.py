@@ -4,6 +4,7 @@ driven by the real ``openai`` client: one fold, tools, bad streams, endless tool
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,22 @@ async def test_a_broken_stream_is_a_clear_error_and_the_partial_message_is_kept(
     [entry] = [e.value for e in await session.read_entries()]
     assert entry["content"] == [{"type": "text", "text": "Half an "}]
     assert entry["is_error"] is True and entry["stop_reason"] == "error"
+
+
+async def test_a_model_endpoint_that_is_down_says_nothing_was_received(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port that was free: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    down = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="k", max_retries=0)
+    session = await MemoryRepository().open_session("s", create=True)
+    with pytest.raises(AgentError) as caught:
+        await run_agent("q", client=down, model="m", loop=make_loop(tmp_path), session=session)
+    message = str(caught.value)
+    assert message.startswith("no reply from the model on turn 1 (APIConnectionError: ")
+    assert message.endswith(
+        "nothing was received: check the endpoint's address and that it runs"
+    )
+    assert "partial message was kept" not in message
 
 
 async def test_an_endless_tool_loop_stops_at_max_turns(tmp_path: Path) -> None:

@@ -150,6 +150,12 @@ async def continue_agent(
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if not (writer.message or {}).get("content"):
+                    # Nothing arrived: the endpoint was not reached or refused the request.
+                    raise AgentError(
+                        f"no reply from the model on turn {turn} ({type(exc).__name__}: {exc}); "
+                        "nothing was received: check the endpoint's address and that it runs"
+                    ) from exc
                 raise AgentError(
                     f"the model stream failed on turn {turn}: {type(exc).__name__}: {exc}; "
                     "the partial message was kept"

@@ -12,22 +12,12 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
-
-import orjson
+from typing import Any
 
 from toolfold._extras import missing_extra
-from toolfold.chord import apply
-from toolfold.harness import (
-    HarnessEvent,
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
-    ToolEnd,
-    ToolStart,
-)
 from toolfold.storage import Session, set_value
 
+from ._agent_view import AgentPrinter
 from ._errors import CliError
 from ._run import _store_flag
 from ._store import StoreSpec, open_store
@@ -52,52 +42,6 @@ class AgentSettings:
     base_url: str | None
     system: str | None
     max_turns: int
-
-
-class AgentPrinter:
-    """The live terminal view: each assistant message's text as it streams (folded from
-    its op batches, like any subscriber), then its tool calls, one line each, as they
-    start and end (on ``err``, so ``stdout`` holds only the answers)."""
-
-    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
-        self.out = out if out is not None else sys.stdout
-        self.err = err if err is not None else sys.stderr
-        self.states: dict[str, Any] = {}
-        self.printed: dict[str, int] = {}
-
-    def handle(self, event: HarnessEvent) -> None:
-        if isinstance(event, MessageStart):
-            self.states[event.message_id] = None
-            self.printed[event.message_id] = 0
-        elif isinstance(event, MessageUpdate):
-            state = apply(self.states.get(event.message_id), event.ops)
-            self.states[event.message_id] = state
-            self._print_new_text(event.message_id, state)
-        elif isinstance(event, MessageEnd):
-            if self.printed.get(event.message_id):
-                self.out.write("\n")
-                self.out.flush()
-            if event.is_error:
-                self._note(f"the message ended with {event.stop_reason} (its text is kept)")
-            self.states.pop(event.message_id, None)
-        elif isinstance(event, ToolStart):
-            args = orjson.dumps(event.args).decode(errors="replace")
-            self._note(f"-> {event.tool_name} {args[:160]}")
-        elif isinstance(event, ToolEnd):
-            self._note(f"<- {event.tool_call_id} {'error' if event.is_error else 'ok'}")
-
-    def _print_new_text(self, message_id: str, state: Any) -> None:
-        parts = state.get("content", []) if isinstance(state, dict) else []
-        text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
-        done = self.printed.get(message_id, 0)
-        if len(text) > done:
-            self.out.write(text[done:])
-            self.out.flush()
-            self.printed[message_id] = len(text)
-
-    def _note(self, line: str) -> None:
-        self.err.write(f"toolfold: {line}\n")
-        self.err.flush()
 
 
 def model_client(base_url: str | None) -> Any:
@@ -191,6 +135,7 @@ async def drive(
     )
     printer = AgentPrinter()
     remove = loop.bus.add_listener(printer.handle)
+    ticker = asyncio.ensure_future(printer.tick_every_second())
     task = asyncio.ensure_future(
         continue_agent(
             history,
@@ -224,6 +169,7 @@ async def drive(
     except AgentError as exc:
         raise CliError(f"{exc}; {resume} continues the run from there") from exc
     finally:
+        ticker.cancel()
         for signum in (signal.SIGINT, signal.SIGTERM):
             running.remove_signal_handler(signum)
         remove()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolfold._units import plural
 from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
@@ -35,7 +34,7 @@ from toolfold.storage import StorageError, set_value, storage_failure
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_bash
-from ._view import CallWatcher, LiveView, PlainView, human_bytes
+from ._view import CallWatcher, LiveView, PlainView, call_totals
 
 if TYPE_CHECKING:
     from toolfold.execenv import RemoteExecEnv
@@ -358,12 +357,11 @@ def _summary(
     watcher: CallWatcher, message: dict[str, Any], call_id: str, settings: RunSettings, status: int
 ) -> None:
     state = watcher.state if isinstance(watcher.state, dict) else {}
-    t = state.get("truncation") or {}
     spill = state.get("spill_path")
     outcome = message.get("outcome", "ok")
     parts = [
         f"{outcome}, exit status {status}",
-        f"{plural(int(t.get('total_lines', 0)), 'line')} / {human_bytes(int(t.get('total_bytes', 0)))}",
+        call_totals(state),
     ]
     if spill:
         # A remote run's spill file is on the exec host: say which.

@@ -43,6 +43,15 @@ def last_lines(text: str, count: int) -> str:
     return text[cut + 1 : end]
 
 
+def call_totals(state: Any) -> str:
+    """``N lines / SIZE`` of everything a call wrote so far (exact totals, not the window)."""
+    t = (state.get("truncation") if isinstance(state, dict) else None) or {}
+    return (
+        f"{plural(int(t.get('total_lines', 0)), 'line')} / "
+        f"{human_bytes(int(t.get('total_bytes', 0)))}"
+    )
+
+
 class CallWatcher:
     """Folds one call's ``ToolUpdate`` ops into its output state, as any replica does,
     and counts what a status line reports. A sync bus listener: it never blocks."""
