@@ -4,7 +4,10 @@ Run: .venv/bin/python benchmarks/bench_window.py [--src DIR]
 
 1. **By window size** (50 KB, 500 KB, 5 MB): a ``ToolOutput`` whose tail window is
    full of 64-byte lines gets 32 more lines, then one ``take()``; the encoded batch
-   size and the median ``take()`` time over 200 rounds.
+   size and the median ``take()`` time over 200 rounds. The same for
+   ``retain="head_tail"`` (a full head, a rolling tail and the cut marker between),
+   next to what one flush costs when that view is one string (an ``s`` of the whole
+   text: Chord has no op that cuts the middle of a string).
 2. **CPU at a publish every ~4 KB** (50 KB window, 4 MB of 64-byte lines): toolfold's
    producer (``write`` per line, ``take`` + wire encode + JSON every 64 lines) plus
    its consumer (JSON parse, decode, ``apply``), against the design a user would
@@ -54,9 +57,15 @@ def _load(src: Path) -> Any:
     return orjson, chord, output, tail_window
 
 
-def by_window(mods: Any, window: int, rounds: int = 200) -> tuple[int, float]:
+def by_window(
+    mods: Any, window: int, rounds: int = 200, retain: str = "tail"
+) -> tuple[int, float, int]:
+    """(median bytes per flush, median take() time, bytes of the whole text as one `s`)."""
     orjson, _chord, output, _ = mods
-    out = output.ToolOutput(output.OutputPolicy(max_bytes=window, max_lines=10**7))
+    policy = output.OutputPolicy(max_bytes=window, max_lines=10**7)
+    if retain != "tail":
+        policy = output.OutputPolicy(max_bytes=window, max_lines=10**7, retain=retain)
+    out = output.ToolOutput(policy)
     stream = out.open_stream()
     fill = window // LINE_BYTES + 10
     out.write("".join(LINES[i % len(LINES)] for i in range(fill)))
@@ -71,7 +80,8 @@ def by_window(mods: Any, window: int, rounds: int = 200) -> tuple[int, float]:
         ops = stream.take()
         times.append(time.perf_counter() - t0)
         sizes.append(len(orjson.dumps(ops)))
-    return int(statistics.median(sizes)), statistics.median(times)
+    whole = len(orjson.dumps([["s", ["content", 0, "text"], out.text]]))
+    return int(statistics.median(sizes)), statistics.median(times), whole
 
 
 def cpu_ops(mods: Any, total_lines: int, per_publish: int) -> tuple[float, int]:
@@ -162,11 +172,28 @@ def main() -> None:
     print("| window | bytes per flush | take() (median) |")
     print("|---:|---:|---:|")
     results = {}
-    for label, window in (("50 KB", 50 * 1024), ("500 KB", 500 * 1024), ("5 MB", 5 * 1024**2)):
-        size, t = by_window(mods, window)
+    sizes = (("50 KB", 50 * 1024), ("500 KB", 500 * 1024), ("5 MB", 5 * 1024**2))
+    for label, window in sizes:
+        size, t, _ = by_window(mods, window)
         results[label] = t
         print(f"| {label} | {size:,} B | {t * 1e6:.0f} µs |")
     print(f"\ntake() at 5 MB / at 50 KB: {results['5 MB'] / results['50 KB']:.2f}x\n")
+
+    try:
+        mods[2].OutputPolicy(retain="head_tail")
+    except Exception:  # an older tree without the mode (--src)
+        pass
+    else:
+        print("## head_tail window by size: 32 lines of 64 bytes, then one take()\n")
+        print("| window | bytes per flush | take() (median) | the view as one string (`s`) |")
+        print("|---:|---:|---:|---:|")
+        for label, window in sizes:
+            size, t, whole = by_window(mods, window, retain="head_tail")
+            results[label] = t
+            print(
+                f"| {label} | {size:,} B | {t * 1e6:.0f} µs | {whole:,} B ({whole / size:,.0f}x) |"
+            )
+        print(f"\ntake() at 5 MB / at 50 KB: {results['5 MB'] / results['50 KB']:.2f}x\n")
 
     total = 4 * 1024 * 1024 // LINE_BYTES
     per = 4096 // LINE_BYTES

@@ -69,7 +69,9 @@ def test_output_policy_bounds() -> None:
         InvalidLimitError, match=r"--max-bytes must be between 1 and 16,777,216, got 16777217"
     ):
         output_policy("tail", 16 * 1024 * 1024 + 1, None)
-    with pytest.raises(InvalidLimitError, match=r"--retain must be 'head' or 'tail', got 'both'"):
+    with pytest.raises(
+        InvalidLimitError, match=r"--retain must be 'head', 'tail' or 'head_tail', got 'both'"
+    ):
         output_policy("both", None, None)
 
 

@@ -143,9 +143,14 @@ class RefView:
     truncated_by: str | None
     last_line_partial: bool
     first_line_exceeds_limit: bool
+    head: str | None = None  # head_tail: the head part, when the middle is cut
 
 
-def reference_view(raw: bytes, max_bytes: int, max_lines: int, retain: str) -> RefView:
+def reference_view(
+    raw: bytes, max_bytes: int, max_lines: int, retain: str, head_share: float = 0.2
+) -> RefView:
+    if retain == "head_tail":
+        return _reference_head_tail(raw, max_bytes, max_lines, head_share)
     cleaned = reference_clean(raw)
     lines = _lines(cleaned)
     by: str | None = None
@@ -198,3 +203,27 @@ def raw_totals(raw: bytes) -> tuple[int, int, int | None]:
     parts = raw.split(b"\n")
     last = parts[-2] if raw.endswith(b"\n") else parts[-1]
     return len(raw), total_lines, len(last)
+
+
+def _share(cap: int, share: float) -> int:
+    return min(cap - 1, max(1, int(cap * share)))
+
+
+def _reference_head_tail(raw: bytes, max_bytes: int, max_lines: int, share: float) -> RefView:
+    """The whole output while it fits both caps; else its head under the head's share of
+    the caps followed by its tail under the rest (computed with the line-walking
+    references above, not the window code)."""
+    whole = reference_view(raw, max_bytes, max_lines, "head")
+    if not whole.truncated:
+        return whole
+    hb, hl = _share(max_bytes, share), _share(max_lines, share)
+    head = reference_view(raw, hb, hl, "head")
+    tail = reference_view(raw, max_bytes - hb, max_lines - hl, "tail")
+    return RefView(
+        head.text + tail.text,
+        True,
+        whole.truncated_by,
+        tail.last_line_partial,
+        "\n" not in head.text,
+        head.text,
+    )

@@ -77,7 +77,9 @@ def test_limits_and_options_validation_names_the_field() -> None:
         ExecConfigError, match=r"ShellOutputLimits\.max_lines must be a positive int, got -3"
     ):
         ShellOutputLimits(max_lines=-3)
-    with pytest.raises(ExecConfigError, match="retain must be 'head' or 'tail', got 'middle'"):
+    with pytest.raises(
+        ExecConfigError, match="retain must be 'head', 'tail' or 'head_tail', got 'middle'"
+    ):
         ShellOutputLimits(retain="middle")  # type: ignore[arg-type]
     with pytest.raises(ExecConfigError, match=r"CaptureOptions\.target_rate must be a number > 0"):
         CaptureOptions(target_rate=0)

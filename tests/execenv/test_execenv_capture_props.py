@@ -22,6 +22,7 @@ from toolfold.execenv import (
     ShellOutputUpdate,
     ShellOutputView,
     apply_shell_output_update,
+    capture_for,
     update_from_dict,
     update_to_dict,
 )
@@ -64,11 +65,23 @@ piece = st.one_of(
     st.binary(max_size=8),
 )
 streams = st.lists(piece, max_size=60).map(b"".join)
+
+
+def _limits(max_bytes: int, max_lines: int, retain: str, share: float) -> ShellOutputLimits:
+    if retain == "head_tail":  # one of each cap for each part
+        max_bytes, max_lines = max(max_bytes, 2), max(max_lines, 2)
+    return ShellOutputLimits(
+        max_bytes=max_bytes, max_lines=max_lines, retain=retain, head_share=share
+    )  # type: ignore[arg-type]
+
+
+SHARES = st.sampled_from([0.2, 0.5, 0.05, 0.9])
 limits = st.builds(
-    ShellOutputLimits,
-    max_bytes=st.integers(1, 300),
-    max_lines=st.integers(1, 12),
-    retain=st.sampled_from(["head", "tail"]),
+    _limits,
+    st.integers(1, 300),
+    st.integers(1, 12),
+    st.sampled_from(["head", "tail", "head_tail"]),
+    SHARES,
 )
 
 
@@ -117,12 +130,12 @@ def capture_matching_reference(
 ) -> CaptureSnapshot:
     """Feed ``raw`` in the given chunks and check the snapshot against the independent
     whole-stream reference (view, flags and exact totals); return the snapshot."""
-    cap = OutputCapture(lim)
+    cap = capture_for(lim)
     for chunk in chunked(raw, cuts):
         cap.feed(chunk)
     cap.close()
     snap = cap.snapshot()
-    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
+    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain, lim.head_share)
     tr = snap.truncation
     assert snap.text == ref.text
     assert (tr.truncated, tr.truncated_by) == (ref.truncated, ref.truncated_by)
@@ -134,6 +147,20 @@ def capture_matching_reference(
         total_lines,
         last_line_bytes,
     )
+    if ref.head is not None:
+        # head_tail, cut: where the head ends, and which lines the cut covers.
+        tail = ref.text[len(ref.head) :]
+        assert tr.cut_at == len(ref.head)
+        assert tr.cut_line == ref.head.count("\n") + 1
+        whole_tail_lines = (
+            0 if ref.last_line_partial else tail.count("\n") + (0 if tail.endswith("\n") else 1)
+        )
+        assert tr.cut_lines == total_lines - whole_tail_lines - tr.cut_line + 1
+        assert tr.cut_bytes == total_bytes - len(ref.text.encode()) or (
+            tr.cut_bytes == 0 and total_bytes < len(ref.text.encode())
+        )
+    elif lim.retain != "head_tail":
+        assert tr.cut_at is None
     return snap
 
 
@@ -201,7 +228,7 @@ def test_fold_of_published_updates_is_the_bounded_view_and_spill_is_exact(
         # What a remote exec host would ship: JSON round trip is lossless.
         assert update_from_dict(json.loads(json.dumps(update_to_dict(u)))) == u
     assert view == final
-    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain)
+    ref = reference_view(raw, lim.max_bytes, lim.max_lines, lim.retain, lim.head_share)
     assert final.text == ref.text
     total_bytes, total_lines, _ = raw_totals(raw)
     assert final.metadata.truncation.total_bytes == total_bytes
@@ -225,10 +252,10 @@ def test_fold_of_published_updates_is_the_bounded_view_and_spill_is_exact(
 @settings(max_examples=200)
 @given(raw=streams, lim=limits)
 def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -> None:
-    whole = OutputCapture(lim)
+    whole = capture_for(lim)
     whole.feed(raw)
     whole.close()
-    bytewise = OutputCapture(lim)
+    bytewise = capture_for(lim)
     for i in range(len(raw)):
         bytewise.feed(raw[i : i + 1])
     bytewise.close()
@@ -240,10 +267,11 @@ def test_chunking_does_not_change_the_view(raw: bytes, lim: ShellOutputLimits) -
     raw=many_lines,
     cuts=st.lists(st.integers(0, 100_000), max_size=4),
     lim=st.builds(
-        ShellOutputLimits,
-        max_bytes=st.integers(1, 400),
-        max_lines=st.integers(1, 40),
-        retain=st.sampled_from(["head", "tail"]),
+        _limits,
+        st.integers(1, 400),
+        st.integers(1, 40),
+        st.sampled_from(["head", "tail", "head_tail"]),
+        SHARES,
     ),
 )
 # A large read ends in a current line over the cap, and the next read redraws it short: the
@@ -258,7 +286,7 @@ def test_large_reads_past_the_cap_match_the_reference(
 ) -> None:
     snap = capture_matching_reference(raw, cuts, lim)
     # The skipping capture agrees with one fed byte-exact small reads (no skipping).
-    small = OutputCapture(lim)
+    small = capture_for(lim)
     for i in range(0, len(raw), 7):
         small.feed(raw[i : i + 7])
     small.close()

@@ -167,7 +167,7 @@ def test_seeded_window_resumes_exact_totals() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"retain": "middle"}, "retain must be 'head' or 'tail', got 'middle'"),
+        ({"retain": "middle"}, "retain must be 'head', 'tail' or 'head_tail', got 'middle'"),
         ({"max_bytes": 0}, "max_bytes must be a positive int, got 0; pass a bound of at least 1"),
         ({"max_lines": True}, "max_lines must be a positive int, got True"),
         (

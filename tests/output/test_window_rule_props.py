@@ -14,8 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolfold.execenv import OutputCapture, ShellOutputLimits
+from toolfold.execenv import ShellOutputLimits, capture_for
 from toolfold.output import OutputPolicy
+from toolfold.output._headtail import HeadTailWindow
 from toolfold.output._retention import TextWindow
 
 RECORD = (
@@ -30,6 +31,7 @@ RECORD = (
     "max_lines",
     "max_bytes",
 )
+CUT = ("cut_line", "cut_lines", "cut_bytes")
 
 # Cleaned-stream characters of every UTF-8 length, plus tabs, spaces and newlines.
 TEXT = st.text(alphabet=st.sampled_from("ab \té漢😀\n\n"), max_size=400)
@@ -50,9 +52,10 @@ def _cases(draw: Any) -> tuple[str, list[int], list[int], int, int, str]:
         text,
         _cuts(draw, len(text)),
         _cuts(draw, len(raw)),
-        draw(st.integers(1, 80)),
-        draw(st.integers(1, 10)),
-        draw(st.sampled_from(["head", "tail"])),
+        draw(st.integers(2, 80)),
+        draw(st.integers(2, 10)),
+        draw(st.sampled_from(["head", "tail", "head_tail"])),
+        draw(st.sampled_from([0.2, 0.5, 0.05, 0.9])),
     )
 
 
@@ -63,21 +66,26 @@ def _windows(
     max_bytes: int,
     max_lines: int,
     retain: Any,
+    share: float = 0.2,
 ) -> tuple[tuple[str, dict[str, Any]], tuple[str, dict[str, Any]]]:
-    capture = OutputCapture(
-        ShellOutputLimits(max_bytes=max_bytes, max_lines=max_lines, retain=retain)
+    capture = capture_for(
+        ShellOutputLimits(max_bytes=max_bytes, max_lines=max_lines, retain=retain, head_share=share)
     )
     raw = text.encode()
     for a, b in itertools.pairwise(byte_cuts):
         capture.feed(raw[a:b])
     capture.close()
     snap = capture.snapshot()
-    captured = {k: getattr(snap.truncation, k) for k in RECORD}
-    window = TextWindow(OutputPolicy(max_bytes=max_bytes, max_lines=max_lines, retain=retain))
+    keys = RECORD + CUT if retain == "head_tail" else RECORD
+    captured = {k: getattr(snap.truncation, k) for k in keys}
+    policy = OutputPolicy(max_bytes=max_bytes, max_lines=max_lines, retain=retain, head_share=share)
+    window = HeadTailWindow(policy) if retain == "head_tail" else TextWindow(policy)
     for a, b in itertools.pairwise(str_cuts):
         window.write(text[a:b])
     record = window.truncation()
-    windowed = {k: record[k] for k in RECORD}  # type: ignore[literal-required]
+    windowed = {k: record[k] for k in keys}  # type: ignore[literal-required]
+    if retain == "head_tail" and snap.truncation.truncated:
+        assert snap.truncation.cut_at == len(window.head)
     return (snap.text, captured), (window.text, windowed)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from toolfold._fsperm import make_private_dirs
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, ToolCall, ToolContext, ToolSettled, ToolUpdate
-from toolfold.output import OutputPolicy
+from toolfold.output import OutputPolicy, output_text
 from toolfold.tools import PYTEST
 
 from ._calls import find_call, list_calls, pending_output
@@ -251,7 +251,7 @@ async def _crash_step(spec: StoreSpec) -> bool:
     async with open_store(spec, create=False) as repo:
         session = await open_existing_session(repo, spec, "demo-crash")
         state = await pending_output(session, await find_call(session, "1"))
-    text = str(state["content"][0]["text"]) if isinstance(state, dict) else ""
+    text = output_text(state)
     _say("  the store holds its pending output (toolfold show demo-crash 1):")
     for line in text.splitlines():
         _say(f"    | {line}")

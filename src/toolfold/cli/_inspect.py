@@ -12,6 +12,7 @@ from toolfold._units import plural
 from toolfold.durability import pending_messages
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
+from toolfold.output import output_text
 from toolfold.storage import CorruptStoreError, StorageError
 
 from ._agent import agent_to_continue, continue_run
@@ -205,8 +206,7 @@ def _print_pending(call: CallView, state: Any, session_name: str) -> None:
     summary = image_summary(content)
     if summary:
         _header(summary)
-    first = content[0] if isinstance(content, list) and content else {}
-    text = str(first.get("text", "")) if isinstance(first, dict) else ""
+    text = output_text(state)
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     sys.stdout.flush()
 

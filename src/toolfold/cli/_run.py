@@ -19,6 +19,7 @@ from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
     DEFAULT_REMOTE_COMMAND,
+    RETAIN_MODES,
     CommandTransport,
     ExecConfigError,
     ExecError,
@@ -28,7 +29,7 @@ from toolfold.execenv import (
 )
 from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import new_run_record, run_record_address, settled_record
-from toolfold.output import OutputPolicy
+from toolfold.output import OutputPolicy, output_text
 from toolfold.storage import StorageError, set_value, storage_failure
 
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
@@ -72,8 +73,8 @@ def lease_seconds(seconds: float | None) -> float:
 def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> OutputPolicy:
     """The ``bash`` output policy for ``run``'s limits; ``InvalidLimitError`` names a bad one."""
     default = OutputPolicy()
-    if retain not in ("head", "tail"):
-        raise InvalidLimitError(f"--retain must be 'head' or 'tail', got {retain!r}")
+    if retain not in RETAIN_MODES:
+        raise InvalidLimitError(f"--retain must be 'head', 'tail' or 'head_tail', got {retain!r}")
     checked: dict[str, int] = {}
     for flag, given, fallback, top in (
         ("--max-bytes", max_bytes, default.max_bytes, MAX_WINDOW_BYTES),
@@ -86,7 +87,7 @@ def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> 
             )
         checked[flag] = n
     return OutputPolicy(
-        retain="head" if retain == "head" else "tail",
+        retain=next(mode for mode in RETAIN_MODES if mode == retain),
         max_bytes=checked["--max-bytes"],
         max_lines=checked["--max-lines"],
     )
@@ -194,10 +195,8 @@ def remote_settings(
 
 
 def model_text(message: dict[str, Any]) -> str:
-    """The text block a model receives for a settled call (the first content block)."""
-    content = message.get("content") or []
-    first = content[0] if content else {}
-    return str(first.get("text", "")) if isinstance(first, dict) else ""
+    """The text a model receives for a settled call (its text blocks joined)."""
+    return output_text(message)
 
 
 def print_result(message: dict[str, Any], *, as_json: bool) -> None:

@@ -48,10 +48,11 @@ def _window(retain: str, what: str) -> Callable[[F], F]:
     return _options(
         click.option(
             "--retain",
-            type=click.Choice(["head", "tail"]),
+            type=click.Choice(["head", "tail", "head_tail"]),
             default=retain,
             show_default=True,
-            help=f"Keep the start or the end of {what} in the window.",
+            help=f"Keep the start, the end, or both (head_tail: the first 20%, the rest for "
+            f"the end, cut in the middle) of {what} in the window.",
         ),
         click.option(
             "--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200)."

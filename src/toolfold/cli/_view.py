@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from toolfold._units import format_bytes, plural
 from toolfold.chord import ChordError, apply
 from toolfold.harness import HarnessEvent, ToolSettled, ToolStart, ToolUpdate
+from toolfold.output import output_text
 
 if TYPE_CHECKING:
     from rich.console import Console, Group
@@ -90,11 +91,7 @@ class CallWatcher:
     @property
     def text(self) -> str:
         """The retained window's text so far."""
-        state = self.state
-        if not isinstance(state, dict) or not state.get("content"):
-            return ""
-        block = state["content"][0]
-        return str(block.get("text", "")) if isinstance(block, dict) else ""
+        return output_text(self.state)
 
     def status(self, *, with_spill: bool = True) -> str:
         """``lines/bytes so far · what is shown · elapsed · updates/s · spill file``.

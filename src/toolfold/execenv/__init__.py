@@ -33,7 +33,8 @@ from ._errors import (
     TransportError,
     UpdateError,
 )
-from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
+from ._headtail import HeadTailCapture, capture_for
+from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
 from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
@@ -56,8 +57,12 @@ from ._updates import (
     utf8_len,
 )
 from ._window import (
+    DEFAULT_HEAD_SHARE,
+    check_head_share,
     count_lines,
     head_first_line_exceeds,
+    head_tail_caps,
+    head_tail_window,
     head_window,
     last_line_bytes,
     tail_truncated_by,
@@ -95,11 +100,13 @@ __getattr__ = lazy_exports(
 )
 
 __all__ = [
+    "DEFAULT_HEAD_SHARE",
     "DEFAULT_MAX_SPILL",
     "DEFAULT_REMOTE_COMMAND",
     "DEFAULT_SPILL_DIR",
     "PROFILES",
     "PROTOCOL_VERSION",
+    "RETAIN_MODES",
     "SEARCH_MAX_LINE_CHARS",
     "SEARCH_SKIP_DIRS",
     "SECRET_ENV",
@@ -117,6 +124,7 @@ __all__ = [
     "ExecConfigError",
     "ExecError",
     "ExecStartError",
+    "HeadTailCapture",
     "HostInfo",
     "LocalExecEnv",
     "LoopClock",
@@ -126,6 +134,7 @@ __all__ = [
     "ProtocolError",
     "RemoteExecEnv",
     "Replace",
+    "Retain",
     "SSHTransport",
     "Sandbox",
     "ShellExecResult",
@@ -142,8 +151,12 @@ __all__ = [
     "UpdateConsumer",
     "UpdateError",
     "apply_shell_output_update",
+    "capture_for",
+    "check_head_share",
     "count_lines",
     "head_first_line_exceeds",
+    "head_tail_caps",
+    "head_tail_window",
     "head_window",
     "iter_files",
     "last_line_bytes",

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ._errors import ExecError
+from ._errors import ExecConfigError, ExecError
 from ._limits import ShellOutputLimits
 from ._updates import ShellOutputTruncation, utf8_len
 from ._window import (
@@ -89,6 +89,11 @@ class OutputCapture:
 
     def __init__(self, limits: ShellOutputLimits | None = None) -> None:
         self.limits = limits if limits is not None else ShellOutputLimits()
+        if self.limits.retain == "head_tail":
+            raise ExecConfigError(
+                "OutputCapture keeps a head or a tail; for retain='head_tail' use "
+                "capture_for(limits) (or HeadTailCapture), as CaptureSession does"
+            )
         self._cap = self.limits.max_bytes
         self._tail = self.limits.retain == "tail"
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")

@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._errors import ExecConfigError
+from ._window import DEFAULT_HEAD_SHARE, check_head_share
+
+Retain = Literal["head", "tail", "head_tail"]
+RETAIN_MODES: tuple[Retain, ...] = ("head", "tail", "head_tail")
 
 DEFAULT_MAX_BYTES = 50 * 1024
 DEFAULT_MAX_LINES = 2000
@@ -23,12 +27,14 @@ class ShellOutputLimits:
 
     ``max_bytes`` counts UTF-8 bytes of the (cleaned) view text, ``max_lines`` counts
     its lines (a final line without newline counts). ``retain="tail"`` keeps the end,
-    ``"head"`` the beginning.
+    ``"head"`` the beginning, ``"head_tail"`` both: ``head_share`` of each cap for the
+    beginning, the rest for a rolling end, cut in the middle (both caps at least 2).
     """
 
     max_bytes: int = DEFAULT_MAX_BYTES
     max_lines: int = DEFAULT_MAX_LINES
-    retain: Literal["head", "tail"] = "tail"
+    retain: Retain = "tail"
+    head_share: float = DEFAULT_HEAD_SHARE
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "max_lines"):
@@ -38,9 +44,18 @@ class ShellOutputLimits:
                     f"ShellOutputLimits.{name} must be a positive int, got {value!r}; "
                     f"use e.g. {name}={DEFAULT_MAX_BYTES if name == 'max_bytes' else DEFAULT_MAX_LINES}"
                 )
-        if self.retain not in ("head", "tail"):
+        if self.retain not in RETAIN_MODES:
             raise ExecConfigError(
-                f"ShellOutputLimits.retain must be 'head' or 'tail', got {self.retain!r}"
+                f"ShellOutputLimits.retain must be 'head', 'tail' or 'head_tail', "
+                f"got {self.retain!r}"
+            )
+        problem = check_head_share(self.head_share)
+        if problem:
+            raise ExecConfigError(f"ShellOutputLimits.{problem}")
+        if self.retain == "head_tail" and min(self.max_bytes, self.max_lines) < 2:
+            raise ExecConfigError(
+                "ShellOutputLimits with retain='head_tail' needs max_bytes and max_lines of "
+                f"at least 2 (one for each part), got {self.max_bytes} and {self.max_lines}"
             )
 
 

@@ -24,6 +24,7 @@ from ._errors import (
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import ShellExecResult
 from ._updates import Replace, update_from_dict, update_to_dict
+from ._window import DEFAULT_HEAD_SHARE
 
 PROTOCOL_VERSION = 1
 """Bumped on any change either side could misread; a mismatch is refused at the handshake."""
@@ -66,6 +67,7 @@ def capture_to_dict(options: CaptureOptions) -> dict[str, Any]:
         "max_bytes": limits.max_bytes,
         "max_lines": limits.max_lines,
         "retain": limits.retain,
+        "head_share": limits.head_share,
         "spill": options.spill,
         "min_interval": options.min_interval,
         "target_rate": options.target_rate,
@@ -81,7 +83,11 @@ def capture_from_dict(d: Any) -> CaptureOptions:
     try:
         return CaptureOptions(
             limits=ShellOutputLimits(
-                max_bytes=d["max_bytes"], max_lines=d["max_lines"], retain=d["retain"]
+                max_bytes=d["max_bytes"],
+                max_lines=d["max_lines"],
+                retain=d["retain"],
+                # Optional on the wire: a client from before head_tail does not send it.
+                head_share=d.get("head_share", DEFAULT_HEAD_SHARE),
             ),
             spill=bool(d["spill"]),
             min_interval=d["min_interval"],

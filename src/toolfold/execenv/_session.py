@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ._capture import CaptureSnapshot, OutputCapture
 from ._errors import CallbackError, ExecError, SpillError
+from ._headtail import HeadTailCapture, capture_for
 from ._limits import CaptureOptions
 from ._publisher import AdaptivePublisher, Clock
 from ._spill import SpillFile, human_size
@@ -67,7 +68,7 @@ class CaptureSession:
         on_failure: Callable[[ExecError], None] | None = None,
     ) -> None:
         self.options = options if options is not None else CaptureOptions()
-        self.capture = OutputCapture(self.options.limits)
+        self.capture: OutputCapture | HeadTailCapture = capture_for(self.options.limits)
         self._spill_dir = spill_dir if self.options.spill else None
         self._prefix: list[bytes] = []
         self.spill: SpillFile | None = None
@@ -222,6 +223,8 @@ class CaptureSession:
             update = Metadata(meta)
         elif text.startswith(base.text):
             update = Append(text[len(base.text) :], meta)
+        elif snap.truncation.cut_at is not None:
+            update = self._roll(base, text, meta, snap)
         else:
             # Only a verified overlap becomes a Slide: the retained old text must be
             # exactly the start of the new view. Anything else is a bounded Replace.
@@ -233,6 +236,23 @@ class CaptureSession:
         self._base = ShellOutputView(text=text, metadata=meta)
         self._base_start = snap.start
         return update, update_cost(update)
+
+    def _roll(
+        self,
+        base: ShellOutputView,
+        text: str,
+        meta: ShellOutputMetadata,
+        snap: CaptureSnapshot,
+    ) -> ShellOutputUpdate:
+        """head_tail: the head is fixed, so only the part after it can slide (a Slide at
+        the cut); anything else is a bounded Replace."""
+        cut = snap.truncation.cut_at or 0
+        if base.metadata.truncation.cut_at == cut and text[:cut] == base.text[:cut]:
+            old = base.text[cut:]
+            drop = _offset_in(old, self._base_start, snap.start)
+            if 0 <= drop <= len(old) and text.startswith(old[drop:], cut):
+                return Slide(drop, text[cut + len(old) - drop :], meta, cut)
+        return Replace(ShellOutputView(text=text, metadata=meta))
 
     async def finish(self) -> ShellOutputView:
         """Close the capture, complete the spill, publish the final state; return the view."""

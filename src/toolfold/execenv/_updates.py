@@ -25,6 +25,13 @@ class ShellOutputTruncation:
     it. ``last_line_partial`` (tail mode): the view starts in the middle of a line
     that alone exceeds ``max_bytes``. ``first_line_exceeds_limit`` (head mode): the
     first line alone exceeds ``max_bytes`` (the view shows its first ``max_bytes``).
+
+    ``retain="head_tail"`` only: ``cut_at`` is where the head part of the view ends
+    (characters; the rest of the view is the tail part), ``cut_line`` the first line
+    (1-based) not wholly shown before the cut (0 while nothing is cut), ``cut_lines``
+    how many lines are not wholly shown between the parts, ``cut_bytes`` how many raw
+    bytes of the output the view does not show. ``cut_at`` is ``None`` in the other
+    modes. ``output_lines`` counts the lines of both parts.
     """
 
     truncated: bool
@@ -37,6 +44,10 @@ class ShellOutputTruncation:
     first_line_exceeds_limit: bool
     max_lines: int
     max_bytes: int
+    cut_at: int | None = None
+    cut_line: int = 0
+    cut_lines: int = 0
+    cut_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,11 +93,15 @@ class Append:
 
 @dataclass(frozen=True, slots=True)
 class Slide:
-    """Drop the first ``drop`` characters (code points) of the view, then append ``text``."""
+    """Drop ``drop`` characters (code points) of the view from ``at`` on, then append
+    ``text``: ``view[:at] + view[at + drop:] + text``. ``at`` is 0 (drop the start) except
+    for a head_tail view, whose tail part rolls behind its fixed head (``at`` = its
+    ``cut_at``)."""
 
     drop: int
     text: str
     metadata: ShellOutputMetadata
+    at: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +132,22 @@ def apply_shell_output_update(
     if isinstance(update, Append):
         return ShellOutputView(text=view.text + update.text, metadata=update.metadata)
     if isinstance(update, Slide):
-        if isinstance(update.drop, bool) or not 0 <= update.drop <= len(view.text):
+        at, drop = update.at, update.drop
+        if (
+            isinstance(drop, bool)
+            or isinstance(at, bool)
+            or not 0 <= at <= len(view.text)
+            or not 0 <= drop <= len(view.text) - at
+        ):
+            where = f"at={at!r} drop={drop!r}" if at else f"drop={drop!r}"
             raise UpdateError(
-                f"Slide drop={update.drop!r} is outside the view of {len(view.text)} characters; "
+                f"Slide {where} is outside the view of {len(view.text)} characters; "
                 "the update belongs to a different stream or an update was missed"
             )
+        text = view.text
         return ShellOutputView(
-            text=view.text[update.drop :] + update.text, metadata=update.metadata
+            text=(text[:at] + text[at + drop :] if at else text[drop:]) + update.text,
+            metadata=update.metadata,
         )
     if isinstance(update, Metadata):
         return ShellOutputView(text=view.text, metadata=update.metadata)
@@ -168,10 +192,27 @@ _TRUNCATION_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+_CUT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "cut_at": (int, type(None)),
+    "cut_line": int,
+    "cut_lines": int,
+    "cut_bytes": int,
+}
+"""head_tail fields: on the wire only when ``cut_at`` is set, so the other modes' messages
+are what they were (and an older peer, which never asks for head_tail, reads them)."""
+
+
+def _truncation_to_dict(t: ShellOutputTruncation) -> dict[str, Any]:
+    d = {name: getattr(t, name) for name in _TRUNCATION_FIELDS}
+    if t.cut_at is not None:
+        d.update({name: getattr(t, name) for name in _CUT_FIELDS})
+    return d
+
+
 def _metadata_to_dict(meta: ShellOutputMetadata) -> dict[str, Any]:
     t = meta.truncation
     return {
-        "truncation": {name: getattr(t, name) for name in _TRUNCATION_FIELDS},
+        "truncation": _truncation_to_dict(t),
         "spill_path": meta.spill_path,
         "last_line_bytes": meta.last_line_bytes,
         "spill_note": meta.spill_note,
@@ -193,12 +234,15 @@ def update_to_dict(update: ShellOutputUpdate) -> dict[str, Any]:
             "metadata": _metadata_to_dict(update.metadata),
         }
     if isinstance(update, Slide):
-        return {
+        d = {
             "type": "slide",
             "drop": update.drop,
             "text": update.text,
             "metadata": _metadata_to_dict(update.metadata),
         }
+        if update.at:
+            d["at"] = update.at
+        return d
     if isinstance(update, Metadata):
         return {"type": "metadata", "metadata": _metadata_to_dict(update.metadata)}
     raise UpdateError(
@@ -225,6 +269,15 @@ def _metadata_from_dict(d: Any) -> ShellOutputMetadata:
         name: _field(t, name, kind, "metadata.truncation")
         for name, kind in _TRUNCATION_FIELDS.items()
     }
+    if "cut_at" in t:
+        for name, kind in _CUT_FIELDS.items():
+            values[name] = _field(t, name, kind, "metadata.truncation")
+        for name in _CUT_FIELDS:
+            if values[name] is not None and values[name] < 0:
+                raise UpdateError(
+                    f"shell output update field metadata.truncation.{name} must be >= 0, "
+                    f"got {values[name]}"
+                )
     if values["truncated_by"] not in (None, "lines", "bytes"):
         raise UpdateError(
             f"shell output update field metadata.truncation.truncated_by must be "
@@ -253,7 +306,10 @@ def update_from_dict(d: Any) -> ShellOutputUpdate:
         drop = _field(d, "drop", int, kind)
         if drop < 0:
             raise UpdateError(f"shell output update field slide.drop must be >= 0, got {drop}")
-        return Slide(drop, _field(d, "text", str, kind), meta)
+        at = _field(d, "at", int, kind) if "at" in d else 0
+        if at < 0:
+            raise UpdateError(f"shell output update field slide.at must be >= 0, got {at}")
+        return Slide(drop, _field(d, "text", str, kind), meta, at)
     if kind == "metadata":
         return Metadata(meta)
     raise UpdateError(

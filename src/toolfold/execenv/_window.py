@@ -18,6 +18,11 @@ Definitions (``T`` is the text; ``max_bytes`` counts UTF-8 bytes):
   boundary) and ending at the ``max_lines``-th newline at the latest.
   ``first_line_exceeds_limit``: the head view is cut and holds no complete line
   (the first line, with its newline, is over ``max_bytes``).
+- **head_tail** view (``head_tail_window``): ``T`` itself when it fits both caps;
+  otherwise the head view of ``T`` under the head's share of the caps followed by the
+  tail view of ``T`` under the rest (``head_tail_caps``). The two parts never meet
+  when ``T`` does not fit (together they are within both caps, ``T`` is not), so at
+  least one character lies between them: that is what was cut.
 """
 
 from __future__ import annotations
@@ -27,8 +32,12 @@ from typing import Literal
 from ._updates import utf8_len
 
 __all__ = [
+    "DEFAULT_HEAD_SHARE",
+    "check_head_share",
     "count_lines",
     "head_first_line_exceeds",
+    "head_tail_caps",
+    "head_tail_window",
     "head_window",
     "last_line_bytes",
     "tail_truncated_by",
@@ -152,3 +161,50 @@ def head_first_line_exceeds(view: str, text: str) -> bool:
     """Whether the head ``view`` of ``text`` is cut inside the first line (it holds no
     complete line: the first line with its newline is over the byte cap)."""
     return len(view) < len(text) and "\n" not in view
+
+
+DEFAULT_HEAD_SHARE = 0.2
+"""The head's share of the caps in ``retain="head_tail"`` (see docs/execenv.md)."""
+
+
+def _share(cap: int, head_share: float) -> int:
+    # At least one for each part: a head_tail cap is at least 2 (checked by the limits).
+    return min(cap - 1, max(1, int(cap * head_share)))
+
+
+def head_tail_caps(max_bytes: int, max_lines: int, head_share: float) -> tuple[int, int, int, int]:
+    """``(head_bytes, head_lines, tail_bytes, tail_lines)``: the caps split by the share.
+
+    Each part gets at least 1 of each cap and the two add up to the caps, so the view
+    is never larger than a head or tail view under the same limits."""
+    head_bytes, head_lines = _share(max_bytes, head_share), _share(max_lines, head_share)
+    return head_bytes, head_lines, max_bytes - head_bytes, max_lines - head_lines
+
+
+def head_tail_window(
+    text: str, max_bytes: int, max_lines: int, head_share: float
+) -> tuple[str, str, bool] | None:
+    """``None`` when ``text`` fits both caps (the view is ``text``), else ``(head, tail,
+    tail_partial)``: the head view under the head caps, the tail view under the tail caps.
+
+    The reference the capture and the output sink are tested against."""
+    if utf8_len(text) <= max_bytes and count_lines(text) <= max_lines:
+        return None
+    head_bytes, head_lines, tail_bytes, tail_lines = head_tail_caps(
+        max_bytes, max_lines, head_share
+    )
+    head, _ = head_window(text, head_bytes, head_lines)
+    tail, partial = tail_window(text, tail_bytes, tail_lines)
+    return head, tail, partial
+
+
+def check_head_share(head_share: object) -> str | None:
+    """Why ``head_share`` is not a valid share (``None`` when it is)."""
+    if isinstance(head_share, bool) or not isinstance(head_share, int | float):
+        return f"head_share must be a number between 0 and 1, got {head_share!r}"
+    if not 0 < head_share < 1:
+        return (
+            f"head_share must be between 0 and 1 (exclusive), got {head_share!r}; "
+            f"the default is {DEFAULT_HEAD_SHARE}"
+        )
+    return None

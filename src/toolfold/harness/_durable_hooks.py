@@ -32,7 +32,7 @@ from toolfold.durability import (
     recover,
     settle_interrupted_message,
 )
-from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState
+from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState, output_text, text_blocks
 from toolfold.storage import Session, set_value
 
 from ._bus import EventBus
@@ -277,9 +277,12 @@ class DurableHooks(ExecutionHooks):
         # and nothing new is made durable — a crash during this settlement finds the
         # same checkpoint again, never one that already carries the marker.
         final = orjson.loads(orjson.dumps(state))
-        text = final["content"][0]["text"]
+        # The marker goes after the whole text: into its last block (the tail part of a
+        # head_tail text), so the joined text ends with it as a sink's would.
+        last = final["content"][max(text_blocks(final), 1) - 1]
+        text = output_text(final)
         sep = "\n" if text and not text.endswith("\n") else ""
-        final["content"][0]["text"] = text + sep + INTERRUPTION_MARKER
+        last["text"] = last["text"] + sep + INTERRUPTION_MARKER
         ids = (op.run_id, turn_id, record.tool_call_id)
         bus = harness.bus
         bus.publish(ToolStart(*ids, record.tool_name, record.args))

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 import orjson
 
-from toolfold.output import ToolOutputState, Usage
+from toolfold.output import ToolOutputState, Usage, output_text
 
 Outcome = Literal["ok", "error", "invalid_arguments", "unknown_tool", "cancelled", "interrupted"]
 """How a call ended. Everything but ``"ok"`` has ``is_error=True``."""
@@ -82,8 +82,8 @@ class ToolResult:
 
     @property
     def text(self) -> str:
-        """The text block."""
-        return str(self.content[0]["text"]) if self.content else ""
+        """The text (the text blocks joined: head, cut marker and tail under head_tail)."""
+        return output_text({"content": self.content})
 
     def to_message(self) -> ToolResultMessage:
         """The transcript entry for this result."""

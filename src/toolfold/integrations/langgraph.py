@@ -27,6 +27,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from toolfold.chord import apply
 from toolfold.harness import HarnessEvent, ToolEnd, ToolLoop, ToolResult, ToolStart, ToolUpdate
+from toolfold.output import output_text
 
 __all__ = [
     "StreamFold",
@@ -187,6 +188,4 @@ class StreamFold:
 
     def text(self, tool_call_id: str) -> str:
         """The folded text of one call (what its ``ToolMessage`` carries)."""
-        state = self.states.get(tool_call_id) or {}
-        content = state.get("content") or [{}]
-        return str(content[0].get("text", ""))
+        return output_text(self.states.get(tool_call_id))

@@ -304,7 +304,7 @@ class ProxyHost(McpHost):
         if spill is not None and t["truncated"]:
             out.capture(
                 ShellOutputMetadata(
-                    truncation=ShellOutputTruncation(**{k: t[k] for k in _TRUNCATION_FIELDS}),  # type: ignore[literal-required]
+                    truncation=ShellOutputTruncation(**{k: t[k] for k in _TRUNCATION_FIELDS if k in t}),  # type: ignore[literal-required]
                     spill_path=str(spill),
                     last_line_bytes=t["last_line_bytes"],
                 )

@@ -1,7 +1,7 @@
 """The output sink: one bounded, tracked ``ToolOutput`` per tool call.
 
 Tools write into a ``ToolOutput`` and return nothing; the sink *is* the result.
-It owns retention (head/tail windows with exact totals), one Chord tracker over
+It owns retention (head, tail or head-and-tail windows with exact totals), one Chord tracker over
 the ``ToolOutputState``, and any number of independent op streams
 (``open_stream``) for the live publisher and the durable checkpointer.
 """
@@ -19,7 +19,15 @@ from ._errors import (
 from ._opstream import OpStream
 from ._retention import OutputPolicy, Retain
 from ._sink import MAX_OUTPUT_DEPTH, SinkState, ToolOutput, image_block
-from ._state import ImageContent, TextContent, ToolOutputState, Truncation, Usage
+from ._state import (
+    ImageContent,
+    TextContent,
+    ToolOutputState,
+    Truncation,
+    Usage,
+    output_text,
+    text_blocks,
+)
 
 __all__ = [
     "MAX_OUTPUT_DEPTH",
@@ -42,4 +50,6 @@ __all__ = [
     "Truncation",
     "Usage",
     "image_block",
+    "output_text",
+    "text_blocks",
 ]

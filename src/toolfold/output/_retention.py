@@ -15,7 +15,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from toolfold.execenv import count_lines, head_window, last_line_bytes, tail_window, utf8_len
+from toolfold.execenv import (
+    DEFAULT_HEAD_SHARE,
+    check_head_share,
+    count_lines,
+    head_window,
+    last_line_bytes,
+    tail_window,
+    utf8_len,
+)
 
 from ._errors import OutputPolicyError
 from ._textwindow import TextWindow, clean_text
@@ -32,7 +40,7 @@ __all__ = [
     "utf8_len",
 ]
 
-Retain = Literal["head", "tail"]
+Retain = Literal["head", "tail", "head_tail"]
 
 _KiB = 1024
 _MiB = 1024 * 1024
@@ -50,6 +58,9 @@ class OutputPolicy:
     retain: Retain = "tail"
     max_bytes: int = 50 * _KiB
     max_lines: int = 2000
+    head_share: float = DEFAULT_HEAD_SHARE
+    """``retain="head_tail"`` only: the share of each cap the beginning keeps (the rest
+    is the rolling end). Ignored by ``"head"`` and ``"tail"``."""
     max_images: int = 16
     max_image_bytes: int = 5 * _MiB
     max_total_image_bytes: int = 20 * _MiB
@@ -60,10 +71,13 @@ class OutputPolicy:
     were cut]``). ``False`` leaves a cut text as it is."""
 
     def __post_init__(self) -> None:
-        if self.retain not in ("head", "tail"):
+        if self.retain not in ("head", "tail", "head_tail"):
             raise OutputPolicyError(
-                f"OutputPolicy.retain must be 'head' or 'tail', got {self.retain!r}"
+                f"OutputPolicy.retain must be 'head', 'tail' or 'head_tail', got {self.retain!r}"
             )
+        problem = check_head_share(self.head_share)
+        if problem:
+            raise OutputPolicyError(f"OutputPolicy.{problem}")
         for name in (
             "max_bytes",
             "max_lines",
@@ -78,6 +92,11 @@ class OutputPolicy:
                     f"OutputPolicy.{name} must be a positive int, got {value!r}; "
                     "pass a bound of at least 1"
                 )
+        if self.retain == "head_tail" and min(self.max_bytes, self.max_lines) < 2:
+            raise OutputPolicyError(
+                "OutputPolicy with retain='head_tail' needs max_bytes and max_lines of at "
+                f"least 2 (one for each part), got {self.max_bytes} and {self.max_lines}"
+            )
         if not isinstance(self.cut_notice, bool):
             raise OutputPolicyError(
                 f"OutputPolicy.cut_notice must be a bool, got {self.cut_notice!r}"

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from toolfold.chord import MAX_DEPTH, ChordError, Op, track, utf16_len
 
-from ._cutnotice import cut_notice
+from ._cutnotice import cut_marker, cut_notice
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
+from ._headtail import HeadTailWindow
 from ._json import dumps, loads
 from ._opstream import OpStream
 from ._retention import OutputPolicy, TextWindow, clean_text
-from ._state import USAGE_KEYS, ImageContent, ToolOutputState, Truncation, Usage
+from ._state import USAGE_KEYS, ImageContent, ToolOutputState, Truncation, Usage, text_blocks
+from ._textwindow import TextDelta
 
 if TYPE_CHECKING:
     from toolfold.execenv import ShellOutputMetadata, ShellOutputUpdate
@@ -58,17 +60,38 @@ def _split_footer(text: str, truncation: Truncation) -> str:
 
 
 _TEXT = ("content", 0, "text")
-"""Where the text block lives in the state."""
+"""Where the text block lives in the state (under head_tail: the head part)."""
+_MARKER = ("content", 1, "text")
+_TAIL = ("content", 2, "text")
+"""Under ``retain="head_tail"``: the cut marker and the tail part (plus any footer)."""
 
 
-def _string_ops(old: str, new: str) -> list[Op]:
+def _slot_ops(
+    path: tuple[str, int, str], deltas: list[TextDelta], text: str, suffix: str, old_suffix: str
+) -> list[Op]:
+    """The ops of one text slot holding ``text`` + ``suffix`` (a footer or notice) given
+    what the window reported since the last flush."""
+    if (
+        any(kind == "s" for kind, _ in deltas)
+        or not suffix.startswith(old_suffix)
+        or (old_suffix and any(kind == "a" for kind, _ in deltas))
+    ):
+        # An append behind a footer, or a changed footer: set the whole text.
+        return [["s", list(path), text + suffix]]
+    ops: list[Op] = [[kind, list(path), value] for kind, value in deltas]
+    if len(suffix) > len(old_suffix):
+        ops.append(["a", list(path), suffix[len(old_suffix) :]])
+    return ops
+
+
+def _string_ops(old: str, new: str, path: tuple[str, int, str] = _TEXT) -> list[Op]:
     """``t`` + ``a`` (or ``a``, or ``s``) turning ``old`` into ``new`` at the text path,
     found by Chord's own string diff over the whole of ``old`` (used for ``replace``,
     which does not say what it kept)."""
     tracker = track({"text": old}, max_overlap_scan=max(utf16_len(old), 1))
     tracker.flush()
     tracker.state["text"] = new
-    return [[op[0], list(_TEXT), *op[2:]] for op in tracker.flush()]
+    return [[op[0], list(path), *op[2:]] for op in tracker.flush()]
 
 
 _STATE_OVERHEAD = 1024
@@ -103,7 +126,14 @@ class ToolOutput:
         self, policy: OutputPolicy | None = None, *, seed: ToolOutputState | None = None
     ) -> None:
         self.policy = policy if policy is not None else OutputPolicy()
-        self._window = TextWindow(self.policy)
+        self._window: TextWindow | HeadTailWindow
+        self._split = self.policy.retain == "head_tail"
+        self._blocks = 3 if self._split else 1
+        if self._split:
+            self._window = HeadTailWindow(self.policy)
+        else:
+            self._window = TextWindow(self.policy)
+        self._marker = ""  # head_tail: the cut marker as the replicas hold it
         self._lifecycle = SinkState.OPEN
         self._streams: list[OpStream] = []
         self._listeners: list[Callable[[], None]] = []
@@ -121,10 +151,11 @@ class ToolOutput:
         self._text_ops: list[Op] = []
         self._suffix = ""  # footer + notice as the replicas hold them
         self._replaced_from: str | None = None  # the replicas' text before a replace()
+        self._replaced_head = ""  # head_tail: the head before it (_replaced_from: the tail)
         self._image_bytes = 0
         self._image_decoded = 0
         state: dict[str, Any] = {
-            "content": [{"type": "text", "text": ""}],
+            "content": [{"type": "text", "text": ""}] * (3 if self._split else 1),
             "details": {},
             "terminate": False,
             "truncation": self._window.truncation(),
@@ -134,6 +165,9 @@ class ToolOutput:
         self._details_good = dumps(state["details"])
         self._window.drain()  # the initial state carries the text: nothing to send
         self._suffix = self._footer
+        if self._split:
+            self._marker = self._marker_now(state)
+        state["content"][: self._blocks] = self._blocks_now()
         self._tracker = track(state, max_depth=MAX_OUTPUT_DEPTH)
         # The first flush of a tracker is a base batch; streams start from their own
         # base anyway, so that batch carries nothing a stream needs.
@@ -143,17 +177,27 @@ class ToolOutput:
         try:
             data = loads(dumps(seed))
             content = data["content"]
-            text_block = content[0]
-            if text_block.get("type") != "text" or not isinstance(text_block.get("text"), str):
-                raise TypeError("content[0] is not a text block")
-            images = content[1:]
-            for i, image in enumerate(images, start=1):
+            blocks = 3 if self._split else 1
+            if text_blocks(data) != blocks or not all(
+                isinstance(block.get("text"), str) for block in content[:blocks]
+            ):
+                raise TypeError(f"content does not start with {blocks} text block(s)")
+            images = content[blocks:]
+            for i, image in enumerate(images, start=blocks):
                 self._image_decoded += self._check_image(image, i)
             if not isinstance(data.get("details"), dict):
                 raise TypeError("details is not an object")
-            text = text_block["text"]
-            footer = _split_footer(text, data["truncation"])
-            self._window.seed(text[: len(text) - len(footer)], data["truncation"])
+            text = content[blocks - 1]["text"]
+            truncation = data["truncation"]
+            if isinstance(self._window, HeadTailWindow):
+                head = content[0]["text"]
+                window_part = dict(truncation)
+                window_part["output_bytes"] = truncation["output_bytes"] - len(head.encode())
+                footer = _split_footer(text, window_part)  # type: ignore[arg-type]
+                self._window.seed(head, text[: len(text) - len(footer)], truncation)
+            else:
+                footer = _split_footer(text, truncation)
+                self._window.seed(text[: len(text) - len(footer)], truncation)
             self._footer = footer
         except (
             KeyError,
@@ -168,7 +212,7 @@ class ToolOutput:
             ) from exc
         self._image_bytes = sum(len(image["data"]) for image in images)
         state: dict[str, Any] = {
-            "content": [{"type": "text", "text": self._window.text + self._footer}, *images],
+            "content": [{"type": "text", "text": ""}] * blocks + images,
             "details": data["details"],
             "terminate": bool(data.get("terminate", False)),
             "truncation": self._window.truncation(),
@@ -247,11 +291,11 @@ class ToolOutput:
         if self.policy.cut_notice and not self._footer:
             cut = cut_notice(self._window.truncation(), self.policy.retain)
             if cut:
-                text = self._window.text
+                text = self._visible()
                 self._footer = ("\n" if text and not text.endswith("\n") else "") + cut
                 self._text_dirty = True
         if notice:
-            text = self._window.text + self._footer
+            text = self._visible() + self._footer
             self._notice = ("\n" if text and not text.endswith("\n") else "") + clean_text(notice)
             self._text_dirty = True
         if self._soon is not None:
@@ -274,7 +318,7 @@ class ToolOutput:
             raise OutputValueError(f"write() takes a str, got {type(text).__name__}: {text!r:.80}")
         if text:
             window = self._window
-            if window.parks:
+            if window.parks and isinstance(window, TextWindow):
                 # The window's own park (TextWindow.write), inlined: a call per line
                 # costs about as much as the rest of this method.
                 window.parked.append(text)
@@ -302,7 +346,12 @@ class ToolOutput:
     def _replace_window(self, text: str) -> None:
         if self._replaced_from is None:
             self._stage()  # what the replicas will hold before this replace
-            self._replaced_from = self._window.text + self._suffix
+            window = self._window
+            if isinstance(window, HeadTailWindow):
+                self._replaced_head = window.head
+                self._replaced_from = window.tail + self._suffix
+            else:
+                self._replaced_from = window.text + self._suffix
         else:
             # A replace is already pending: one diff from the replicas' text to the
             # final one covers both (and whatever was written in between).
@@ -359,7 +408,13 @@ class ToolOutput:
             "max_bytes": t.max_bytes,
             "last_line_bytes": metadata.last_line_bytes or 0,
         }
-        self._window.capture(truncation)
+        if isinstance(self._window, HeadTailWindow):
+            truncation["cut_line"] = t.cut_line
+            truncation["cut_lines"] = t.cut_lines
+            truncation["cut_bytes"] = t.cut_bytes
+            self._window.capture(truncation, t.cut_at or 0)
+        else:
+            self._window.capture(truncation)
         if (
             metadata.spill_path is not None
             and self._tracker.target.get("spill_path") != metadata.spill_path
@@ -384,6 +439,13 @@ class ToolOutput:
         elif isinstance(update, Append):
             self._capture(update.metadata)
             self._window.write(clean_text(update.text))
+        elif isinstance(update, Slide) and update.at and not self._split:
+            # A head_tail source feeding a single-text sink: apply the slide to the view.
+            self._capture(update.metadata)
+            view = self._window.text
+            self._replace_window(
+                view[: update.at] + view[update.at + update.drop :] + clean_text(update.text)
+            )
         elif isinstance(update, Slide):
             self._capture(update.metadata)
             self._window.slide(update.drop, clean_text(update.text))
@@ -422,7 +484,7 @@ class ToolOutput:
         """Append an image block. Images are never windowed, but bounded by the policy
         (``max_images``, ``max_image_bytes``, ``max_total_image_bytes``)."""
         self._check_open("image()")
-        index = len(self._tracker.target["content"])
+        index = len(self._tracker.target["content"]) - self._blocks + 1
         size = self._check_image(image, index)
         policy = self.policy
         if index > policy.max_images:
@@ -526,8 +588,40 @@ class ToolOutput:
 
     @property
     def text(self) -> str:
-        """The retained text block as it stands."""
-        return self._window.text + self._footer + self._notice
+        """The retained text as it stands (under head_tail: head, marker line, tail)."""
+        return self._visible() + self._footer + self._notice
+
+    def _visible(self) -> str:
+        """The window's text as shown: under head_tail with the marker on its own line."""
+        window = self._window
+        if not isinstance(window, HeadTailWindow):
+            return window.text
+        return window.head + self._marker_line(self._marker_now()) + window.tail
+
+    def _marker_now(self, state: Any = None) -> str:
+        """The cut marker for the current totals and spill path ("" while nothing is cut)."""
+        if state is None:
+            state = self._tracker.target
+        spill = state.get("spill_path")
+        return cut_marker(self._window.truncation(), spill if isinstance(spill, str) else None)
+
+    def _marker_line(self, marker: str) -> str:
+        if not marker:
+            return ""
+        head = self._window.head if isinstance(self._window, HeadTailWindow) else ""
+        return ("\n" if head and not head.endswith("\n") else "") + marker + "\n"
+
+    def _blocks_now(self) -> list[dict[str, Any]]:
+        """The text blocks for the current window and footer (as the replicas will hold
+        them after the next flush)."""
+        window = self._window
+        if not isinstance(window, HeadTailWindow):
+            return [{"type": "text", "text": window.text + self._suffix}]
+        return [
+            {"type": "text", "text": window.head},
+            {"type": "text", "text": self._marker_line(self._marker)},
+            {"type": "text", "text": window.tail + self._suffix},
+        ]
 
     def snapshot(self) -> ToolOutputState:
         """A deep copy of the current state (everything written so far)."""
@@ -550,34 +644,63 @@ class ToolOutput:
         Writing the plain target bypasses the tracker on purpose: this slot's ops are
         the sink's own (``_stage``), and the tracker never holds a record for it."""
         target = self._tracker.target
-        text = self._window.text + self._suffix
-        block = target["content"][0]
-        if block["text"] is not text:
-            block["text"] = text
+        content = target["content"]
+        for i, block in enumerate(self._blocks_now()):
+            if content[i]["text"] != block["text"]:
+                content[i]["text"] = block["text"]
         return target
 
     def _stage(self) -> None:
         """Turn what the window (and the footer or notice) changed into pending text ops."""
+        if isinstance(self._window, HeadTailWindow):
+            self._stage_parts(self._window)
+            return
         deltas = self._window.drain()
         suffix = self._footer + self._notice
         old_suffix = self._suffix
         if not deltas and suffix == old_suffix:
             return
-        ops: list[Op]
         if self._replaced_from is not None:
             ops = _string_ops(self._replaced_from, self._window.text + suffix)
             self._replaced_from = None
-        elif (
-            any(kind == "s" for kind, _ in deltas)
-            or not suffix.startswith(old_suffix)
-            or (old_suffix and any(kind == "a" for kind, _ in deltas))
-        ):
-            # An append behind a footer, or a changed footer: set the whole text.
-            ops = [["s", list(_TEXT), self._window.text + suffix]]
         else:
-            ops = [[kind, list(_TEXT), value] for kind, value in deltas]
-            if len(suffix) > len(old_suffix):
-                ops.append(["a", list(_TEXT), suffix[len(old_suffix) :]])
+            ops = _slot_ops(_TEXT, deltas, self._window.text, suffix, old_suffix)
+        self._text_ops.extend(ops)
+        self._suffix = suffix
+
+    def _stage_parts(self, window: HeadTailWindow) -> None:
+        """head_tail: the head only ever gets `a`, the marker one `s` when it changes, the
+        tail `t` + `a` like a tail window (plus the footer, as on a single text)."""
+        parts = window.drain()
+        suffix = self._footer + self._notice
+        old_suffix = self._suffix
+        marker = self._marker_now()
+        ops: list[Op] = []
+        if self._replaced_from is not None:
+            # A replace says nothing about what it kept: each part is diffed on its own
+            # (an exec env's final Replace usually keeps the head and the tail as they are).
+            old_head, head = self._replaced_head, window.head
+            if head.startswith(old_head):
+                if len(head) > len(old_head):
+                    ops.append(["a", list(_TEXT), head[len(old_head) :]])
+            else:
+                ops.append(["s", list(_TEXT), head])
+            if marker != self._marker:
+                ops.append(["s", list(_MARKER), self._marker_line(marker)])
+            ops.extend(_string_ops(self._replaced_from, window.tail + suffix, _TAIL))
+            self._replaced_from = None
+        else:
+            tail: list[TextDelta] = []
+            for part, delta in parts:
+                if part == 0:
+                    ops.append([delta[0], list(_TEXT), delta[1]])
+                else:
+                    tail.append(delta)
+            if marker != self._marker:
+                ops.append(["s", list(_MARKER), self._marker_line(marker)])
+            if tail or suffix != old_suffix:
+                ops.extend(_slot_ops(_TAIL, tail, window.tail, suffix, old_suffix))
+        self._marker = marker
         self._text_ops.extend(ops)
         self._suffix = suffix
 
@@ -629,7 +752,7 @@ class ToolOutput:
         rest = self._tracker.flush() if self._tracker.dirty else []
         if rest and rest[0][0] == "r":
             # The tracker collapsed into a base: it carries the whole current state.
-            rest[0][1]["content"][0]["text"] = self._window.text + self._suffix
+            rest[0][1]["content"][: self._blocks] = self._blocks_now()
             batch = rest
         else:
             batch = text_ops + rest

@@ -6,7 +6,9 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 
 class TextContent(TypedDict):
-    """The one text block; always ``content[0]``."""
+    """A text block. ``content[0]`` is the text; under ``retain="head_tail"`` the text
+    is ``content[0]`` (head) + ``content[1]`` (the cut marker) + ``content[2]`` (tail):
+    read it with ``output_text(state)``."""
 
     type: Literal["text"]
     text: str
@@ -52,12 +54,20 @@ class Truncation(TypedDict):
     max_lines: int
     max_bytes: int
     last_line_bytes: int
+    cut_line: NotRequired[int]
+    """``retain="head_tail"`` only: the first line (1-based) not wholly shown before the
+    cut in the middle (0 while nothing is cut)."""
+    cut_lines: NotRequired[int]
+    """``retain="head_tail"`` only: lines not wholly shown between the two parts."""
+    cut_bytes: NotRequired[int]
+    """``retain="head_tail"`` only: bytes of the output not shown between the parts."""
 
 
 class ToolOutputState(TypedDict):
     """Everything a tool call produced; the target of every ``ToolUpdate`` op.
 
-    ``content`` is exactly one text block followed by zero or more image blocks.
+    ``content`` is one text block (three under ``retain="head_tail"``: head, cut marker,
+    tail; ``output_text`` joins them) followed by zero or more image blocks.
     ``spill_path`` appears once an execution environment reports a spill file.
     """
 
@@ -68,3 +78,32 @@ class ToolOutputState(TypedDict):
     terminate: bool
     truncation: Truncation
     spill_path: NotRequired[str]
+
+
+def text_blocks(state: Any) -> int:
+    """How many text blocks lead ``state["content"]`` (1, or 3 for a head_tail text)."""
+    content = state.get("content") if isinstance(state, dict) else None
+    if not isinstance(content, list):
+        return 0
+    n = 0
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text":
+            break
+        n += 1
+    return n
+
+
+def output_text(state: Any) -> str:
+    """The text of a ``ToolOutputState`` (or anything shaped like one): its leading text
+    blocks joined. ``""`` for anything else."""
+    content = state.get("content") if isinstance(state, dict) else None
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text":
+            break
+        text = block.get("text")
+        if isinstance(text, str):
+            parts.append(text)
+    return "".join(parts)

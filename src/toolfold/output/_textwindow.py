@@ -194,6 +194,29 @@ class TextWindow:
         self._drop_chars(min(drop, self._view_chars))
         self.write(text)
 
+    def retarget(self, max_bytes: int, max_lines: int, *, partial: bool) -> None:
+        """Tail mode: cut the view to new caps, ``partial`` saying whether its position 0
+        is not a line start (a head-and-tail window's rolling part, once the text stops
+        fitting: its text then continues a line the head shows part of)."""
+        self.settle()
+        self._max_bytes = max_bytes
+        self._max_lines = max_lines
+        self.park_limit = 2 * max_bytes + _PART
+        self._partial = partial
+        self._trim_tail()
+
+    @property
+    def partial(self) -> bool:
+        """Tail mode: the view starts inside a line."""
+        self.settle()
+        return self._partial
+
+    @property
+    def view_lines(self) -> int:
+        """Lines of the retained text (a final line without a newline counts)."""
+        self.settle()
+        return self._lines()
+
     def settle(self) -> None:
         """Window the parked writes now (every read and drain does this first)."""
         if self.parked:

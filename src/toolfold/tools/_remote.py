@@ -126,7 +126,10 @@ async def remote_pytest(
         cancel=cancel,
         capture=CaptureOptions(
             limits=ShellOutputLimits(
-                max_bytes=policy.max_bytes, max_lines=policy.max_lines, retain=policy.retain
+                max_bytes=policy.max_bytes,
+                max_lines=policy.max_lines,
+                retain=policy.retain,
+                head_share=policy.head_share,
             )
         ),
         on_update=out.feed,

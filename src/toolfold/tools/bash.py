@@ -14,6 +14,7 @@ from toolfold.execenv import (
     Replace,
     ShellExecResult,
     ShellOutputLimits,
+    ShellOutputTruncation,
 )
 from toolfold.harness import Tool, ToolContext, ToolError
 from toolfold.output import OutputPolicy, ToolOutput
@@ -98,7 +99,9 @@ def footer(result: ShellExecResult, retain: str = "tail") -> str:
         where = f"Full output was {result.spill_note}"
     else:
         where = "Full output was not kept"
-    if retain == "head":
+    if retain == "head_tail":
+        shown = _both_ends(t)
+    elif retain == "head":
         if t.first_line_exceeds_limit:
             shown = f"Showing the first {format_bytes(t.output_bytes)} of line 1"
         else:
@@ -109,6 +112,22 @@ def footer(result: ShellExecResult, retain: str = "tail") -> str:
         first = t.total_lines - t.output_lines + 1
         shown = f"Showing lines {first:,}-{t.total_lines:,} of {t.total_lines:,}"
     return f"[{shown} ({format_bytes(t.output_bytes)} of {format_bytes(t.total_bytes)}). {where}]"
+
+
+def _both_ends(t: ShellOutputTruncation) -> str:
+    """What a head_tail view shows: the lines before and after the cut."""
+    before = t.cut_line - 1
+    start = f"lines 1-{before:,}" if before > 1 else ("line 1" if before else "the start of line 1")
+    after = t.cut_line + t.cut_lines
+    if t.last_line_partial:
+        end = f"the end of line {t.total_lines:,}"
+    elif after >= t.total_lines:
+        end = f"line {t.total_lines:,}"
+    else:
+        end = f"lines {after:,}-{t.total_lines:,}"
+    if start.startswith("lines ") and end.startswith("lines "):
+        end = end[len("lines ") :]
+    return f"Showing {start} and {end} of {t.total_lines:,}"
 
 
 BACKGROUND_NOTE = (
@@ -138,7 +157,10 @@ async def run_bash(
     policy = out.policy
     capture = CaptureOptions(
         limits=ShellOutputLimits(
-            max_bytes=policy.max_bytes, max_lines=policy.max_lines, retain=policy.retain
+            max_bytes=policy.max_bytes,
+            max_lines=policy.max_lines,
+            retain=policy.retain,
+            head_share=policy.head_share,
         ),
         spill=True,
         max_spill=max_spill,
@@ -175,9 +197,12 @@ async def run_bash(
         raise ToolError(f"Command exited with code {result.exit_code}")
 
 
-def bash_tool(*, max_spill: int = DEFAULT_MAX_SPILL) -> Tool[BashParams]:
+def bash_tool(
+    *, max_spill: int = DEFAULT_MAX_SPILL, output: OutputPolicy = BASH_OUTPUT
+) -> Tool[BashParams]:
     """The ``bash`` tool with a spill cap of ``max_spill`` bytes per call (the default
-    is :data:`BASH`, capped at 1 GiB)."""
+    is :data:`BASH`, capped at 1 GiB) and the output policy ``output`` (e.g.
+    ``OutputPolicy(retain="head_tail")`` to keep the start and the end of long output)."""
 
     async def execute(
         tool_call_id: str,
@@ -194,7 +219,7 @@ def bash_tool(*, max_spill: int = DEFAULT_MAX_SPILL) -> Tool[BashParams]:
         description=(run_bash.__doc__ or "").replace("\n    ", " ").strip(),
         params=BashParams,
         execute=execute,
-        output=BASH_OUTPUT,
+        output=output,
         replay_safe=False,
     )
 

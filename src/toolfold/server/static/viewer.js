@@ -146,12 +146,30 @@
   function truncationText(out, toolName) {
     const tr = out && out.truncation;
     if (!tr || !tr.truncated) return null;
+    if (typeof tr.cut_lines === "number") {
+      // head_tail: the start and the end are shown, the middle was cut.
+      return "showing the start and the end: " + plural(tr.cut_lines, "line") + " (" +
+        fmtBytes(tr.cut_bytes) + ") of " + plural(tr.total_lines, "line") + " cut from line " +
+        group(tr.cut_line) + " (" + fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + " shown)";
+    }
     const retain = out.retain || tr.retain || (toolName === "read" || toolName === "grep" ? "head" : "tail");
     const which = retain === "head" ? "first" : "last";
     let s = "showing " + which + " " + group(tr.output_lines) + " of " + plural(tr.total_lines, "line") + " (" +
       fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + ", limit " +
       (tr.truncated_by === "bytes" ? fmtBytes(tr.max_bytes) : plural(tr.max_lines, "line")) + ")";
     return s;
+  }
+
+  // The text of a tool output: its leading text blocks joined (one block, or head,
+  // cut marker and tail under retain="head_tail"); images follow them.
+  function outputText(out) {
+    const content = out && Array.isArray(out.content) ? out.content : [];
+    let text = "";
+    for (const b of content) {
+      if (!b || b.type !== "text") break;
+      if (typeof b.text === "string") text += b.text;
+    }
+    return text;
   }
 
   function spillPath(out) {
@@ -240,8 +258,7 @@
     c.badge.className = "badge status-" + status;
     c.badge.textContent = tool.label || status;
     const out = tool.output;
-    const content = out && Array.isArray(out.content) ? out.content : [];
-    const text = content.length && content[0] && typeof content[0].text === "string" ? content[0].text : "";
+    const text = outputText(out);
     if (c.text !== text) { c.pre.textContent = text; c.text = text; c.follow = true; }
     const tt = truncationText(out, tool.tool_name);
     const sp = spillPath(out);
@@ -403,7 +420,7 @@
       // An entry whose call is still in the lane refers to its output instead of
       // carrying a second copy of it ("output_ref": ["tools", id, "output"]).
       const body = m && Array.isArray(m.output_ref) ? resolve(v, m.output_ref) : m;
-      const c = body && Array.isArray(body.content) && body.content[0] && typeof body.content[0].text === "string" ? body.content[0].text : "";
+      const c = outputText(body);
       const lines = c.split("\n");
       li.textContent = (m && (m.tool_name || m.tool_call_id) || "?") + " — " + plural(lines.length, "line") + ": " + lines.slice(-1)[0].slice(0, 120);
       ol.appendChild(li);
