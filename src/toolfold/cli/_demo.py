@@ -162,7 +162,7 @@ async def _spill_of_last_call(spec: StoreSpec, session_name: str) -> Path | None
         session = await open_existing_session(repo, spec, session_name)
         calls = await list_calls(session)
         text = (
-            str(calls[-1].message.get("content", [{}])[0].get("text", ""))
+            output_text(calls[-1].message)
             if calls and calls[-1].message
             else ""
         )
@@ -261,7 +261,7 @@ async def _crash_step(spec: StoreSpec) -> bool:
         session = await open_existing_session(repo, spec, "demo-crash")
         calls = await list_calls(session)
     message = calls[0].message or {}
-    final = str(message.get("content", [{}])[0].get("text", ""))
+    final = output_text(message)
     for line in final.splitlines():
         _say(f"    | {line}")
     done = [final.count(f"step {i}/{CRASH_STEPS}: done\n") for i in range(1, CRASH_STEPS + 1)]

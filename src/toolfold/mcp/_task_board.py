@@ -38,7 +38,7 @@ from toolfold.history import (
     run_record_address,
     settled_record,
 )
-from toolfold.output import ToolOutput, ToolOutputState
+from toolfold.output import ToolOutput, ToolOutputState, output_text
 from toolfold.storage import Repository, Session, SessionNotFoundError, delete_value, set_value
 
 from ._progress import status_line
@@ -312,7 +312,7 @@ class TaskBoard:
             await session.commit([set_value(task_address(found.key), record)])
             return str(record.get("status_message") or record["status"])
         state = await pending_output(session, call)
-        text = str(state["content"][0]["text"]) if isinstance(state, dict) else ""
+        text = output_text(state)
         totals = state.get("truncation") if isinstance(state, dict) else None
         where = status_line(
             int((totals or {}).get("total_lines", 0)),
