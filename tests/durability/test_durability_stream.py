@@ -21,7 +21,7 @@ from toolfold.durability import (
 )
 from toolfold.output import OutputPolicy, ToolOutput
 from toolfold.storage import MemoryRepository, StorageError, append_list, list_address
-from toolfold.storage._base import encode_json
+from toolfold.storage._records import encode_json
 
 
 class FakeClock:

@@ -8,7 +8,7 @@ import itertools
 from pathlib import Path
 
 from toolfold.storage import append_entry, open_repository, set_value, value
-from toolfold.storage._base import key_range
+from toolfold.storage._paging import key_range
 
 # The code points where the next one is not simply c + 1, and their neighbours.
 EDGES = ["a", "\ud7fe", "\ud7ff", "\ue000", "\U0010fffe", "\U0010ffff"]

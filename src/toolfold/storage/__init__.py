@@ -22,14 +22,8 @@ from ._addresses import (
     list_address,
     value,
 )
-from ._base import (
-    CommitResult,
-    Entry,
-    FsyncPolicy,
-    ListElement,
-    Repository,
-    Session,
-)
+from ._base import Session
+from ._base_repository import Repository
 from ._changes import CHANGE_POLL_INTERVAL
 from ._errors import (
     BackendError,
@@ -45,6 +39,7 @@ from ._errors import (
     storage_failure,
 )
 from ._memory import MemoryRepository
+from ._records import CommitResult, Entry, FsyncPolicy, ListElement
 from ._repository import open_repository
 from ._writes import (
     JSON,

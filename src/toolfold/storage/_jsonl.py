@@ -26,12 +26,8 @@ import orjson
 
 from toolfold._fsperm import make_private_dirs
 
-from ._base import (
-    FsyncPolicy,
-    Repository,
-    Session,
-    check_session_name,
-)
+from ._base import Session
+from ._base_repository import Repository
 from ._changes import CHANGE_POLL_INTERVAL, ChangeWaiters
 from ._errors import (
     BackendError,
@@ -39,6 +35,7 @@ from ._errors import (
     SessionNotFoundError,
     StorageError,
 )
+from ._records import FsyncPolicy, check_session_name
 
 try:  # advisory lock: one writer per session file across processes (POSIX only)
     import fcntl

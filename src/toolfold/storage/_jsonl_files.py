@@ -23,15 +23,13 @@ import orjson
 from toolfold._fsperm import PRIVATE_FILE
 
 from ._addresses import SESSION, EphemeralScope, Scope, encode_scope_id
-from ._base import (
-    EntryIndex,
-    StoredElement,
-)
 from ._errors import (
     CorruptStoreError,
     StorageError,
 )
 from ._jsonl_records import AddressTable, decode_line
+from ._paging import EntryIndex
+from ._records import StoredElement
 from ._writes import (
     JSON,
     AppendEntry,

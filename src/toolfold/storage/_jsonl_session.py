@@ -13,15 +13,7 @@ import orjson
 from toolfold._fsperm import PRIVATE_DIR
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
-from ._base import (
-    Entry,
-    FsyncPolicy,
-    ListElement,
-    Order,
-    Session,
-    load_stored,
-    page_sorted,
-)
+from ._base import Session
 from ._errors import (
     BackendError,
     CorruptStoreError,
@@ -50,6 +42,8 @@ from ._jsonl_files import (
     _unlink,
 )
 from ._jsonl_records import encode_line, undo
+from ._paging import page_sorted
+from ._records import Entry, FsyncPolicy, ListElement, Order, load_stored
 from ._writes import (
     JSON,
     RetireScope,

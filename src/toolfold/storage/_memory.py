@@ -10,19 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
-from ._base import (
-    Entry,
-    EntryIndex,
-    ListElement,
-    Order,
-    Repository,
-    Session,
-    StoredElement,
-    encode_json,
-    load_stored,
-    page_sorted,
-)
+from ._base import Session
+from ._base_repository import Repository
 from ._errors import SessionExistsError, SessionNotFoundError
+from ._paging import EntryIndex, page_sorted
+from ._records import Entry, ListElement, Order, StoredElement, encode_json, load_stored
 from ._writes import (
     JSON,
     AppendEntry,

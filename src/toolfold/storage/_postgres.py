@@ -21,16 +21,8 @@ import psycopg
 import psycopg.conninfo
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
-from ._base import (
-    Entry,
-    FsyncPolicy,
-    ListElement,
-    Order,
-    Repository,
-    Session,
-    check_expect,
-    decode_json,
-)
+from ._base import Session, check_expect
+from ._base_repository import Repository
 from ._changes import ChangeWaiters
 from ._errors import (
     BackendError,
@@ -38,6 +30,7 @@ from ._errors import (
     SessionExistsError,
     SessionNotFoundError,
 )
+from ._records import Entry, FsyncPolicy, ListElement, Order, decode_json
 from ._sql import (
     ENTRY_INDEXES,
     POSTGRES,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ._base import FsyncPolicy, Repository
+from ._base_repository import Repository
 from ._errors import StorageError
+from ._records import FsyncPolicy
 
 __all__ = ["SCHEMES", "open_repository"]
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._addresses import Scope, SessionScope
-from ._base import encode_json, key_range
+from ._paging import key_range
+from ._records import encode_json
 from ._writes import AppendEntry, AppendList, DeleteList, DeleteValue, RetireScope, SetValue, Write
 
 __all__ = [

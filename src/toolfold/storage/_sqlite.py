@@ -23,16 +23,8 @@ from typing import Any, TypeVar
 from toolfold._fsperm import create_private_file, make_private_dirs
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
-from ._base import (
-    Entry,
-    FsyncPolicy,
-    ListElement,
-    Order,
-    Repository,
-    Session,
-    check_expect,
-    decode_json,
-)
+from ._base import Session, check_expect
+from ._base_repository import Repository
 from ._changes import CHANGE_POLL_INTERVAL, ChangeWaiters
 from ._errors import (
     BackendError,
@@ -42,6 +34,7 @@ from ._errors import (
     SessionNotFoundError,
     StorageError,
 )
+from ._records import Entry, FsyncPolicy, ListElement, Order, decode_json
 from ._sql import (
     ENTRY_INDEXES,
     SCHEMA_VERSION,
