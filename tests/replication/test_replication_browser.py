@@ -326,6 +326,32 @@ def test_js_and_python_agree_on_seeded_random_and_mutated_streams(page: Any) -> 
     assert outcomes["ok"] > 50 and outcomes["failed"] > 50, outcomes
 
 
+@pytest.mark.parametrize("retain", ["head", "tail", "head_tail"])
+def test_js_folds_each_retention_modes_stream_to_the_sinks_state(page: Any, retain: str) -> None:
+    # Imported here so the vector tests above depend on chord.js and toolfold.chord only.
+    from toolfold.output import OutputPolicy, ToolOutput, output_text
+
+    rng = random.Random(20261203)
+    out = ToolOutput(OutputPolicy(retain=retain, max_bytes=3000, max_lines=40))  # type: ignore[arg-type]
+    stream = out.open_stream()
+    enc = Encoder()
+    batches = [enc.encode(stream.take())]
+    for i in range(400):
+        out.write(f"{i:04d} 😀 漢字 línea {rng.randrange(10**6)}" + "x" * rng.randrange(80) + "\n")
+        if rng.random() < 0.3:
+            batches.append(enc.encode(stream.take()))
+    state = out.settle("[done]")
+    batches.append(enc.encode(stream.take()))
+    request = {"cmd": "decode_apply", "base": None, "batches": batches}
+    [js] = json.loads(page.evaluate(JS_RUN_CASES, [json.dumps(request)]))
+    py = _py_run(request)
+    assert js["ok"] and py["ok"]
+    assert js["state"] == py["state"] == state
+    assert output_text(js["state"]) == out.text
+    if retain == "head_tail":
+        assert state["content"][1]["text"].startswith("[... ")  # the marker between
+
+
 # --- the viewer following a real bash command ---------------------------------------
 
 LINES = 4000
