@@ -46,6 +46,7 @@ from toolfold.tools import READ, builtin_tools
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
 from ._progress import ForwardedProgress
+from ._tools import WINDOW_ENDS
 from ._upstream import Upstream, UpstreamError
 
 T = TypeVar("T")
@@ -72,7 +73,7 @@ _TRUNCATION_FIELDS = [f.name for f in dataclasses.fields(ShellOutputTruncation)]
 
 def proxy_note(policy: OutputPolicy) -> str:
     """The sentence each upstream tool's description gains."""
-    end = "end" if policy.retain == "tail" else "start"
+    end = WINDOW_ENDS[policy.retain]
     return (
         f"A long result is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
         f"{format_bytes(policy.max_bytes)}); the full text is saved to a spill file you can "
@@ -304,12 +305,14 @@ class ProxyHost(McpHost):
         if spill is not None and t["truncated"]:
             out.capture(
                 ShellOutputMetadata(
-                    truncation=ShellOutputTruncation(**{k: t[k] for k in _TRUNCATION_FIELDS if k in t}),  # type: ignore[literal-required]
+                    truncation=ShellOutputTruncation(
+                        **{k: t[k] for k in _TRUNCATION_FIELDS if k in t}  # type: ignore[literal-required]
+                    ),
                     spill_path=str(spill),
                     last_line_bytes=t["last_line_bytes"],
                 )
             )
-            which = "last" if self.policy.retain == "tail" else "first"
+            which = {"tail": "last", "head": "first"}.get(self.policy.retain, "first and last")
             notes.insert(
                 0,
                 f"[Showing the {which} {t['output_lines']:,} of {t['total_lines']:,} lines "

@@ -12,6 +12,9 @@ from toolfold.tools import builtin_tools
 
 from ._errors import ToolSpecError
 
+WINDOW_ENDS = {"tail": "end", "head": "start", "head_tail": "start and end"}
+"""What a window keeps, by retention mode, in the sentence a tool description gains."""
+
 READ_TOOL = "read"
 """The built-in tool a truncated result points the model at for the rest."""
 
@@ -20,7 +23,7 @@ def window_note(tool: Tool[Any], *, reader: str | None) -> str:
     """The sentence every tool description gains: what the window is and where the
     rest goes, so the model knows a cut result is not the whole story."""
     policy = tool.output
-    end = "end" if policy.retain == "tail" else "start"
+    end = WINDOW_ENDS[policy.retain]
     note = (
         f"Output is cut to a window of its {end} (at most {policy.max_lines:,} lines / "
         f"{format_bytes(policy.max_bytes)}); the footer of a cut result says what was left out"
