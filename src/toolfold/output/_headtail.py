@@ -37,12 +37,17 @@ _UNBOUNDED = 1 << 62
 class HeadTailWindow:
     """Head part + rolling tail part of one sink's text, with exact totals."""
 
-    parks = False  # the sink's inlined park is for tail windows only
+    # The sink's inlined park is for tail windows only (``parks`` is never true here;
+    # the other three exist so the sink's per-line path needs no type test).
+    parks = False
 
     def __init__(self, policy: OutputPolicy) -> None:
         self._max_bytes = policy.max_bytes
         self._max_lines = policy.max_lines
         self._caps = head_tail_caps(policy.max_bytes, policy.max_lines, policy.head_share)
+        self.parked: list[str] = []
+        self.parked_chars = 0
+        self.park_limit = 0
         self._captured: Truncation | None = None
         self._cut_at = 0  # a source's head length (characters), from its metadata
         self._reset()

@@ -318,7 +318,7 @@ class ToolOutput:
             raise OutputValueError(f"write() takes a str, got {type(text).__name__}: {text!r:.80}")
         if text:
             window = self._window
-            if window.parks and isinstance(window, TextWindow):
+            if window.parks:
                 # The window's own park (TextWindow.write), inlined: a call per line
                 # costs about as much as the rest of this method.
                 window.parked.append(text)
