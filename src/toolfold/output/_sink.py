@@ -67,17 +67,22 @@ _TAIL = ("content", 2, "text")
 
 
 def _slot_ops(
-    path: tuple[str, int, str], deltas: list[TextDelta], text: str, suffix: str, old_suffix: str
+    path: tuple[str, int, str],
+    deltas: list[TextDelta],
+    text: Callable[[], str],
+    suffix: str,
+    old_suffix: str,
 ) -> list[Op]:
-    """The ops of one text slot holding ``text`` + ``suffix`` (a footer or notice) given
-    what the window reported since the last flush."""
+    """The ops of one text slot holding ``text()`` + ``suffix`` (a footer or notice) given
+    what the window reported since the last flush (``text`` is only read, joining the
+    window, when the whole slot has to be set)."""
     if (
         any(kind == "s" for kind, _ in deltas)
         or not suffix.startswith(old_suffix)
         or (old_suffix and any(kind == "a" for kind, _ in deltas))
     ):
         # An append behind a footer, or a changed footer: set the whole text.
-        return [["s", list(path), text + suffix]]
+        return [["s", list(path), text() + suffix]]
     ops: list[Op] = [[kind, list(path), value] for kind, value in deltas]
     if len(suffix) > len(old_suffix):
         ops.append(["a", list(path), suffix[len(old_suffix) :]])
@@ -664,7 +669,8 @@ class ToolOutput:
             ops = _string_ops(self._replaced_from, self._window.text + suffix)
             self._replaced_from = None
         else:
-            ops = _slot_ops(_TEXT, deltas, self._window.text, suffix, old_suffix)
+            window = self._window
+            ops = _slot_ops(_TEXT, deltas, lambda: window.text, suffix, old_suffix)
         self._text_ops.extend(ops)
         self._suffix = suffix
 
@@ -699,7 +705,7 @@ class ToolOutput:
             if marker != self._marker:
                 ops.append(["s", list(_MARKER), self._marker_line(marker)])
             if tail or suffix != old_suffix:
-                ops.extend(_slot_ops(_TAIL, tail, window.tail, suffix, old_suffix))
+                ops.extend(_slot_ops(_TAIL, tail, lambda: window.tail, suffix, old_suffix))
         self._marker = marker
         self._text_ops.extend(ops)
         self._suffix = suffix
