@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from toolfold.execenv._filescan import (
@@ -19,6 +19,7 @@ from toolfold.execenv._filescan import (
     LineSplitter,
     Source,
     decode,
+    line_local,
     raw_len,
     read_window,
     search_lines,
@@ -206,17 +207,60 @@ def test_following_the_footer_reads_every_byte_once(
     data=DATA,
     chunk=st.integers(1, 12),
     segment=st.integers(1, 10),
-    needle=st.sampled_from(["a", "ab", "ba", "b\r", "é"]),
+    needle=st.sampled_from(["a", "ab", "ba", "b\r", "é", "a|€b", "[ab]é"]),
 )
 def test_search_finds_the_lines_a_whole_line_search_finds(
     data: bytes, chunk: int, segment: int, needle: str
 ) -> None:
-    overlap = 4  # enough for every needle above (at most 3 bytes long)
-    regex = re.compile(re.escape(needle))
-    got = [n for n, _ in search_lines(source(data, chunk), regex, 500, segment, overlap)]
+    """Plain patterns, long lines cut into segments: the 4-byte overlap is enough."""
+    regex = re.compile(needle)
+    got = [n for n, _ in search_lines(source(data, chunk), regex, 500, segment, 4)]
+    lines = re.findall(rb"[^\n]*\n|[^\n]+$", data)
+    assert got == [i for i, line in enumerate(lines, 1) if regex.search(decode(line))]
+
+
+ANCHORED = ["^a", "a$", "^$", r"\bb", r"b\b", "^", "$", r"\w+\r$", "a.?b", r"[ab]\S"]
+ANCHORED += [r"\Ba", "(?=a)", "(?<!a)b", "(?m)b$", r"a\s", r"\sb", "[^a]", "\n", r"\Aa", r"b\Z"]
+
+
+LINES = st.lists(
+    st.sampled_from([b"a", b"b", b"A", b" ", b"\r", "é".encode(), b"\xff"]), max_size=4
+)
+MANY_LINES = st.lists(LINES.map(b"".join), min_size=2, max_size=12).map(b"\n".join)
+
+
+@settings(max_examples=400)
+@given(
+    data=MANY_LINES,
+    chunk=st.integers(1, 300),
+    needle=st.sampled_from(ANCHORED),
+    ignore_case=st.booleans(),
+)
+@example(data=b"x\nx\na\nb\nab\n", chunk=300, needle=r"\Aa", ignore_case=False)
+@example(data=b"x\nb\nab\nx", chunk=300, needle=r"b\Z", ignore_case=False)
+@example(data=b"x\nb\nab\nx", chunk=300, needle="\n", ignore_case=False)
+@example(data=b"x\nx\nx\n", chunk=300, needle=r"\B", ignore_case=False)
+def test_search_by_blocks_matches_what_each_line_alone_matches(
+    data: bytes, chunk: int, needle: str, ignore_case: bool
+) -> None:
+    """Anchors, boundaries and newline-matching patterns, each line searched whole:
+    the one-pass block search (for patterns that cannot see past a line) and the
+    line-by-line one (for the others) both give what searching each line alone gives."""
+    regex = re.compile(needle, re.IGNORECASE if ignore_case else 0)
+    got = list(search_lines(source(data, chunk), regex, 500, 1 << 20, 4))
     lines = re.findall(rb"[^\n]*\n|[^\n]+$", data)
     want = [i for i, line in enumerate(lines, 1) if regex.search(decode(line))]
-    assert got == want
+    assert [n for n, _ in got] == want
+    for n, text in got:
+        assert text == shown(decode(lines[n - 1]).rstrip("\r\n"))
+
+
+def test_only_patterns_that_stay_inside_a_line_are_searched_by_blocks() -> None:
+    local = ["a", "^def \\w+\\(", "x$", "[a-z]+\\.py", "\\bfoo\\b", "a\\\\n", "\\S+"]
+    other = ["a\\s", "[^a]", "(?=x)", "(?s).", "\\Ax", "x\\Z", "\\Bx", "[\\t-\\r]", "a\n", "\\x0a"]
+    assert all(line_local(re.compile(p)) for p in local)
+    assert not any(line_local(re.compile(p)) for p in other)
+    assert not line_local(re.compile("a.", re.DOTALL))
 
 
 def test_a_line_cut_for_grep_names_its_first_unshown_byte() -> None:

@@ -373,33 +373,109 @@ def search_lines(
     if b"\0" in head[:SNIFF]:
         return
     src.unread(head)
-    splitter = LineSplitter(segment)
-    lineno = 1
-    first: bytes | None = None  # the start of the current line (enough for max_chars)
-    tail = b""
-    hit = False
+    search = _LineSearch(regex, max_chars, segment, overlap)
     while True:
         data = src.next()
-        pieces = splitter.feed(data) if data else splitter.finish()
-        for piece, ends in pieces:
-            if first is None:
-                first, searched = piece[: 4 * max_chars + 4], piece
-            else:
-                searched = tail + piece
-            if not hit and regex.search(decode(searched)):
-                hit = True
-                whole = (ends or not data) and len(first) == len(piece)
-                yield lineno, _shown_line(first, whole, lineno, max_chars)
-            tail = piece[-overlap:]
-            if ends:
-                lineno += 1
-                first, hit = None, False
         if not data:
+            yield from search.pieces(search.splitter.finish(), at_end=True)
             return
+        if (last := data.rfind(b"\n")) >= 0:
+            # Finish the line the last chunk left open, then match the complete lines
+            # that follow together; the open end waits for the next chunk.
+            first = data.index(b"\n")
+            yield from search.pieces(search.splitter.feed(data[: first + 1]))
+            if last > first:
+                yield from search.lines(data[first + 1 : last + 1])
+            data = data[last + 1 :]
+        yield from search.pieces(search.splitter.feed(data))
 
 
-def _shown_line(first: bytes, whole: bool, lineno: int, max_chars: int) -> str:
-    text = decode(first)
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def line_local(regex: re.Pattern[str]) -> bool:
+    """Whether ``regex`` can never match a newline nor look past a line's ends.
+
+    Such a pattern matches a line alone (with its newline, as ``grep`` searches it)
+    exactly where its ``re.MULTILINE`` twin matches inside a block of whole lines, so
+    a block can be searched in one pass. Judged conservatively from the pattern's
+    text: no ``(?`` (lookarounds, inline flags), no negated class, no control
+    character, and only escapes of punctuation or ``\\w``, ``\\d``, ``\\S``, ``\\b``.
+    """
+    pattern = regex.pattern
+    if regex.flags & (re.DOTALL | re.VERBOSE) or "(?" in pattern or "[^" in pattern:
+        return False
+    if any(ord(c) < 0x20 for c in pattern):
+        return False
+    for escape in _ESCAPE.finditer(pattern):
+        c = escape.group(1)
+        if c not in "wdSb" and not (c.isascii() and not c.isalnum() and not c.isspace()):
+            return False
+    return True
+
+
+class _LineSearch:
+    """The state of a search between chunks: the line being read and whether it hit."""
+
+    def __init__(self, regex: re.Pattern[str], max_chars: int, segment: int, overlap: int):
+        self.regex = regex
+        self.block = (
+            re.compile(regex.pattern, regex.flags | re.MULTILINE) if line_local(regex) else None
+        )
+        self.max_chars = max_chars
+        self.overlap = overlap
+        self.splitter = LineSplitter(segment)
+        self.lineno = 1
+        self.first: bytes | None = None  # the start of the current line (enough to show)
+        self.tail = b""
+        self.hit = False
+
+    def pieces(
+        self, pieces: Iterator[tuple[bytes, bool]], at_end: bool = False
+    ) -> Iterator[tuple[int, str]]:
+        """Match a line piece by piece: a line longer than a segment is matched in
+        segments, each with the end of the one before."""
+        for piece, ends in pieces:
+            if self.first is None:
+                self.first, searched = piece[: 4 * self.max_chars + 4], piece
+            else:
+                searched = self.tail + piece
+            if not self.hit and self.regex.search(decode(searched)):
+                self.hit = True
+                whole = (ends or at_end) and len(self.first) == len(piece)
+                yield (
+                    self.lineno,
+                    _shown_line(decode(self.first), whole, self.lineno, self.max_chars),
+                )
+            self.tail = piece[-self.overlap :]
+            if ends:
+                self.lineno += 1
+                self.first, self.hit = None, False
+
+    def lines(self, block: bytes) -> Iterator[tuple[int, str]]:
+        """Match complete lines (``block`` ends with a newline, the line before it
+        ended): in one pass when the pattern stays inside a line (each match names its
+        line, and the search goes on from the next line), else line by line."""
+        text = decode(block)
+        if self.block is None:
+            for i, line in enumerate(text.split("\n")[:-1], start=self.lineno):
+                if self.regex.search(line + "\n"):
+                    yield i, _shown_line(line, True, i, self.max_chars)
+            self.lineno += block.count(b"\n")
+            return
+        pos = counted = 0
+        lineno = self.lineno
+        while (found := self.block.search(text, pos)) is not None and found.start() < len(text):
+            start = text.rfind("\n", 0, found.start()) + 1
+            end = text.index("\n", found.start())
+            lineno += text.count("\n", counted, start)
+            counted = start
+            yield lineno, _shown_line(text[start : end + 1], True, lineno, self.max_chars)
+            pos = end + 1
+        self.lineno += block.count(b"\n")
+
+
+def _shown_line(text: str, whole: bool, lineno: int, max_chars: int) -> str:
     if whole:
         text = text.rstrip("\r\n")
         if len(text) <= max_chars:
