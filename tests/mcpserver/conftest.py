@@ -2,7 +2,8 @@
 
 The upstreams are installed on first use (the package registries are needed once):
 ``mcp-server-git`` from PyPI into its own virtualenv, and
-``@modelcontextprotocol/server-everything`` from npm, both under ``.venv/mcp-upstreams/``.
+``@modelcontextprotocol/server-everything`` from npm, both under ``.venv/mcp-upstreams/``,
+and the MCP conformance suite (with the Node 22 it needs) beside them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,51 @@ def everything_server() -> Path:
             timeout=900,
         )
     return exe
+
+
+CONFORMANCE = "0.1.16"
+"""The MCP conformance suite's newest release: the protocol scenarios."""
+
+CONFORMANCE_NEXT = "0.2.0-alpha.12"
+"""Its 0.2 pre-release, the first with the tasks extension's scenarios."""
+
+
+def _conformance(version: str) -> tuple[Path, Path]:
+    """``(node, cli)`` of ``@modelcontextprotocol/conformance@version``, installed on
+    first use. It needs Node >= 22: the ``node@22`` npm package brings that binary
+    along, whatever node runs npm."""
+    prefix = UPSTREAMS / f"conformance-{version}"
+    node = prefix / "node_modules" / ".bin" / "node"
+    cli = prefix / "node_modules" / ".bin" / "conformance"
+    if not (node.exists() and cli.exists()):
+        npm = shutil.which("npm")
+        assert npm, "npm is needed to install @modelcontextprotocol/conformance"
+        subprocess.run(
+            [
+                npm,
+                "install",
+                "--silent",
+                "--prefix",
+                str(prefix),
+                "node@22",
+                f"@modelcontextprotocol/conformance@{version}",
+            ],
+            check=True,
+            timeout=900,
+        )
+    return node, cli
+
+
+@pytest.fixture(scope="session")
+def conformance_suite() -> tuple[Path, Path]:
+    """The conformance suite's protocol scenarios (``CONFORMANCE``)."""
+    return _conformance(CONFORMANCE)
+
+
+@pytest.fixture(scope="session")
+def conformance_next() -> tuple[Path, Path]:
+    """The conformance suite with the tasks scenarios (``CONFORMANCE_NEXT``)."""
+    return _conformance(CONFORMANCE_NEXT)
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from typing import Any, Protocol, cast
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import Harness, Tool, ToolContext, ToolResult
@@ -147,12 +148,8 @@ class TaskBoard:
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> Ack:
         found = await self._find(ctx, params.task_id)
-        status = found.record["status"]
-        if status in TERMINAL:
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"task {params.task_id} has already ended ({status}); there is nothing to cancel",
-            )
+        if found.record["status"] in TERMINAL:
+            return Ack()  # it ended first: nothing to do, and saying so again is harmless
         call_id = str(found.record["call_id"])
         self._cancelled.add(call_id)
         # Cancelling is cooperative: a call running in another live process is left to
@@ -243,6 +240,13 @@ class TaskBoard:
                 "Missing required client capability: declare the "
                 f"{TASKS_EXTENSION} extension in the request's client capabilities",
                 {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            )
+        headers = getattr(ctx.request, "headers", None)
+        if headers is not None and headers.get(MCP_NAME_HEADER, task_id) != task_id:
+            # Intermediaries route tasks/* by this header (SEP-2243): it must agree.
+            raise MCPError(
+                types.HEADER_MISMATCH,
+                f"the {MCP_NAME_HEADER} header does not match params.taskId; send the task id in both",
             )
         key, session_name = parse_task_id(task_id)
         session = await self._session(session_name)
