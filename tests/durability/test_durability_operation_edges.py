@@ -266,6 +266,8 @@ async def test_a_calls_stream_is_paced_by_the_durability_clock(session: Session)
     op = await d.start_operation("op1", "run1", [record("c1")])
     tracker = Tracker({"n": 0})
     stream = op.invocation("inv-c1", TrackerSource(tracker)).stream
+    assert not await stream.checkpoint()  # within the first interval
+    now[0] += 1.0
     assert await stream.checkpoint()
     tracker.state["n"] = 1
     assert not await stream.checkpoint()  # within the interval

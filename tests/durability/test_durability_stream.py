@@ -90,7 +90,11 @@ async def test_checkpoint_only_when_dirty_and_paced() -> None:
     out = sink()
     ds = durable(session, out, interval=1.0, clock=clock)
     out.write("a")
-    assert await ds.checkpoint()  # first write is never held back
+    # Pacing starts when the stream opens: a call that ends within its first interval
+    # is written once, by its terminal (forced) write.
+    assert not await ds.checkpoint()
+    clock.now += 1.0
+    assert await ds.checkpoint()
     out.write("b")
     clock.now += 0.5
     assert not await ds.checkpoint()  # paced: too soon
@@ -101,7 +105,22 @@ async def test_checkpoint_only_when_dirty_and_paced() -> None:
     out.write("c")
     assert await ds.force()  # forced writes bypass pacing
     assert ds.stats.batches == 3
-    assert ds.stats.skipped_paced == 2
+    assert ds.stats.skipped_paced == 3
+
+
+async def test_a_call_that_ends_within_its_first_interval_is_written_once() -> None:
+    session = await MemoryRepository().open_session("s", create=True)
+    clock = FakeClock()
+    out = sink()
+    ds = durable(session, out, interval=1.0, clock=clock)
+    out.write("done\n")
+    ds.notify()  # the trailing timer waits for the interval...
+    clock.now += 0.2
+    assert await ds.force()  # ...the call ends first: its terminal write is the only one
+    await ds.aclose()
+    els = await session.read_list(ds.address)
+    assert [e.tag for e in els] == ["base"]
+    assert ds.stats.batches == 1
 
 
 async def test_periodic_rebase_bounds_replay(store: Store) -> None:

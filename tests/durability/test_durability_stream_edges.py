@@ -81,7 +81,7 @@ async def test_a_change_inside_the_interval_is_written_when_it_ends(
     out = sink()
     ds = DurableStream(session, ADDRESS, out.open_stream(), interval=1.0, clock=clock)
     out.write("a")
-    assert await ds.checkpoint()
+    assert await ds.force()
     clock.now += 0.25
     out.write("b")
     timer = notify_and_get_timer(ds)
@@ -89,6 +89,21 @@ async def test_a_change_inside_the_interval_is_written_when_it_ends(
     # One sleep, of the rest of the interval, then the write; no sleep once it is clean.
     assert asked == [0.75]
     assert ds.stats.batches == 2 and await text_of(session) == "ab"
+
+
+async def test_the_first_checkpoint_waits_an_interval_from_the_start(
+    session: Session, sleeps: tuple[Clock, list[float]], loop_reports: list[Any]
+) -> None:
+    clock, asked = sleeps
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=1.0, clock=clock)
+    clock.now += 0.25
+    out.write("a")
+    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    # Paced from the stream's opening, not from the first change: the start record is
+    # durable already, so the call's first batch can wait like any other.
+    assert asked == [0.75]
+    assert ds.stats.batches == 1 and await text_of(session) == "a"
 
 
 async def test_a_change_after_the_timer_ended_starts_a_new_one(
@@ -155,7 +170,7 @@ async def test_aclose_cancels_a_waiting_timer_and_waits_for_it(
     out = sink()
     ds = DurableStream(session, ADDRESS, out.open_stream(), interval=60, clock=clock)
     out.write("a")
-    assert await ds.checkpoint()
+    assert await ds.force()
     out.write("b")
     monkeypatch.setattr(asyncio, "sleep", endless_sleep)
     timer = notify_and_get_timer(ds)
@@ -378,6 +393,7 @@ async def test_every_batch_is_counted_and_a_delta_paces_the_next_write(
     clock = Clock(1000.0)
     source = Prepared("x" * 200)
     ds = DurableStream(session, ADDRESS, source, interval=1.0, clock=clock)
+    clock.now += 1.0  # the first checkpoint waits an interval from the start
     assert await ds.checkpoint()  # a base
     for text in ("b", "c"):
         clock.now += 1.0

@@ -271,3 +271,22 @@ async def test_settlement_gives_retired_pages_back_and_truncates_the_wal(tmp_pat
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+async def test_a_small_settlement_leaves_the_wal_alone(tmp_path: Path) -> None:
+    # A short call frees a page or two, which the next calls reuse: checkpointing and
+    # truncating the WAL after each of them cost more than all their commits together.
+    path = tmp_path / "s.db"
+    async with SqliteRepository(path) as repo:
+        s = await repo.open_session("s", create=True)
+        for k in range(20):
+            op = ephemeral_scope(f"op{k}")
+            await s.commit([append_list(list_address("out", "x", op), "short")])
+            await s.commit([append_entry({"r": k}), retire_scope(op)])
+            assert (tmp_path / "s.db-wal").stat().st_size > 0
+
+        def free(conn: sqlite3.Connection) -> int:
+            return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+
+        assert await repo._run(free) < _sqlite.TIDY_FREE_PAGES
+        assert [e.value for e in await s.read_entries()] == [{"r": k} for k in range(20)]

@@ -248,16 +248,26 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         call_id = f"call-{uuid.uuid4().hex[:12]}"
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         record = new_run_record(settings.command, where, started)
-        await session.commit([set_value(run_record_address(call_id), record)])
         # Leased, so another process (or machine) on the store can tell whether the
         # call still runs: `toolfold resume` skips it while the lease is live, and a
         # `serve --resume-orphans` janitor settles it once this process died.
         durability = Durability(session, host=default_host_id(), lease_ttl=settings.lease_ttl)
+        hooks = DurableHooks(durability)
+        # The run record goes in with the lease, and the output's totals and spill path
+        # (what readers of the store show beside the settled result) with the settlement.
+        hooks.record_call(
+            run_id,
+            call_id,
+            start=[set_value(run_record_address(call_id), record)],
+            settled=lambda result: (
+                [settled_record(call_id, record, result.state)] if result.state is not None else []
+            ),
+        )
         harness = Harness(
             # bash alone: the only tool `run` calls (and the others would import pydantic)
             [cli_bash(settings.policy, max_spill=settings.max_spill)],
             context=context,
-            hooks=DurableHooks(durability),
+            hooks=hooks,
         )
         watcher = CallWatcher()
         harness.bus.add_listener(watcher.handle)
@@ -321,18 +331,6 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
                 "its output up to its last checkpoint; once the store can be written again, "
                 f"run `toolfold resume {settings.session}{_store_flag(spec)}`"
             ) from store_failure
-        if results and results[0].state is not None:
-            # Keep the truncation totals and spill path beside the settled result, so
-            # readers of the store (the web viewer) can say what the window shows.
-            try:
-                await session.commit([settled_record(call_id, record, results[0].state)])
-            except StorageError as exc:
-                # The call itself settled; only the viewer's totals are missing.
-                print(
-                    f"toolfold: note: the totals of call {call_id} were not recorded: "
-                    f"{' '.join(str(exc).split())}",
-                    file=sys.stderr,
-                )
         message: dict[str, Any] | None = watcher.settled
         if message is None and results:
             message = results[0].to_message().to_json()

@@ -238,11 +238,14 @@ async def acquire_lease(
     *,
     ttl: float = DEFAULT_LEASE_TTL,
     clock: Callable[[], float] = time.time,
+    with_writes: Sequence[Write] = (),
 ) -> Lease:
     """Take the operation's lease for ``owner``: a new one or an expired one (whoever
     held it). One conditional commit bumps the fencing
     token, so of two hosts taking the same operation over exactly one wins; the other
-    gets :class:`LeaseHeldError`, as does any host while the lease is live elsewhere."""
+    gets :class:`LeaseHeldError`, as does any host while the lease is live elsewhere.
+    ``with_writes`` (session scope) are committed in the same transaction, or not at
+    all."""
     if not isinstance(owner, str) or not owner:
         raise DurabilityError(f"a lease owner must be a non-empty host id, got {owner!r}")
     if not ttl > 0:
@@ -280,6 +283,7 @@ async def acquire_lease(
             [
                 set_value(lease_token(operation_id), token),
                 set_value(lease_holder(operation_id), lease.holder_record()),
+                *with_writes,
             ],
             expect=[expect(lease_token(operation_id), current)],
         )

@@ -182,9 +182,12 @@ class DurableOperation:
         self._invocations[invocation_id] = inv
         return inv
 
-    async def settle(self, invocation_id: str, message: dict[str, JSON]) -> None:
+    async def settle(
+        self, invocation_id: str, message: dict[str, JSON], *, with_writes: Sequence[Write] = ()
+    ) -> None:
         """Settle one call: fence its stream, then ONE session-scope transaction with the
-        result entry (+ ``retire_scope`` if it is the operation's last unsettled call)."""
+        result entry (+ ``retire_scope`` if it is the operation's last unsettled call),
+        and ``with_writes`` (session scope: what a host records about the settled call)."""
         if invocation_id not in self._unsettled:
             raise DurabilityError(
                 f"invocation {invocation_id!r} of operation {self.operation_id!r} is "
@@ -204,6 +207,7 @@ class DurableOperation:
             self._unsettled.discard(invocation_id)
             last = not self._unsettled
             writes = settle_writes(message, retire=self.scope if last else None)
+            writes.extend(with_writes)
             if last and self.lease is not None:
                 writes.extend(self.lease.release_writes())  # the lease ends with the scope
             return writes
@@ -271,15 +275,31 @@ class Durability:
         self.wall_clock = wall_clock
 
     async def start_operation(
-        self, operation_id: str, run_id: str, records: Sequence[CallRecord]
+        self,
+        operation_id: str,
+        run_id: str,
+        records: Sequence[CallRecord],
+        *,
+        with_writes: Sequence[Write] = (),
     ) -> DurableOperation:
         """Record the operation and its calls in the operation scope (one transaction)
-        before any tool runs, so a crash at any later point leaves enough to resume."""
+        before any tool runs, so a crash at any later point leaves enough to resume.
+
+        ``with_writes`` (session scope: what a host records about the calls) are
+        committed before that, in the lease's transaction when the operation is leased.
+        """
         lease = None
         if self.host is not None:
             lease = await acquire_lease(
-                self.session, operation_id, self.host, ttl=self.lease_ttl, clock=self.wall_clock
+                self.session,
+                operation_id,
+                self.host,
+                ttl=self.lease_ttl,
+                clock=self.wall_clock,
+                with_writes=with_writes,
             )
+        elif with_writes:
+            await self.session.commit(list(with_writes))
         after = self.session.next_seq - 1
         writes: list[Write] = [
             set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after})

@@ -91,7 +91,8 @@ class DurableStream:
     """Appends a tracked value's op batches to a storage list, one encoded batch per write.
 
     - :meth:`checkpoint` is the ordinary, paced write: at most once per ``interval``
-      seconds, and only when the source is dirty.
+      seconds (the first one ``interval`` after the stream opened), and only when the
+      source is dirty.
     - :meth:`force` bypasses pacing (terminal settlement, explicit recovery bases); the
       payload stays bounded by whatever bounds the source's state (the sink's caps).
     - Every ``rebase_every``-th durable batch is a base batch, so recovery replays at most
@@ -134,6 +135,12 @@ class DurableStream:
         self._base_bytes: int | None = None
         self._delta_bytes = 0
         self._need_base = False
+        # Pacing starts when the stream opens: the first ordinary checkpoint comes once
+        # the call has run for ``interval``. A call that ends sooner (most do) is written
+        # once, by its terminal write; its start record is already durable, so a crash
+        # before that loses at most ``interval`` of output, as between any two
+        # checkpoints.
+        self._opened = clock()
         self._last_write: float | None = None
         self._fenced = False
         self._timer: asyncio.Task[None] | None = None
@@ -214,7 +221,10 @@ class DurableStream:
         """Whether an ordinary checkpoint would write now (dirty and pacing allows)."""
         if self._fenced or not self.source.dirty:
             return False
-        return self._last_write is None or self._clock() - self._last_write >= self.interval
+        return self._clock() - self._paced_from() >= self.interval
+
+    def _paced_from(self) -> float:
+        return self._opened if self._last_write is None else self._last_write
 
     async def checkpoint(self) -> bool:
         """Ordinary checkpoint: write if dirty and at least ``interval`` has passed since
@@ -276,9 +286,7 @@ class DurableStream:
         # Loops until the source is clean: changes made while a checkpoint was in flight
         # found this task still running (notify() did nothing), so it must pick them up.
         while not self._fenced and self.source.dirty:
-            wait = 0.0
-            if self._last_write is not None:
-                wait = self._last_write + self.interval - self._clock()
+            wait = self._paced_from() + self.interval - self._clock()
             if wait > 0:
                 await asyncio.sleep(wait)
                 continue

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, cast
 
 import orjson
 
@@ -33,7 +33,7 @@ from toolfold.durability import (
     settle_interrupted_message,
 )
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState, output_text, text_blocks
-from toolfold.storage import Session, set_value
+from toolfold.storage import Session, SessionWrite, set_value
 
 from ._bus import EventBus
 from ._context import ToolContext
@@ -70,6 +70,14 @@ class ResumeHost(Protocol):
         ...
 
 
+class _HostRecord(NamedTuple):
+    start: tuple[SessionWrite, ...]
+    settled: Callable[[ToolResult], Sequence[SessionWrite]] | None
+
+
+_NO_RECORD = _HostRecord((), None)
+
+
 class DurableHooks(ExecutionHooks):
     """Plugs durability into the call lifecycle (``ExecutionHooks``) of a ``Harness``.
 
@@ -92,6 +100,7 @@ class DurableHooks(ExecutionHooks):
         self._ops: dict[tuple[str, str], DurableOperation] = {}
         self._calls: dict[tuple[str, str], DurableInvocation] = {}
         self._seeds: dict[tuple[str, str], JSON] = {}
+        self._records: dict[tuple[str, str], _HostRecord] = {}
         self.resumed_messages: list[JSON] = []
         """Transcript entries of the assistant messages :meth:`resume` settled."""
         self.skipped: list[LeaseHeldError] = []
@@ -103,11 +112,40 @@ class DurableHooks(ExecutionHooks):
         """The storage session output is made durable in."""
         return self.durability.session
 
+    def record_call(
+        self,
+        run_id: str,
+        tool_call_id: str,
+        *,
+        start: Sequence[SessionWrite] = (),
+        settled: Callable[[ToolResult], Sequence[SessionWrite]] | None = None,
+    ) -> None:
+        """Session-scope writes a host keeps about the call ``tool_call_id`` of run
+        ``run_id`` (what ``toolfold run`` and ``toolfold mcp`` record: the command, the
+        process, then the output's totals), committed WITH the call's own records rather
+        than beside them: ``start`` in the transaction that takes the operation's lease
+        (before the operation's start, when it is not leased), ``settled(result)`` in
+        the settlement's. Call it before the run starts.
+        """
+        self._records[(run_id, tool_call_id)] = _HostRecord(tuple(start), settled)
+
+    def _start_writes(self, run_id: str, ids: Sequence[str]) -> list[SessionWrite]:
+        return [w for i in ids for w in self._records.get((run_id, i), _NO_RECORD).start]
+
     async def on_run_start(
         self, run_id: str, calls: Sequence[ToolCall], *, turn_id: str = ""
     ) -> None:
         records = [CallRecord(run_id, c.id, c.name, c.id, c.args, run_id, turn_id) for c in calls]
-        self._attach(await self.durability.start_operation(run_id, run_id, records))
+        writes = self._start_writes(run_id, [c.id for c in calls])
+        self._attach(
+            await self.durability.start_operation(run_id, run_id, records, with_writes=writes)
+        )
+
+    async def on_run_end(self, run_id: str) -> None:
+        # Whatever a call of the run did not settle (it failed outside its tool) must not
+        # keep its host record here.
+        for key in [k for k in self._records if k[0] == run_id]:
+            del self._records[key]
 
     async def start_call(self, call: CallInfo) -> str:
         """Record ``call`` as an operation of its own (a loop that runs tools one call
@@ -126,7 +164,12 @@ class DurableHooks(ExecutionHooks):
             call.run_id,
             call.turn_id,
         )
-        self._attach(await self.durability.start_operation(operation_id, call.run_id, [record]))
+        writes = self._start_writes(call.run_id, [call.tool_call_id])
+        self._attach(
+            await self.durability.start_operation(
+                operation_id, call.run_id, [record], with_writes=writes
+            )
+        )
         return operation_id
 
     def _attach(self, op: DurableOperation) -> None:
@@ -174,7 +217,9 @@ class DurableHooks(ExecutionHooks):
         message["run_id"] = call.run_id
         message["turn_id"] = call.turn_id
         message["what"] = describe_call(call.args)
-        await op.settle(call.tool_call_id, message)
+        host = self._records.pop((call.run_id, call.tool_call_id), None)
+        extra = host.settled(result) if host is not None and host.settled is not None else ()
+        await op.settle(call.tool_call_id, message, with_writes=extra)
 
     async def resume(self, harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
         """Finish every operation left unsettled in the session (after a crash).

@@ -138,9 +138,18 @@ BUSY_TIMEOUT_MS = 30_000
 PAGE_SIZE = 1024
 
 
+#: Free pages a retirement must leave before the file is tidied (``TIDY_FREE_PAGES``
+#: KB at 1 KB pages). A short call retires a handful of pages, which the next calls
+#: reuse; tidying after each of them (a WAL checkpoint: two more syncs and a truncate)
+#: cost more than the whole rest of its commits (docs/BENCHMARKS.md, "The cost of a
+#: small call").
+TIDY_FREE_PAGES = 64
+
+
 def tidy_after_retirement(conn: sqlite3.Connection) -> None:
-    """After a commit that retired a scope (a settlement): hand the freed pages back to
-    the file system and shrink the WAL, so the file after settle holds what is live.
+    """After a commit that retired a scope (a settlement) that left at least
+    ``TIDY_FREE_PAGES`` pages free: hand the freed pages back to the file system and
+    shrink the WAL, so the file after settle holds about what is live.
 
     Both run after the commit, outside it: the settlement is durable already, and a
     failure here (another process holding a read snapshot) only leaves the space for
@@ -149,6 +158,12 @@ def tidy_after_retirement(conn: sqlite3.Connection) -> None:
     readers (busy timeout 0 for its duration).
     """
     try:
+        # A file made before auto_vacuum (it cannot give pages back) reuses its free
+        # pages in place: nothing to tidy, however many there are.
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            return
+        if conn.execute("PRAGMA freelist_count").fetchone()[0] < TIDY_FREE_PAGES:
+            return
         # executescript steps the pragma to the end: execute() would free one page.
         conn.executescript("PRAGMA incremental_vacuum")
         conn.execute("PRAGMA busy_timeout = 0")
