@@ -5,7 +5,9 @@ Run: ``.venv/bin/python benchmarks/bench_crashkill.py [--points N]`` (default 50
 backend). Uses the suite's child and checker (tests/durability/crashkill_*.py): a
 fork-server child runs bash (spilling), a memoising multi-step tool and a details-heavy
 tool on JSONL or SQLite while it streams a durable assistant message (thinking, text,
-tool-call argument deltas), and SIGKILLs itself at storage call #k — on JSONL every other
+tool-call argument deltas), then makes three short calls as ``toolfold mcp`` does (leased,
+host record with the lease and the settlement, output written once by the settlement),
+and SIGKILLs itself at storage call #k — on JSONL every other
 pass first cuts commit #k's record short (a torn write) — then the store is reopened,
 the operation resumed and the four invariants of docs/durability.md are checked — for
 the message: recovery shows its last checkpoint, resume settles it once (interrupted,
@@ -61,6 +63,7 @@ async def main() -> None:
                     sum(o.killed for o in outcomes),
                     sum(o.killed and o.torn for o in outcomes),
                     sum(o.partial_message for o in outcomes),
+                    sum(o.killed and o.in_short_call for o in outcomes),
                     len(bad),
                     seconds,
                 )
@@ -87,6 +90,7 @@ async def main() -> None:
                     sum(o.killed for o in outcomes),
                     0,
                     sum(o.partial_message for o in outcomes),
+                    sum(o.killed and o.in_short_call for o in outcomes),
                     len(bad),
                     seconds,
                 )
@@ -102,12 +106,12 @@ async def main() -> None:
     )
     print(
         "| backend | memo design | kill points | killed mid-run | torn record "
-        "| partial answer kept | runs violating an invariant | time |"
+        "| partial answer kept | killed in a short call | runs violating an invariant | time |"
     )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for backend, design, n, killed, torn, partial, bad, seconds in rows:
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for backend, design, n, killed, torn, partial, short, bad, seconds in rows:
         print(
-            f"| {backend} | {design} | {n} | {killed} | {torn} | {partial} | {bad} "
+            f"| {backend} | {design} | {n} | {killed} | {torn} | {partial} | {short} | {bad} "
             f"| {seconds:.0f} s |"
         )
     print()

@@ -2,7 +2,7 @@
 
 Both servers are driven over stdio by the official SDK client, on the same command:
 
-    .venv/bin/python benchmarks/bench_mcp.py [--mb 100] [--true-calls 20]
+    .venv/bin/python benchmarks/bench_mcp.py [--mb 100] [--true-calls 20] [--before SRC]
 
 Reported per server, for one call of a command printing about ``--mb`` MB of lines:
 
@@ -12,7 +12,13 @@ Reported per server, for one call of a command printing about ``--mb`` MB of lin
   before it is stopped);
 - time to the first progress notification (the baseline sends none);
 - total time from sending the call to holding the result;
-- overhead for ``true``: the median round trip of ``--true-calls`` calls.
+- overhead for ``true``: the median round trip of ``--true-calls`` calls. The servers
+  stay connected and take turns, one ``true`` each per round, so a change in the
+  machine's load hits every row alike.
+
+``--before SRC`` adds a row for ``toolfold mcp`` run from another source tree (e.g.
+``git archive <commit> src | tar -x -C /tmp/before`` then ``--before /tmp/before/src``),
+for before/after figures from one run.
 
 Not measured: the client's own memory (the baseline's 100 MB result costs the client
 more than the server), what the model does with the text, and the toolfold store's
@@ -23,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -51,77 +59,103 @@ def vm_hwm(pid: int) -> int:
 
 
 async def measure(
-    name: str, params: StdioServerParameters, command: str, calls: int
-) -> dict[str, Any]:
-    with open(Path(params.cwd or ".") / f"{name}.err", "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as client:
-            await client.initialize()
-            who = await client.call_tool("bash", {"command": "echo $PPID"})
-            pid = int(who.content[0].text.split()[0])  # type: ignore[union-attr]
-            progress: list[tuple[float, int]] = []
+    name: str, params: StdioServerParameters, command: str, stack: AsyncExitStack
+) -> tuple[dict[str, Any], ClientSession]:
+    log = Path(params.cwd or ".") / f"{name.replace(' ', '-').replace(',', '')}.err"
+    errlog = stack.enter_context(log.open("w"))
+    r, w = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    client = await stack.enter_async_context(ClientSession(r, w))
+    await client.initialize()
+    who = await client.call_tool("bash", {"command": "echo $PPID"})
+    pid = int(who.content[0].text.split()[0])  # type: ignore[union-attr]
+    progress: list[tuple[float, int]] = []
 
-            async def on_progress(value: float, total: float | None, message: str | None) -> None:
-                size = len(json.dumps({"progress": value, "total": total, "message": message}))
-                progress.append((time.perf_counter(), size))
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        size = len(json.dumps({"progress": value, "total": total, "message": message}))
+        progress.append((time.perf_counter(), size))
 
-            start = time.perf_counter()
-            result = await client.call_tool(
-                "bash", {"command": command}, progress_callback=on_progress
-            )
-            total = time.perf_counter() - start
-            result_bytes = len(result.model_dump_json(by_alias=True, exclude_none=True))
-            rss = vm_hwm(pid)
-            trues = []
-            for _ in range(calls):
-                t0 = time.perf_counter()
-                await client.call_tool("bash", {"command": "true"})
-                trues.append(time.perf_counter() - t0)
-    return {
+    start = time.perf_counter()
+    result = await client.call_tool("bash", {"command": command}, progress_callback=on_progress)
+    total = time.perf_counter() - start
+    result_bytes = len(result.model_dump_json(by_alias=True, exclude_none=True))
+    row = {
         "server": name,
         "bytes": result_bytes + sum(size for _, size in progress),
         "progress": len(progress),
         "first_progress": (progress[0][0] - start) if progress else None,
         "total": total,
-        "rss": rss,
-        "true_ms": statistics.median(trues) * 1000,
+        "rss": vm_hwm(pid),
     }
+    return row, client
 
 
-async def run(mb: int, calls: int) -> list[dict[str, Any]]:
+async def run(mb: int, calls: int, before: str | None) -> list[dict[str, Any]]:
     command = big_command(mb)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         cwd = Path(tmp)
-        naive = StdioServerParameters(
-            command=sys.executable, args=[str(HERE / "mcp_naive_server.py")], cwd=str(cwd)
-        )
-        toolfold = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "toolfold.cli", "mcp", "--store", f"sqlite:{cwd / 'store.db'}"],
-            cwd=str(cwd),
-        )
-        return [
-            await measure("subprocess.run server", naive, command, calls),
-            await measure("toolfold mcp", toolfold, command, calls),
+        servers = [
+            (
+                "subprocess.run server",
+                StdioServerParameters(
+                    command=sys.executable, args=[str(HERE / "mcp_naive_server.py")], cwd=str(cwd)
+                ),
+            ),
+            (
+                "toolfold mcp",
+                StdioServerParameters(
+                    command=sys.executable,
+                    args=["-m", "toolfold.cli", "mcp", "--store", f"sqlite:{cwd / 'store.db'}"],
+                    cwd=str(cwd),
+                ),
+            ),
         ]
+        if before is not None:
+            servers.append(
+                (
+                    "toolfold mcp, before",
+                    StdioServerParameters(
+                        command=sys.executable,
+                        args=["-m", "toolfold.cli", "mcp", "--store", f"sqlite:{cwd / 'old.db'}"],
+                        cwd=str(cwd),
+                        env={**os.environ, "PYTHONPATH": before},
+                    ),
+                )
+            )
+        async with AsyncExitStack() as stack:
+            measured = [await measure(name, params, command, stack) for name, params in servers]
+            trues: list[list[float]] = [[] for _ in measured]
+            for _ in range(calls):
+                for (_, client), times in zip(measured, trues, strict=True):
+                    t0 = time.perf_counter()
+                    await client.call_tool("bash", {"command": "true"})
+                    times.append(time.perf_counter() - t0)
+            rows = [row for row, _ in measured]
+            for row, times in zip(rows, trues, strict=True):
+                row["true_ms"] = statistics.median(times) * 1000
+                row["true_p90"] = sorted(times)[int(0.9 * (len(times) - 1))] * 1000
+            return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=100, help="output size of the big command, MB")
     parser.add_argument("--true-calls", type=int, default=20)
+    parser.add_argument("--before", help="another source tree's src/ for a 'before' row")
     args = parser.parse_args()
-    rows = anyio.run(run, args.mb, args.true_calls)
+    rows = anyio.run(run, args.mb, args.true_calls, args.before)
     base = rows[0]
     print(f"command: `{big_command(args.mb)}` ({args.mb * 10**6:,} bytes of output)\n")
     print(
-        "| server | bytes to client | progress msgs | first progress | total | peak RSS | `true` round trip |"
+        "| server | bytes to client | progress msgs | first progress | total | peak RSS "
+        "| `true` round trip (median) | p90 | vs subprocess.run |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         first = f"{row['first_progress']:.2f} s" if row["first_progress"] is not None else "never"
         print(
             f"| {row['server']} | {row['bytes']:,} | {row['progress']} | {first} | "
-            f"{row['total']:.2f} s | {row['rss'] / 2**20:.0f} MiB | {row['true_ms']:.1f} ms |"
+            f"{row['total']:.2f} s | {row['rss'] / 2**20:.0f} MiB | {row['true_ms']:.1f} ms | "
+            f"{row['true_p90']:.1f} ms | {row['true_ms'] / base['true_ms']:.2f}x |"
         )
     tf = rows[1]
     print(

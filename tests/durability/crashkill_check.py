@@ -26,7 +26,7 @@ from toolfold.durability import (
     recover,
 )
 from toolfold.harness import INTERRUPTION_MARKER, DurableHooks, resume
-from toolfold.storage import open_repository
+from toolfold.storage import open_repository, value
 
 CHILD = Path(child.__file__).resolve()
 
@@ -71,6 +71,8 @@ class Outcome:
     violations: list[str] = field(default_factory=list)
     partial_message: bool = False
     """Resume settled the assistant message as interrupted with some text kept."""
+    in_short_call: bool = False
+    """The kill landed while the short calls ran (the child's last phase)."""
 
 
 def store_url(backend: str, directory: Path, pg_server: str | None = None) -> str:
@@ -125,6 +127,10 @@ class Trace:
     message: dict[str, str] = field(default_factory=dict)
     """The assistant message's ``start`` / ``settle`` commits: ``"done"`` (returned) or
     ``"in_flight"`` (planned, not returned at the kill); absent: never planned."""
+    starts: dict[str, str] = field(default_factory=dict)
+    """Each call's operation start, the same way."""
+    short_phase: bool = False
+    """The child had begun its short calls."""
 
 
 def read_trace(path: Path) -> Trace:
@@ -132,7 +138,7 @@ def read_trace(path: Path) -> Trace:
     plans: dict[int, dict[str, Any]] = {}
     done: set[int] = set()
     torn: set[int] = set()
-    complete, calls = False, 0
+    complete, calls, short_phase = False, 0, False
     if path.exists():
         for raw in path.read_bytes().splitlines():
             rec = orjson.loads(raw)
@@ -144,15 +150,20 @@ def read_trace(path: Path) -> Trace:
                 torn.add(rec["n"])
             elif rec["ev"] == "complete":
                 complete, calls = True, rec["calls"]
+            elif rec["ev"] == "short":
+                short_phase = True
     committed: dict[str, list[Any]] = {}
     in_flight: dict[str, list[Any]] = {}
     memo: dict[str, list[Any]] = {}
     message: dict[str, str] = {}
+    starts: dict[str, str] = {}
     for n in sorted(plans):
         if n in torn:
             continue  # cut short before the kill: must not be durable
         for what in plans[n].get("msg", []):
             message[what] = "done" if n in done else "in_flight"
+        for cid in plans[n].get("started", []):
+            starts[cid] = "done" if n in done else "in_flight"
         for inv, state in plans[n]["lists"].items():
             if n in done:
                 committed.setdefault(inv, []).append(state)
@@ -165,7 +176,9 @@ def read_trace(path: Path) -> Trace:
                 memo[inv] = [state]
             else:
                 memo.setdefault(inv, [None]).append(state)
-    return Trace(committed, in_flight, memo, 1 in done, complete, calls, message)
+    return Trace(
+        committed, in_flight, memo, 1 in done, complete, calls, message, starts, short_phase
+    )
 
 
 def interrupted_text(text: str) -> str:
@@ -224,6 +237,7 @@ async def check(
                 entries.setdefault(e.value["tool_call_id"], []).append(e.value)
         _check_settled_message(req, trace, messages, settled_before, recovered_message, v)
         if out is not None:
+            out.in_short_call = trace.short_phase and not trace.complete
             out.partial_message = any(
                 m["stop_reason"] == "interrupted"
                 and any(p.get("type") == "text" and p.get("text") for p in m["content"])
@@ -271,6 +285,7 @@ async def check(
             spill = None if state is None else state.get("spill_path")
             if spill is not None and not Path(spill).exists():
                 v.append(f"{cid}: spill file {spill} named in the checkpoint is missing")
+        await _check_short_calls(session, trace, entries, settled_before, recovered, v)
         if await session.live_scopes():
             v.append(f"live scopes left after resume: {await session.live_scopes()!r}")
         await session.close()
@@ -279,6 +294,43 @@ async def check(
     finally:
         await repo.close()
     return v
+
+
+async def _check_short_calls(
+    session: Any,
+    trace: Trace,
+    entries: dict[str, list[Any]],
+    settled_before: set[Any],
+    recovered: dict[str, Any],
+    v: list[str],
+) -> None:
+    """The short calls: settled exactly once if their start was durable; whole if their
+    settlement committed before the kill, else interrupted with what recovery showed;
+    the host's record there iff the start was, its totals iff the settlement was."""
+    for i in range(child.SHORT_CALLS):
+        cid = child.short_call(i).id
+        start = trace.starts.get(cid)
+        wanted = {"done": (1,), "in_flight": (0, 1)}.get(start or "", (0,))
+        got = entries.get(cid, [])
+        if len(got) not in wanted:
+            v.append(f"{cid}: {len(got)} result entries, want {wanted} (start {start})")
+        record = await session.get_value(value(child.RECORD_NAMESPACE, cid))
+        if got and record is None:
+            v.append(f"{cid}: settled, but the host's record of its start is missing")
+        if not got:
+            continue
+        entry = got[0]
+        settled = cid in settled_before
+        if record is not None and record != child.short_record(cid, settled):
+            v.append(f"{cid}: host record {record!r} (settled before the kill: {settled})")
+        if settled:
+            if entry["is_error"] or entry["content"][0]["text"] != child.short_text(i):
+                v.append(f"{cid}: settled before the kill as {entry['content']!r:.120}")
+            continue
+        state = recovered.get(cid)
+        text = "" if state is None else state["content"][0]["text"]
+        if entry["content"][0]["text"] != interrupted_text(text) or not entry["is_error"]:
+            v.append(f"{cid}: interrupted result is not its last checkpoint + marker")
 
 
 async def _check_recovered_message(session: Any, trace: Trace, v: list[str]) -> Any:

@@ -20,6 +20,12 @@ durable ``MessageWriter`` (thinking, text and tool-call argument deltas, a yield
 each), so kills land inside its paced ``pending.assistant_output`` checkpoints and its
 settlement too; the trace records the message's state for each of its batches.
 
+Then it makes ``SHORT_CALLS`` short calls the way ``toolfold mcp`` does: each its own
+leased run with the default checkpoint interval, a host record committed with the lease
+and the output's totals with the settlement; each ends inside its first interval, so
+its output is written once, by the settlement. The trace records which calls' starts
+were planned (``started``).
+
 The tool definitions and expected outputs live here too; the test imports them to
 resume in its own process and check the invariants of docs/durability.md.
 """
@@ -40,7 +46,7 @@ from typing import Any
 import orjson
 from pydantic import BaseModel
 
-from toolfold.durability import Durability
+from toolfold.durability import Durability, default_host_id
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import (
     MISSING,
@@ -60,6 +66,8 @@ from toolfold.storage import (
     Session,
     SetValue,
     open_repository,
+    set_value,
+    value,
 )
 
 SESSION = "crash"
@@ -153,6 +161,24 @@ def bash_tool() -> Tool[Any]:
 
 
 BASH_COMMAND = 'for i in $(seq 1 300); do echo "bash line $i of the build log"; done'
+
+
+SHORT_CALLS = 3
+RECORD_NAMESPACE = "crash.record"
+
+
+def short_call(i: int) -> ToolCall:
+    """Short call ``i``: ends well inside its first checkpoint interval."""
+    return ToolCall(f"c-short{i}", "bash", {"command": f"echo short {i}"})
+
+
+def short_text(i: int) -> str:
+    return f"short {i}\n"
+
+
+def short_record(call_id: str, settled: bool) -> Any:
+    """What the host records about a short call: at its start, then with its totals."""
+    return {"call": call_id, **({"settled": True} if settled else {})}
 
 
 def calls(seed: int) -> list[ToolCall]:
@@ -299,6 +325,7 @@ class KillSession:
             lists: dict[str, Any] = {}
             memo: list[str] = []
             msg: list[str] = []
+            started: list[str] = []
             assert self.hooks is not None
             for w in ws:
                 if isinstance(w, AppendList) and w.address.namespace == "pending.tool_output":
@@ -311,11 +338,13 @@ class KillSession:
                     memo.append(w.address.key.split(":", 1)[1])
                 if isinstance(w, SetValue) and w.address.namespace == "op.messages":
                     msg.append("start")  # the message's operation is recorded
+                if isinstance(w, SetValue) and w.address.namespace == "op.calls":
+                    started.append(w.address.key.split(":", 1)[1])
                 entry = w.entry if isinstance(w, AppendEntry) else None
                 if isinstance(entry, dict) and entry.get("role") == "assistant":
                     msg.append("settle")  # the final message + retirement
-            if lists or memo or msg:
-                self.trace.write(ev="plan", n=n, lists=lists, memo=memo, msg=msg)
+            if lists or memo or msg or started:
+                self.trace.write(ev="plan", n=n, lists=lists, memo=memo, msg=msg, started=started)
             return ws
 
         def planned_then_tear() -> Any:
@@ -430,9 +459,29 @@ async def run_scenario(req: dict[str, Any]) -> None:
         harness.run(calls(req["seed"]), run_id=RUN_ID, turn_id=TURN_ID),
         stream_message(ks, harness, req["seed"], hooks),
     )
+    await short_calls(ks, directory, hooks, trace)
     trace.write(ev="complete", calls=ks.calls)
     await session.close()
     await repo.close()
+
+
+async def short_calls(session: Any, directory: Path, main: RecordingHooks, trace: Trace) -> None:
+    """The short calls, one run each, as ``toolfold mcp`` makes them (see the module doc)."""
+    hooks = RecordingHooks(Durability(session, host=default_host_id()))
+    hooks.sinks = main.sinks  # one table of producers for the trace
+    harness = build_harness(session, directory, hooks)
+    for i in range(SHORT_CALLS):
+        call = short_call(i)
+        run_id = f"short-{i}"
+        address = value(RECORD_NAMESPACE, call.id)
+        hooks.record_call(
+            run_id,
+            call.id,
+            start=[set_value(address, short_record(call.id, False))],
+            settled=lambda _result, a=address, c=call.id: [set_value(a, short_record(c, True))],
+        )
+        trace.write(ev="short", i=i)
+        await harness.run([call], run_id=run_id, turn_id=TURN_ID)
 
 
 def run_one(req: dict[str, Any]) -> int:

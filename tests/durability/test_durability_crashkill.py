@@ -40,6 +40,8 @@ async def test_no_invariant_breaks_at_any_kill_point(
         assert torn >= POINTS * 0.25
     # Kills really land inside the message's generation: a partial answer is kept.
     assert sum(o.partial_message for o in outcomes) >= POINTS * 0.1
+    # And inside the short calls (each written once, by its settlement).
+    assert sum(o.killed and o.in_short_call for o in outcomes) >= POINTS * 0.05
     violations = [(o.kill_at, o.torn, v) for o in outcomes for v in o.violations]
     assert violations == []
 

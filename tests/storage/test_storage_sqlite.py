@@ -164,6 +164,33 @@ async def test_fsync_policy_maps_to_pragma_synchronous(
     await repo.close()
 
 
+@pytest.mark.parametrize(("main", "side"), [("commit", "none"), ("none", "commit")])
+async def test_each_commit_is_synced_by_its_scopes_policy(
+    tmp_path: Path, main: Any, side: Any
+) -> None:
+    # One database, but the two halves of the policy still apply per transaction:
+    # `side` to ephemeral scopes (pending output, memos), `main` to the session scope.
+    repo = SqliteRepository(tmp_path / "t.db", fsync=FsyncPolicy(main=main, side=side))
+    levels = {"commit": 2, "none": 1}  # FULL, NORMAL
+    s = await repo.open_session("s", create=True)
+    seen: list[int] = []
+    original = _sqlite.apply_write
+
+    def spying(cur: sqlite3.Cursor, *args: Any) -> None:
+        seen.append(cur.connection.execute("PRAGMA synchronous").fetchone()[0])
+        original(cur, *args)
+
+    _sqlite.apply_write = spying  # type: ignore[assignment]
+    try:
+        await s.commit([append_list(list_address("out", "x", ephemeral_scope("op")), 1)])
+        await s.commit([set_value(value("k", "v"), 1)])
+        await s.commit([append_list(list_address("out", "x", ephemeral_scope("op")), 2)])
+    finally:
+        _sqlite.apply_write = original  # type: ignore[assignment]
+    assert seen == [levels[side], levels[main], levels[side]]
+    await repo.close()
+
+
 async def test_commits_run_off_the_event_loop(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

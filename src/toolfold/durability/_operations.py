@@ -126,7 +126,16 @@ class DurableInvocation:
         self.stream.notify()
 
     async def finish(self) -> None:
-        """Forced terminal write of the final state (before the result is assembled)."""
+        """Forced terminal write of the final state (before the settlement).
+
+        A call that ends before its first checkpoint was due (most calls: ``ls``,
+        ``git status``) has nothing durable to bring up to date: its output goes to
+        the store once, in its settlement. A crash in between loses what a crash
+        during the call would (under one checkpoint interval of window output; resume
+        settles it as interrupted), and nothing that was acknowledged."""
+        stats = self.stream.stats
+        if stats.batches == 0 and stats.failed == 0:
+            return
         await self.stream.force()
 
 

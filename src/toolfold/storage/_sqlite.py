@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from toolfold._fsperm import create_private_file, make_private_dirs
 
-from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
+from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session, check_expect
 from ._base_repository import Repository
 from ._changes import CHANGE_POLL_INTERVAL, ChangeWaiters
@@ -178,10 +178,12 @@ def tidy_after_retirement(conn: sqlite3.Connection) -> None:
 class SqliteRepository(Repository):
     """Sessions stored in one SQLite database file (``sqlite:PATH``).
 
-    The file (and its directory) is created on first use. ``fsync.main`` maps to
-    ``PRAGMA synchronous``: ``"commit"`` → ``FULL`` (each commit survives power loss),
-    ``"none"`` → ``NORMAL`` (WAL: survives a process crash; the last commits may be lost
-    on power loss, the file stays consistent). ``fsync.side`` does not apply: one file.
+    The file (and its directory) is created on first use. The policy maps to ``PRAGMA
+    synchronous`` per transaction, ``fsync.main`` for the session scope and
+    ``fsync.side`` for ephemeral scopes: ``"commit"`` → ``FULL`` (each commit survives
+    power loss), ``"none"`` → ``NORMAL`` (WAL: survives a process crash; the last
+    commits may be lost on power loss, the file stays consistent, and a later ``FULL``
+    commit makes every commit before it durable too).
     """
 
     def __init__(
@@ -193,6 +195,7 @@ class SqliteRepository(Repository):
         self.fsync = fsync if fsync is not None else FsyncPolicy()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolfold-sqlite")
         self._conn: sqlite3.Connection | None = None  # touched only on the worker thread
+        self._sync_level = ""  # the connection's PRAGMA synchronous (worker thread only)
         self._shut_down = False
 
     # -- the worker ----------------------------------------------------------------
@@ -279,8 +282,8 @@ class SqliteRepository(Repository):
             # pages: a checkpoint copies each page once however often it was rewritten,
             # so a smaller WAL would copy more.
             conn.execute(f"PRAGMA wal_autocheckpoint = {4 * 1024 * 1024 // PAGE_SIZE}")
-            sync = "FULL" if self.fsync.main == "commit" else "NORMAL"
-            conn.execute(f"PRAGMA synchronous = {sync}")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous(SESSION)}")
+            self._sync_level = self._synchronous(SESSION)
             self._check_tables(conn, empty_ok=True)
             conn.execute("BEGIN IMMEDIATE")
             for stmt in SCHEMA.split(";"):
@@ -307,6 +310,20 @@ class SqliteRepository(Repository):
                 raise
             raise self._translate(exc) from exc
         return conn
+
+    def _synchronous(self, scope: Scope) -> str:
+        """``PRAGMA synchronous`` for a commit in ``scope``: ``fsync.main`` governs the
+        session scope, ``fsync.side`` the ephemeral ones (in WAL mode a synced commit
+        syncs every commit before it too: what survives is always a prefix)."""
+        policy = self.fsync.main if scope == SESSION else self.fsync.side
+        return "FULL" if policy == "commit" else "NORMAL"
+
+    def set_sync(self, conn: sqlite3.Connection, scope: Scope) -> None:
+        """Switch the connection to ``scope``'s sync level (outside a transaction)."""
+        level = self._synchronous(scope)
+        if level != self._sync_level:
+            conn.execute(f"PRAGMA synchronous = {level}")
+            self._sync_level = level
 
     def _open_reader_connection(self) -> sqlite3.Connection:
         # mode=ro: nothing is created or written (no schema, no journal mode change).
@@ -485,6 +502,7 @@ class SqliteSession(Session):
         expects = self._expect
 
         def commit(conn: sqlite3.Connection) -> tuple[int, ...]:
+            self._repo.set_sync(conn, scope)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 row = conn.execute(
