@@ -152,12 +152,16 @@ class JsonlSession(Session):
         self._cleanup.discard(scope)
 
     def _write(self, file: _File, line: bytes, sync: bool) -> None:
-        """Append one transaction line (creating a side file first if needed)."""
+        """Append one transaction line (creating a side file first if needed: then the
+        line is in the file the rename puts in place, so it costs no flush of its own)."""
         try:
-            if not file.exists:
-                self._create_side(file, sync)
+            created = not file.exists
+            if created:
+                self._create_side(file, sync, line)
             if file.fd is None:
                 file.fd = os.open(file.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+            if created:
+                return
         except OSError as exc:
             raise BackendError(
                 f"cannot open {file.path} for writing ({exc}); nothing was committed"
@@ -185,9 +189,11 @@ class JsonlSession(Session):
             ) from exc
         file.size = before + len(line)
 
-    def _create_side(self, file: _File, sync: bool) -> None:
-        # temp file + atomic rename: a side file is either absent or has its header, so
-        # a crash can never leave a headerless file that reopen would have to guess about.
+    def _create_side(self, file: _File, sync: bool, first: bytes) -> None:
+        # temp file + atomic rename: a side file is either absent or has its header and
+        # its first record, so a crash can never leave a headerless file that reopen
+        # would have to guess about, and the first commit of a scope (an operation's
+        # start) costs the flushes of the rename, not one more for an append.
         if not self._side_dir.is_dir():
             self._side_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
             os.chmod(self._side_dir, PRIVATE_DIR)  # whatever the umask
@@ -201,9 +207,9 @@ class JsonlSession(Session):
                 "scopeId": file.scope_id,
             }
         )
-        _atomic_create(file.path, header + b"\n", sync, exclusive=False)
+        _atomic_create(file.path, header + b"\n" + first, sync, exclusive=False)
         file.exists = True
-        file.size = len(header) + 1
+        file.size = len(header) + 1 + len(first)
 
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
         sd = self._index.scopes.get(address.scope)
