@@ -2,6 +2,7 @@
 against through the proxy, on the same calls.
 
     .venv/bin/python benchmarks/bench_mcp_proxy.py [--commits 60000] [--small-calls 50]
+        [--before SRC]
 
 Needs ``mcp-server-git`` in ``.venv/mcp-upstreams/git`` (the proxy tests install it
 there; or: python3 -m venv .venv/mcp-upstreams/git && .venv/mcp-upstreams/git/bin/pip
@@ -10,8 +11,14 @@ install mcp-server-git). Reported:
 - bytes reaching the client for one ``git_log`` of a generated repository (about
   10 MB of log text): the JSON of the result as the client re-serializes it;
 - the proxy's added latency for a small call (``git_status``): p50 and p99 of the
-  round trip, direct and through the proxy;
-- the proxy's peak RSS (``VmHWM``), read from /proc before it is stopped.
+  round trip, direct and through the proxy. The clients stay connected and take turns,
+  one call each per round, so a change in the machine's load hits every row alike;
+  ``--before SRC`` adds a proxy run from another source tree (``git archive <commit>
+  src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``);
+- the proxy's peak RSS (``VmHWM``), read from /proc before it is stopped;
+- the same for ``mcp_naive_proxy.py``, the smallest proxy on the same SDK (it forwards
+  each call unchanged): the floor of an extra stdio hop, which toolfold's proxy pays
+  too.
 
 Not measured: tokens (bytes are the proxy-independent measure; a tokenizer would
 scale both columns alike), the model's behaviour, or the upstream's own memory.
@@ -20,11 +27,13 @@ scale both columns alike), the model's behaviour, or the upstream's own memory.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import tempfile
 import time
 import uuid
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
@@ -68,90 +77,110 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-async def measure(
-    params: StdioServerParameters, repo: Path, commits: int, small: int, marker: str | None
-) -> dict[str, Any]:
-    async with (
-        stdio_client(params, errlog=open("/dev/null", "w")) as (r, w),
-        ClientSession(r, w) as client,
-    ):
-        await client.initialize()
-        await client.list_tools()
-        t0 = time.perf_counter()
-        log = await client.call_tool("git_log", {"repo_path": str(repo), "max_count": commits})
-        log_time = time.perf_counter() - t0
-        size = len(log.model_dump_json(by_alias=True, exclude_none=True))
-        trips = []
-        for _ in range(small):
-            t0 = time.perf_counter()
-            await client.call_tool("git_status", {"repo_path": str(repo)})
-            trips.append((time.perf_counter() - t0) * 1000)
-        rss = peak_rss(marker) if marker else 0
-    return {
-        "bytes": size,
-        "log_time": log_time,
-        "p50": statistics.median(trips),
-        "p99": pct(trips, 0.99),
-        "rss": rss,
-    }
+async def connect(params: StdioServerParameters, stack: AsyncExitStack) -> ClientSession:
+    errlog = stack.enter_context(Path(os.devnull).open("w"))  # noqa: SIM115 (the stack closes it)
+    r, w = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+    client = await stack.enter_async_context(ClientSession(r, w))
+    await client.initialize()
+    await client.list_tools()
+    return client
 
 
-async def run(commits: int, small: int) -> None:
+async def big_call(client: ClientSession, repo: Path, commits: int) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    log = await client.call_tool("git_log", {"repo_path": str(repo), "max_count": commits})
+    return len(log.model_dump_json(by_alias=True, exclude_none=True)), time.perf_counter() - t0
+
+
+def proxy_params(tmp: str, session: str, src: str | None) -> StdioServerParameters:
+    env = {**os.environ, "PYTHONPATH": src} if src is not None else None
+    return StdioServerParameters(
+        command=str(ROOT / ".venv" / "bin" / "python"),
+        args=[
+            "-m",
+            "toolfold.cli",
+            "mcp",
+            "proxy",
+            "--store",
+            f"sqlite:{tmp}/{session}.db",
+            "--session",
+            session,
+            "--",
+            str(GIT_SERVER),
+        ],
+        cwd=tmp,
+        env=env,
+    )
+
+
+async def run(commits: int, small: int, before: str | None) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         repo = Path(tmp) / "repo"
         make_repo(repo, commits)
         raw = subprocess.run(
             ["git", "-C", str(repo), "log", "--oneline"], capture_output=True, check=True
         )
-        direct = StdioServerParameters(command=str(GIT_SERVER), cwd=tmp)
         session = f"bench-{uuid.uuid4().hex[:8]}"
-        proxied = StdioServerParameters(
+        naive = StdioServerParameters(
             command=str(ROOT / ".venv" / "bin" / "python"),
-            args=[
-                "-m",
-                "toolfold.cli",
-                "mcp",
-                "proxy",
-                "--store",
-                f"sqlite:{tmp}/store.db",
-                "--session",
-                session,
-                "--",
-                str(GIT_SERVER),
-            ],
+            args=[str(ROOT / "benchmarks" / "mcp_naive_proxy.py"), str(GIT_SERVER)],
             cwd=tmp,
         )
-        a = await measure(direct, repo, commits, small, None)
-        b = await measure(proxied, repo, commits, small, session)
+        paths: list[tuple[str, StdioServerParameters, str | None]] = [
+            ("direct", StdioServerParameters(command=str(GIT_SERVER), cwd=tmp), None),
+            ("through `toolfold mcp proxy`", proxy_params(tmp, session, None), session),
+            ("through a pass-through SDK proxy (the floor)", naive, "mcp_naive_proxy"),
+        ]
+        if before is not None:
+            old = f"{session}-before"
+            paths.append(("through the proxy, before", proxy_params(tmp, old, before), old))
+        rows: list[dict[str, Any]] = []
+        async with AsyncExitStack() as stack:
+            clients = []
+            for name, params, marker in paths:
+                client = await connect(params, stack)
+                size, log_time = await big_call(client, repo, commits)
+                rows.append({"path": name, "bytes": size, "log_time": log_time, "trips": []})
+                clients.append((client, marker))
+            for _ in range(small):
+                for (client, _), row in zip(clients, rows, strict=True):
+                    t0 = time.perf_counter()
+                    await client.call_tool("git_status", {"repo_path": str(repo)})
+                    row["trips"].append((time.perf_counter() - t0) * 1000)
+            for (_, marker), row in zip(clients, rows, strict=True):
+                row["rss"] = peak_rss(marker) if marker else 0
     print(
         f"repository: {commits:,} commits (`git log --oneline`: {len(raw.stdout):,} bytes); "
-        f"{small} `git_status` calls\n"
+        f"{small} `git_status` calls per path, interleaved\n"
     )
     print(
-        "| path | bytes to client for `git_log` | `git_log` time | `git_status` p50 | p99 | peak RSS of the proxy |"
+        "| path | bytes to client for `git_log` | `git_log` time | `git_status` p50 | p99 "
+        "| added p50 | added p99 | peak RSS of the proxy |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    print(
-        f"| direct | {a['bytes']:,} | {a['log_time']:.2f} s | {a['p50']:.1f} ms | {a['p99']:.1f} ms | — |"
-    )
-    print(
-        f"| through `toolfold mcp proxy` | {b['bytes']:,} | {b['log_time']:.2f} s | {b['p50']:.1f} ms | "
-        f"{b['p99']:.1f} ms | {b['rss'] / 2**20:.0f} MiB |"
-    )
-    print(
-        f"\nbytes ratio proxy/direct {b['bytes'] / a['bytes']:.4f}; added latency p50 "
-        f"{b['p50'] - a['p50']:+.1f} ms, p99 {b['p99'] - a['p99']:+.1f} ms"
-    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    direct = rows[0]
+    d50, d99 = statistics.median(direct["trips"]), pct(direct["trips"], 0.99)
+    for row in rows:
+        p50, p99 = statistics.median(row["trips"]), pct(row["trips"], 0.99)
+        added = "—" if row is direct else f"{p50 - d50:+.1f} ms"
+        added99 = "—" if row is direct else f"{p99 - d99:+.1f} ms"
+        rss = "—" if row is direct else f"{row['rss'] / 2**20:.0f} MiB"
+        print(
+            f"| {row['path']} | {row['bytes']:,} | {row['log_time']:.2f} s | {p50:.1f} ms "
+            f"| {p99:.1f} ms | {added} | {added99} | {rss} |"
+        )
+    print(f"\nbytes ratio proxy/direct {rows[1]['bytes'] / direct['bytes']:.4f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--commits", type=int, default=60_000)
     parser.add_argument("--small-calls", type=int, default=50)
+    parser.add_argument("--before", help="another source tree's src/ for a 'before' row")
     args = parser.parse_args()
     if not GIT_SERVER.exists():
         raise SystemExit(f"{GIT_SERVER} is missing; see this script's docstring to install it")
-    anyio.run(run, args.commits, args.small_calls)
+    anyio.run(run, args.commits, args.small_calls, args.before)
 
 
 if __name__ == "__main__":
