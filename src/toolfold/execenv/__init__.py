@@ -22,12 +22,21 @@ from typing import TYPE_CHECKING
 
 from toolfold._lazy import lazy_exports
 
+from ._background import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RUNNING,
+    BackgroundCommands,
+    BackgroundInfo,
+    BackgroundRead,
+)
 from ._capture import CaptureClosedError, CaptureSnapshot, OutputCapture
 from ._errors import (
+    BackgroundLimitError,
     CallbackError,
     ExecConfigError,
     ExecError,
     ExecStartError,
+    HandleError,
     ProtocolError,
     SpillError,
     TransportError,
@@ -101,6 +110,8 @@ __getattr__ = lazy_exports(
 
 __all__ = [
     "DEFAULT_HEAD_SHARE",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_RUNNING",
     "DEFAULT_MAX_SPILL",
     "DEFAULT_REMOTE_COMMAND",
     "DEFAULT_SPILL_DIR",
@@ -113,6 +124,10 @@ __all__ = [
     "SECRET_PATHS",
     "AdaptivePublisher",
     "Append",
+    "BackgroundCommands",
+    "BackgroundInfo",
+    "BackgroundLimitError",
+    "BackgroundRead",
     "CallbackError",
     "Cancellable",
     "CaptureClosedError",
@@ -124,6 +139,7 @@ __all__ = [
     "ExecConfigError",
     "ExecError",
     "ExecStartError",
+    "HandleError",
     "HeadTailCapture",
     "HostInfo",
     "LocalExecEnv",

@@ -9,6 +9,8 @@
           ├── ExecStartError     the command could not be started (bad cwd, no shell); ``__cause__`` is the OSError
           ├── SpillError         the spill file could not be created or written; the child was killed
           ├── CallbackError      the ``on_update`` consumer raised; the child was killed; ``__cause__`` is its error
+          ├── BackgroundLimitError  ``max_background`` commands already run: no other may start
+          ├── HandleError        no background command with that handle, or it has ended
           └── TransportError     the exec host could not be reached, is not installed, or its connection dropped
                └── ProtocolError the exec host spoke another protocol version, or sent a malformed message
 
@@ -84,3 +86,13 @@ class TransportError(ExecError):
 class ProtocolError(TransportError):
     """Raised when the exec host speaks another protocol version (the message names
     both) or sends a message this side cannot read."""
+
+
+class BackgroundLimitError(ExecError):
+    """Raised by ``exec(..., yield_after=...)`` when the environment already runs its
+    ``max_background`` commands; the message names them and says to stop one."""
+
+
+class HandleError(ExecError):
+    """Raised for a background handle the environment does not know (or no longer: the
+    read that reported its end forgot it), or input or a signal to a command that ended."""

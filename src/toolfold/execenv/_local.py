@@ -11,10 +11,18 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from ._background import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RUNNING,
+    BackgroundCommands,
+    BackgroundRead,
+)
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._limits import CaptureOptions
 from ._pipes import PipeReader, output_pipe
+from ._pty import open_pty, take_controlling_terminal
 from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
@@ -50,6 +58,9 @@ class ShellExecResult(ShellOutputMetadata):
     timed_out: bool = False
     cancelled: bool = False
     background_killed: bool = False
+    handle: str | None = None
+    """Set when the command was still running at ``yield_after``: it goes on in the
+    background (``env.background``), and this is the output so far."""
 
     @property
     def view(self) -> ShellOutputView:
@@ -110,6 +121,9 @@ class LocalExecEnv:
     ``sandbox`` confines every command (see ``Sandbox``); it is checked here, so a host
     that cannot confine raises ``ExecConfigError`` before anything runs. The spill
     directory is then created up front and hidden from the command.
+    ``max_background`` and ``idle_timeout`` bound the commands that outlive their
+    call (``exec(..., yield_after=...)``, see ``BackgroundCommands``); ``aclose()``
+    stops them.
     """
 
     def __init__(
@@ -120,6 +134,8 @@ class LocalExecEnv:
         kill_grace: float = 2.0,
         exit_grace: float = 1.0,
         sandbox: Sandbox | None = None,
+        max_background: int = DEFAULT_MAX_RUNNING,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
     ) -> None:
         for name, value in (("kill_grace", kill_grace), ("exit_grace", exit_grace)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -137,6 +153,9 @@ class LocalExecEnv:
         if sandbox is not None:
             sandbox.check()
         self.sandbox = sandbox
+        self.background = BackgroundCommands(
+            max_running=max_background, idle_timeout=idle_timeout, kill_grace=self.kill_grace
+        )
 
     def _spawn_argv(
         self, command: str, env: Mapping[str, str], cwd: Path | str | None = None
@@ -160,6 +179,16 @@ class LocalExecEnv:
         where = os.fspath(cwd) if cwd is not None else os.getcwd()
         return self.sandbox.argv(argv, cwd=where, hide=hide), self.sandbox.env(env)
 
+    async def aclose(self) -> list[BackgroundRead]:
+        """Stop every background command still running; what each printed last."""
+        return await self.background.aclose()
+
+    async def __aenter__(self) -> LocalExecEnv:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
     async def exec(
         self,
         command: str,
@@ -170,6 +199,8 @@ class LocalExecEnv:
         cancel: asyncio.Event | None = None,
         capture: CaptureOptions | None = None,
         on_update: UpdateConsumer | None = None,
+        yield_after: float | None = None,
+        tty: bool = False,
     ) -> ShellExecResult:
         """Run ``shell -c command`` in its own process group and capture its output.
 
@@ -181,9 +212,17 @@ class LocalExecEnv:
         same teardown and then propagates ``CancelledError``. In every case the latest
         bounded state is published before this returns or raises.
 
+        ``yield_after`` (seconds): a command still running then is not waited for — the
+        result holds its output so far and a ``handle``, and it goes on in the
+        background (``self.background``: read, write, signal, stop), still bounded,
+        spilled and paced, until it ends, its ``timeout``, ``stop`` or ``aclose``. Such a
+        command's stdin is a pipe it can be written to (``/dev/null`` otherwise).
+        ``tty``: run it on a pseudo-terminal (``_pty``; implies a writable stdin).
+
         Raises ``ExecStartError`` if the command cannot start, ``SpillError`` if the spill
         file cannot be written, ``CallbackError`` if ``on_update`` raised (the command is
-        killed in both cases).
+        killed in both cases), ``BackgroundLimitError`` when ``yield_after`` is given and
+        ``max_background`` commands already run.
         """
         if not isinstance(command, str):
             raise ExecConfigError(f"exec command must be a str, got {type(command).__name__}")
@@ -193,7 +232,40 @@ class LocalExecEnv:
             raise ExecConfigError(
                 f"exec timeout must be a number of seconds > 0 or None, got {timeout!r}"
             )
+        if yield_after is not None and (
+            isinstance(yield_after, bool)
+            or not isinstance(yield_after, int | float)
+            or yield_after <= 0
+        ):
+            raise ExecConfigError(
+                f"exec yield_after must be a number of seconds > 0 or None, got {yield_after!r}"
+            )
         options = capture if capture is not None else CaptureOptions()
+        if yield_after is not None:
+            self.background.admit()
+        adopted = False
+        try:
+            result = await self._run(
+                command, cwd, env, timeout, cancel, options, on_update, yield_after, bool(tty)
+            )
+            adopted = result.handle is not None
+            return result
+        finally:
+            if yield_after is not None and not adopted:
+                self.background.release()
+
+    async def _run(
+        self,
+        command: str,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        cancel: asyncio.Event | None,
+        options: CaptureOptions,
+        on_update: UpdateConsumer | None,
+        yield_after: float | None,
+        tty: bool,
+    ) -> ShellExecResult:
         loop = asyncio.get_running_loop()
         failed: asyncio.Future[ExecError] = loop.create_future()
         reader_box: list[PipeReader] = []
@@ -211,14 +283,8 @@ class LocalExecEnv:
             on_failure=on_failure,
         )
         protocol = _ExecProtocol(loop)
-        out_r, out_w = output_pipe()
-        try:
-            err_r, err_w = output_pipe()
-        except OSError:
-            os.close(out_r)
-            os.close(out_w)
-            raise
-        reader = PipeReader(loop, [out_r, err_r], session, protocol.output_closed)
+        streams = _Streams.open(tty=tty, writable=yield_after is not None)
+        reader = PipeReader(loop, streams.read_ends, session, protocol.output_closed)
         reader_box.append(reader)
         # Every process of this command carries the marker, so the teardown can find
         # the ones that left the group and were adopted by us (see _reaper).
@@ -230,27 +296,27 @@ class LocalExecEnv:
             argv, child_env = self._spawn_argv(command, child_env, cwd)
         except BaseException:
             reader.close()
-            os.close(out_w)
-            os.close(err_w)
+            streams.close_child_ends()
+            streams.close_stdin()
             raise
         spawn = asyncio.ensure_future(
             loop.subprocess_exec(
                 lambda: protocol,
                 *argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
+                stdin=streams.child_stdin,
+                stdout=streams.child_stdout,
+                stderr=streams.child_stderr,
                 cwd=cwd,
                 env=child_env,
                 start_new_session=True,
+                preexec_fn=take_controlling_terminal if tty else None,
             )
         )
 
         def close_write_ends(_: object) -> None:
             # Only the child keeps the write ends, so end of file means it (and whatever
             # it left behind) closed them; closed here however the start ends.
-            os.close(out_w)
-            os.close(err_w)
+            streams.close_child_ends()
 
         spawn.add_done_callback(close_write_ends)
         try:
@@ -258,11 +324,13 @@ class LocalExecEnv:
             # SIGKILL the shell alone, leaving whatever the shell already forked running.
             transport, _ = await asyncio.shield(spawn)
         except asyncio.CancelledError:
+            streams.close_stdin()
             await asyncio.shield(
                 asyncio.ensure_future(self._stop_when_started(spawn, reader, session, exec_id))
             )
             raise
         except OSError as exc:
+            streams.close_stdin()
             reader.close()
             raise ExecStartError(
                 f"cannot start {self.shell!r} -c {command[:80]!r} (cwd={str(cwd) if cwd else None!r}): "
@@ -277,10 +345,27 @@ class LocalExecEnv:
             waiters.append(cancel_wait)  # type: ignore[arg-type]
         timed_out = cancelled = background = False
         kill = True  # until we know the command ended by itself
+        handoff: _Started | None = None
+        yielding = yield_after is not None and (timeout is None or yield_after < timeout)
         try:
             done, _ = await asyncio.wait(
-                waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                waiters,
+                timeout=yield_after if yielding else timeout,
+                return_when=asyncio.FIRST_COMPLETED,
             )
+            if not done and yielding and yield_after is not None:
+                # Still running at the yield time: it goes on in the background.
+                handoff = _Started(
+                    self, transport, protocol, reader, session, exec_id, streams, failed
+                )
+                handle = self.background.adopt(
+                    handoff,
+                    command,
+                    limits=options.limits,
+                    timeout=None if timeout is None else timeout - yield_after,
+                )
+                kill = False
+                return _running_result(session, handle)
             if finished in done:
                 # The shell exited by itself; if what it left behind still holds the
                 # pipes after exit_grace, that group is killed (exit_code stays).
@@ -299,12 +384,14 @@ class LocalExecEnv:
             for fut in (finished, cancel_wait):
                 if fut is not None and not fut.done():
                     fut.cancel()
-            teardown = asyncio.ensure_future(
-                self._teardown(transport, protocol, reader, session, kill, exec_id)
-            )
-            # Teardown survives cancellation of exec: the group is killed and the final
-            # state published even when the caller's task is being cancelled.
-            view = await asyncio.shield(teardown)
+            if handoff is None:
+                streams.close_stdin()
+                teardown = asyncio.ensure_future(
+                    self._teardown(transport, protocol, reader, session, kill, exec_id)
+                )
+                # Teardown survives cancellation of exec: the group is killed and the
+                # final state published even when the caller's task is being cancelled.
+                view = await asyncio.shield(teardown)
         if session.failure is not None:
             raise session.failure
         returncode = transport.get_returncode()
@@ -429,3 +516,125 @@ class LocalExecEnv:
         finally:
             if not both.done():
                 both.cancel()
+
+
+def _running_result(session: CaptureSession, handle: str) -> ShellExecResult:
+    """The result of a command that yielded: its output so far, and its handle."""
+    view = session.view()
+    meta = view.metadata
+    return ShellExecResult(
+        truncation=meta.truncation,
+        spill_path=meta.spill_path,
+        last_line_bytes=meta.last_line_bytes,
+        spill_note=meta.spill_note,
+        exit_code=None,
+        text=view.text,
+        handle=handle,
+    )
+
+
+class _Streams:
+    """The child's stdin, stdout and stderr, and our ends of them.
+
+    Plain: two output pipes and stdin ``/dev/null``, or a pipe we write when the command
+    may take input (``writable``). ``tty``: one pseudo-terminal for all three.
+    """
+
+    def __init__(
+        self,
+        read_ends: list[int],
+        child: tuple[int, int, int],
+        stdin: int | None,
+        tty: int | None,
+    ) -> None:
+        self.read_ends = read_ends
+        self.child_stdin, self.child_stdout, self.child_stderr = child
+        self.stdin = stdin
+        self.tty = tty
+        self._child_open = True
+
+    @classmethod
+    def open(cls, *, tty: bool, writable: bool) -> _Streams:
+        if tty:
+            master, slave = open_pty()
+            # Our own descriptor for input: the reader closes the master at end of file,
+            # and a write must never reach a number reused meanwhile.
+            return cls([master], (slave, slave, slave), os.dup(master), master)
+        opened: list[int] = []
+        try:
+            out_r, out_w = output_pipe()
+            opened += (out_r, out_w)
+            err_r, err_w = output_pipe()
+            opened += (err_r, err_w)
+            stdin: int | None = None
+            child_in = subprocess.DEVNULL
+            if writable:
+                child_in, stdin = os.pipe2(os.O_CLOEXEC)
+                opened += (child_in, stdin)
+                os.set_blocking(stdin, False)
+        except OSError:
+            for fd in opened:
+                os.close(fd)
+            raise
+        return cls([out_r, err_r], (child_in, out_w, err_w), stdin, None)
+
+    def close_child_ends(self) -> None:
+        if self._child_open:
+            self._child_open = False
+            for fd in {self.child_stdin, self.child_stdout, self.child_stderr}:
+                if fd >= 0:
+                    os.close(fd)
+
+    def close_stdin(self) -> None:
+        if self.stdin is not None:
+            fd, self.stdin = self.stdin, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class _Started:
+    """A running command handed to ``BackgroundCommands`` (its ``Process``)."""
+
+    def __init__(
+        self,
+        env: LocalExecEnv,
+        transport: asyncio.SubprocessTransport,
+        protocol: _ExecProtocol,
+        reader: PipeReader,
+        session: CaptureSession,
+        exec_id: str,
+        streams: _Streams,
+        failed: asyncio.Future[ExecError],
+    ) -> None:
+        self._env = env
+        self._failed = failed
+        self._transport = transport
+        self._protocol = protocol
+        self._reader = reader
+        self.session = session
+        self._exec_id = exec_id
+        self.pid = transport.get_pid()
+        self.stdin = streams.stdin
+        self.tty = streams.tty
+
+    async def finished(self) -> bool:
+        # A spill or consumer failure ends it like leftovers holding the output: killed.
+        ended = asyncio.ensure_future(self._env._exited_and_drained(self._protocol))
+        try:
+            waiters: list[asyncio.Future[Any]] = [ended, self._failed]
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not ended.done():
+                ended.cancel()
+        return ended.done() and not ended.cancelled() and ended.result()
+
+    async def teardown(self, kill: bool) -> ShellOutputView:
+        return await self._env._teardown(
+            self._transport, self._protocol, self._reader, self.session, kill, self._exec_id
+        )
+
+    def returncode(self) -> int | None:
+        return self._transport.get_returncode()
+
+    def drain(self) -> None:
+        self._reader.drain()

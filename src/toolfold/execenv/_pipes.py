@@ -137,6 +137,18 @@ class PipeReader:
             self._on_closed()
         return None
 
+    def drain(self, max_reads: int = 64) -> None:
+        """Read now what the pipes already hold (at most ``max_reads`` reads each), so a
+        caller looking at the output sees everything written before it looked. Nothing
+        is read while paused (the spill is behind)."""
+        for fd in list(self._open):
+            for _ in range(max_reads):
+                if self._paused or fd not in self._open:
+                    break
+                # Without tee: an empty pipe must not look like a full spill pipe.
+                if not self._read(fd, tee=False):
+                    break
+
     def _gathered(self, fd: int) -> None:
         if fd in self._gathering:
             self._gathering.discard(fd)

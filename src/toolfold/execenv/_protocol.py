@@ -132,7 +132,9 @@ def result_from_dict(d: Any) -> ShellExecResult:
         spill_note=meta.spill_note,
         exit_code=exit_code,
         text=view.output.text,
-        **{flag: bool(value) for flag, value in flags.items()},
+        timed_out=bool(flags["timed_out"]),
+        cancelled=bool(flags["cancelled"]),
+        background_killed=bool(flags["background_killed"]),
     )
 
 

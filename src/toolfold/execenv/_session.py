@@ -82,14 +82,24 @@ class CaptureSession:
         self.failure: ExecError | None = None
         self._base: ShellOutputView | None = None
         self._base_start = (0, 0)
+        self._consumer: UpdateConsumer = on_update if on_update is not None else _discard
+        #: Also given every raw read (a background command's "new since the last read").
+        self.tap: Callable[[bytes], None] | None = None
         self.publisher: AdaptivePublisher[ShellOutputUpdate] = AdaptivePublisher(
             produce=self._produce,
-            consume=on_update if on_update is not None else _discard,
+            consume=lambda update: self._consumer(update),
             min_interval=self.options.min_interval,
             target_rate=self.options.target_rate,
             clock=clock,
             on_error=self._consumer_failed,
         )
+
+    def redirect(self, on_update: UpdateConsumer | None) -> None:
+        """Publish to ``on_update`` from now on, starting with a ``Replace`` of the whole
+        view (a command that outlives the call that started it changes consumers)."""
+        self._consumer = on_update if on_update is not None else _discard
+        self._base = None
+        self.publisher.mark_dirty()
 
     @property
     def spill_path(self) -> str | None:
@@ -118,6 +128,8 @@ class CaptureSession:
         if self.failure is not None:
             return  # the command is being killed; nothing more is published
         self.capture.feed(data)
+        if self.tap is not None:
+            self.tap(data)
         if self._spill_dir is not None and self._spill_note is None:
             if self.spill is None:
                 self._prefix.append(data)

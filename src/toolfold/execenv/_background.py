@@ -1,0 +1,565 @@
+"""Commands that outlive the call that started them: handles, reads of new output, stdin.
+
+``exec(..., yield_after=s)`` hands a command still running after ``s`` seconds to the
+environment's ``BackgroundCommands``: the process keeps running in its own process
+group, its output keeps going through the same ``CaptureSession`` (bounded view, exact
+totals, byte-exact spill, paced updates), and the caller gets a handle. With the
+handle it can
+
+- ``read`` what is new since the last read: a second ``OutputCapture`` is fed the same
+  raw reads and restarted at each read, so a read is the bounded window of exactly the
+  bytes since the previous one, with their exact totals and the offset where they start
+  in the raw stream (and the spill file). Nothing is lost between two reads and nothing
+  is held beyond two windows;
+- ``write`` to its stdin (a pipe, or the pseudo-terminal), then wait a short yield;
+- ``signal`` it, ``stop`` it (the same teardown as a timeout), ``resize`` its terminal;
+- list the ``commands()`` of this environment.
+
+Limits: ``max_running`` commands per environment (a start beyond it is refused with
+``BackgroundLimitError``), the per-command spill cap of ``CaptureOptions``, and
+``idle_timeout``: a command nobody read, wrote or signalled for that long is stopped.
+``aclose()`` stops every command still running and returns what it stopped.
+
+This module knows nothing of how a process is started: ``_local`` gives it a
+``Process`` (the running shell, its capture session, its stdin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ._capture import OutputCapture
+from ._errors import BackgroundLimitError, ExecConfigError, HandleError
+from ._limits import ShellOutputLimits
+from ._session import CaptureSession, UpdateConsumer
+from ._updates import ShellOutputTruncation, ShellOutputView
+
+DEFAULT_MAX_RUNNING = 8
+DEFAULT_IDLE_TIMEOUT = 3600.0
+"""A background command nobody looked at for an hour is stopped: a forgotten dev server
+must not run for the rest of the session."""
+MAX_WRITE = 64 * 1024
+"""Bytes one ``write`` may send: input is typed, not streamed."""
+SIGNALS = ("INT", "TERM", "HUP", "QUIT", "KILL", "USR1", "USR2", "CONT", "STOP", "WINCH")
+"""Signals ``signal`` sends (by name, without ``SIG``)."""
+
+Ended = Literal["exited", "signal", "stopped", "timeout", "idle", "closed"]
+"""Why a command is no longer running: it exited; a signal ended it; or we stopped it
+(``stop``, its ``timeout``, ``idle_timeout``, the environment closing)."""
+
+
+class Process(Protocol):
+    """A started command, as ``_local`` gives it to the registry."""
+
+    pid: int
+    session: CaptureSession
+    stdin: int | None
+    """Non-blocking fd writing to the command's stdin (a pipe or the pty master)."""
+    tty: int | None
+    """The pty master, when the command runs on a pseudo-terminal."""
+
+    async def finished(self) -> bool:
+        """Wait for the shell to exit; True when its output also closed (else leftovers
+        still hold it, after the exit grace)."""
+        ...
+
+    async def teardown(self, kill: bool) -> ShellOutputView:
+        """Kill the command's processes (``kill``) or reap what it left, close its pipes,
+        finish its session; the final view."""
+        ...
+
+    def returncode(self) -> int | None:
+        """The shell's exit status (negative: a signal), None while running."""
+        ...
+
+    def drain(self) -> None:
+        """Read what its pipes already hold."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackgroundRead:
+    """What a background command printed since the previous read, and its state.
+
+    ``text`` is the bounded window (the command's limits and retain mode) of the raw
+    bytes ``offset`` .. ``offset + truncation.total_bytes`` of its output; ``truncation``
+    counts exactly those bytes and lines. ``total_bytes`` / ``total_lines`` count the
+    whole output so far. ``spill_path`` holds the raw stream once the output went past
+    the cap (so a truncated read can be read whole from it at ``offset``).
+    ``exit_code`` is set once it exited by itself; ``ended`` says why it is no longer
+    running. ``written``: bytes given to its stdin by this call.
+    """
+
+    handle: str
+    command: str
+    running: bool
+    text: str
+    truncation: ShellOutputTruncation
+    offset: int
+    total_bytes: int
+    total_lines: int
+    spill_path: str | None = None
+    spill_note: str | None = None
+    exit_code: int | None = None
+    ended: Ended | None = None
+    written: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackgroundInfo:
+    """One command of ``commands()``."""
+
+    handle: str
+    command: str
+    pid: int
+    running: bool
+    tty: bool
+    started: float
+    """Wall-clock time (``time.time()``) it was started."""
+    total_bytes: int
+    unread_bytes: int
+    idle: float
+    """Seconds since the last read, write or signal."""
+    exit_code: int | None = None
+    ended: Ended | None = None
+
+
+class _Entry:
+    def __init__(
+        self,
+        handle: str,
+        command: str,
+        proc: Process,
+        limits: ShellOutputLimits,
+        started: float,
+    ) -> None:
+        self.handle = handle
+        self.command = command
+        self.proc = proc
+        self.limits = limits
+        self.started = started
+        self.segment = OutputCapture(limits)
+        self.offset = proc.session.capture.total_bytes
+        self.changed = asyncio.Event()
+        self.done = asyncio.Event()
+        self.stop_reason: Ended | None = None
+        self.stop_requested = asyncio.Event()
+        self.ended: Ended | None = None
+        self.exit_code: int | None = None
+        self.last_touch = time.monotonic()
+        self.watcher: asyncio.Task[None] | None = None
+        self.idle_timer: asyncio.TimerHandle | None = None
+        self.waiters = 0
+
+    def feed(self, data: bytes) -> None:
+        self.segment.feed(data)
+        self.changed.set()
+
+    @property
+    def running(self) -> bool:
+        return not self.done.is_set()
+
+    def take(self, written: int | None = None) -> BackgroundRead:
+        """The new output since the last take, and restart the segment."""
+        if not self.running:
+            self.segment.close()
+        snap = self.segment.snapshot()
+        session = self.proc.session
+        capture = session.capture
+        meta = session.view().metadata
+        read = BackgroundRead(
+            handle=self.handle,
+            command=self.command,
+            running=self.running,
+            text=snap.text,
+            truncation=snap.truncation,
+            offset=self.offset,
+            total_bytes=capture.total_bytes,
+            total_lines=capture.total_lines,
+            spill_path=meta.spill_path,
+            spill_note=meta.spill_note,
+            exit_code=self.exit_code,
+            ended=self.ended,
+            written=written,
+        )
+        self.offset = capture.total_bytes
+        self.segment = OutputCapture(self.limits)
+        return read
+
+
+class BackgroundCommands:
+    """The commands of one environment that outlived their call (see the module doc)."""
+
+    def __init__(
+        self,
+        *,
+        max_running: int = DEFAULT_MAX_RUNNING,
+        idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        kill_grace: float = 2.0,
+    ) -> None:
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+            raise ExecConfigError(
+                f"max_running must be an int >= 1 (commands), got {max_running!r}"
+            )
+        if idle_timeout is not None and (
+            isinstance(idle_timeout, bool)
+            or not isinstance(idle_timeout, int | float)
+            or idle_timeout <= 0
+        ):
+            raise ExecConfigError(
+                f"idle_timeout must be a number of seconds > 0 or None, got {idle_timeout!r}"
+            )
+        self.max_running = max_running
+        self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
+        self._entries: dict[str, _Entry] = {}
+        self._slots = 0  # commands that may yield and have not ended: started or adopted
+        self._next = 1
+        self._closed = False
+
+    # -- admission -------------------------------------------------------------------
+
+    def admit(self) -> None:
+        """Reserve a slot for a command that may yield; raise when the cap is reached."""
+        if self._closed:
+            raise HandleError(
+                "this execution environment is closed; its background commands were stopped"
+            )
+        if self._slots >= self.max_running:
+            running = [e for e in self._entries.values() if e.running]
+            names = ", ".join(f"{e.handle} ({e.command[:40]!r})" for e in running) or "none yet"
+            raise BackgroundLimitError(
+                f"{self._slots} commands are already running in this environment (the limit "
+                f"is {self.max_running}; background: {names}); stop one with its handle "
+                "before starting another"
+            )
+        self._slots += 1
+
+    def release(self) -> None:
+        """Give back a slot of a command that ended without being adopted."""
+        self._slots = max(0, self._slots - 1)
+
+    def adopt(
+        self,
+        proc: Process,
+        command: str,
+        *,
+        limits: ShellOutputLimits,
+        timeout: float | None,
+    ) -> str:
+        """Keep ``proc`` running in the background (its slot was ``admit``ted); its handle.
+
+        ``timeout``: seconds it may still run before it is stopped (None: no limit).
+        """
+        handle = f"bg-{self._next}"
+        self._next += 1
+        entry = _Entry(handle, command, proc, limits, time.time())
+        proc.session.tap = entry.feed
+        proc.session.redirect(None)  # the call that started it has settled
+        self._entries[handle] = entry
+        entry.watcher = asyncio.create_task(self._watch(entry, timeout), name=f"toolfold {handle}")
+        self._touch(entry)
+        return handle
+
+    # -- the lifetime of one command --------------------------------------------------
+
+    async def _watch(self, entry: _Entry, timeout: float | None) -> None:
+        finished = asyncio.ensure_future(entry.proc.finished())
+        stop = asyncio.ensure_future(entry.stop_requested.wait())
+        try:
+            done, _ = await asyncio.wait(
+                [finished, stop], timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            kill = True
+            if finished in done:
+                kill = not finished.result()  # leftovers still hold the output
+                code = entry.proc.returncode()
+                if code is not None and code >= 0:
+                    entry.ended, entry.exit_code = "exited", code
+                else:
+                    entry.ended = "signal"
+            elif stop in done:
+                entry.ended = entry.stop_reason or "stopped"
+            else:
+                entry.ended = "timeout"
+            await asyncio.shield(asyncio.ensure_future(entry.proc.teardown(kill)))
+        finally:
+            for fut in (finished, stop):
+                if not fut.done():
+                    fut.cancel()
+            self._ended(entry)
+
+    def _ended(self, entry: _Entry) -> None:
+        if entry.ended is None:  # pragma: no cover - the watcher itself was cancelled
+            entry.ended = entry.stop_reason or "stopped"
+        if entry.idle_timer is not None:
+            entry.idle_timer.cancel()
+        if entry.proc.stdin is not None:
+            fd, entry.proc.stdin = entry.proc.stdin, None
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        entry.proc.drain()
+        self.release()
+        entry.done.set()
+        entry.changed.set()
+
+    def _touch(self, entry: _Entry) -> None:
+        entry.last_touch = time.monotonic()
+        if self.idle_timeout is None or not entry.running:
+            return
+        if entry.idle_timer is not None:
+            entry.idle_timer.cancel()
+        entry.idle_timer = asyncio.get_running_loop().call_later(
+            self.idle_timeout, self._idle, entry
+        )
+
+    def _idle(self, entry: _Entry) -> None:
+        if entry.running and entry.stop_reason is None and not entry.waiters:
+            entry.stop_reason = "idle"
+            entry.stop_requested.set()
+
+    # -- operations ---------------------------------------------------------------------
+
+    def _get(self, handle: str) -> _Entry:
+        entry = self._entries.get(handle) if isinstance(handle, str) else None
+        if entry is None:
+            known = ", ".join(self._entries) or "none"
+            raise HandleError(
+                f"no background command {handle!r} in this environment (known: {known}); "
+                "list them (commands()) to see the handles"
+            )
+        return entry
+
+    def _finish_read(self, entry: _Entry, written: int | None = None) -> BackgroundRead:
+        if entry.running:
+            entry.proc.drain()
+        read = entry.take(written)
+        if not read.running:
+            # Its end has been reported: forget it.
+            self._entries.pop(entry.handle, None)
+        return read
+
+    async def _wait(self, entry: _Entry, wait: float, until: str | None) -> None:
+        """Wait up to ``wait`` seconds, less when the command ends or ``until`` appears in
+        its new output."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        entry.waiters += 1
+        try:
+            while entry.running:
+                if entry.running:
+                    entry.proc.drain()
+                if until is not None and until in entry.segment.snapshot().text:
+                    return
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return
+                entry.changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(entry.changed.wait(), remaining)
+        finally:
+            entry.waiters -= 1
+            self._touch(entry)
+
+    async def read(
+        self, handle: str, *, wait: float = 0.0, until: str | None = None
+    ) -> BackgroundRead:
+        """The output since the last read (see ``BackgroundRead``); first waits up to
+        ``wait`` seconds, less when the command ends or ``until`` (a plain string) shows
+        up in the new output. The read that reports the end forgets the handle."""
+        _check_wait(wait, until)
+        entry = self._get(handle)
+        self._touch(entry)
+        await self._wait(entry, wait, until)
+        return self._finish_read(entry)
+
+    async def write(
+        self,
+        handle: str,
+        data: str | bytes,
+        *,
+        eof: bool = False,
+        wait: float = 1.0,
+        until: str | None = None,
+    ) -> BackgroundRead:
+        """Write ``data`` to the command's stdin (``eof``: then close it — on a terminal,
+        send the end-of-file character), wait like ``read``, and return the new output.
+
+        At most ``MAX_WRITE`` bytes. A command that does not read its input gets what
+        fits in the pipe within ``wait``; ``written`` says how much that was.
+        """
+        _check_wait(wait, until)
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        if len(raw) > MAX_WRITE:
+            raise ExecConfigError(
+                f"{len(raw)} bytes to write; one write sends at most {MAX_WRITE} bytes — "
+                "write a file and have the command read it instead"
+            )
+        entry = self._get(handle)
+        self._touch(entry)
+        fd = entry.proc.stdin
+        if not entry.running or fd is None:
+            raise HandleError(
+                f"{handle} ({entry.command[:60]!r}) has ended or its input was closed; "
+                "read it for its last output"
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(wait, 1.0)
+        if eof and entry.proc.tty is not None:
+            raw += b"\x04"  # VEOF: the line discipline ends the read, as Ctrl-D does
+        written = await _write_all(fd, raw, deadline)
+        if eof and entry.proc.tty is None and written == len(raw):
+            entry.proc.stdin = None
+            os.close(fd)
+        await self._wait(entry, wait, until)
+        return self._finish_read(entry, written)
+
+    async def signal(
+        self, handle: str, name: str, *, wait: float = 1.0, until: str | None = None
+    ) -> BackgroundRead:
+        """Send signal ``name`` (``SIGNALS``, e.g. ``"INT"``) to the command's process
+        group, wait like ``read``, and return the new output."""
+        _check_wait(wait, until)
+        sig_name = name.upper().removeprefix("SIG") if isinstance(name, str) else ""
+        if sig_name not in SIGNALS:
+            raise ExecConfigError(
+                f"signal {name!r} is not one of {', '.join(SIGNALS)}; use stop to end a command"
+            )
+        entry = self._get(handle)
+        self._touch(entry)
+        if not entry.running:
+            raise HandleError(
+                f"{handle} ({entry.command[:60]!r}) has ended; read it for its last output"
+            )
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(entry.proc.pid, getattr(signal, "SIG" + sig_name))
+        await self._wait(entry, wait, until)
+        return self._finish_read(entry)
+
+    async def stop(self, handle: str) -> BackgroundRead:
+        """Stop the command (SIGTERM to all its processes, SIGKILL after the grace) and
+        return its last output."""
+        entry = self._get(handle)
+        await self._stop(entry, "stopped")
+        return self._finish_read(entry)
+
+    async def _stop(self, entry: _Entry, reason: Ended) -> None:
+        if entry.running:
+            if entry.stop_reason is None:
+                entry.stop_reason = reason
+            entry.stop_requested.set()
+            await entry.done.wait()
+
+    async def wait_ended(self, handle: str) -> None:
+        """Wait until the command has ended (not an interaction: its idle clock runs on)."""
+        await self._get(handle).done.wait()
+
+    def resize(self, handle: str, columns: int, rows: int) -> None:
+        """Tell a command on a pseudo-terminal its window is now ``columns`` x ``rows``."""
+        entry = self._get(handle)
+        if entry.proc.tty is None:
+            raise HandleError(f"{handle} does not run on a terminal; start it with tty=True")
+        from ._pty import set_window_size
+
+        if entry.running:
+            set_window_size(entry.proc.tty, columns, rows)
+
+    def subscribe(self, handle: str, on_update: UpdateConsumer | None) -> None:
+        """Send the command's paced updates (its whole bounded view, from a ``Replace``) to
+        ``on_update`` from now on (``None``: to nobody)."""
+        self._get(handle).proc.session.redirect(on_update)
+
+    def commands(self) -> list[BackgroundInfo]:
+        """The commands of this environment not yet forgotten (running, or ended and not
+        read since), oldest first."""
+        now = time.monotonic()
+        return [
+            BackgroundInfo(
+                handle=e.handle,
+                command=e.command,
+                pid=e.proc.pid,
+                running=e.running,
+                tty=e.proc.tty is not None,
+                started=e.started,
+                total_bytes=e.proc.session.capture.total_bytes,
+                unread_bytes=e.proc.session.capture.total_bytes - e.offset,
+                idle=now - e.last_touch,
+                exit_code=e.exit_code,
+                ended=e.ended,
+            )
+            for e in self._entries.values()
+        ]
+
+    @property
+    def running(self) -> int:
+        """How many commands are running (adopted or still in their first call)."""
+        return self._slots
+
+    async def aclose(self) -> list[BackgroundRead]:
+        """Stop every command still running (``ended="closed"``) and refuse new ones;
+        what each printed since its last read, for the caller to report."""
+        self._closed = True
+        entries = [e for e in self._entries.values() if e.running]
+        await asyncio.gather(*(self._stop(e, "closed") for e in entries))
+        return [self._finish_read(e) for e in entries]
+
+
+def _check_wait(wait: float, until: str | None) -> None:
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= 3600:
+        raise ExecConfigError(f"wait must be a number of seconds from 0 to 3600, got {wait!r}")
+    if until is not None and (not isinstance(until, str) or not until):
+        raise ExecConfigError(f"until must be a non-empty string or None, got {until!r}")
+
+
+def _set_ready(ready: asyncio.Future[None]) -> None:
+    if not ready.done():
+        ready.set_result(None)
+
+
+async def _write_all(fd: int, data: bytes, deadline: float) -> int:
+    """Write ``data`` to non-blocking ``fd`` as the reader takes it, until ``deadline``;
+    how many bytes went."""
+    loop = asyncio.get_running_loop()
+    done = 0
+    while done < len(data):
+        try:
+            done += os.write(fd, data[done:])
+            continue
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            if exc.errno in (errno.EPIPE, errno.EIO, errno.EBADF):
+                break  # the command closed its input, or exited
+            raise
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        ready: asyncio.Future[None] = loop.create_future()
+        loop.add_writer(fd, _set_ready, ready)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready, remaining)
+        finally:
+            loop.remove_writer(fd)
+    return done
+
+
+__all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_RUNNING",
+    "MAX_WRITE",
+    "SIGNALS",
+    "BackgroundCommands",
+    "BackgroundInfo",
+    "BackgroundLimitError",
+    "BackgroundRead",
+    "Ended",
+    "HandleError",
+    "Process",
+]
