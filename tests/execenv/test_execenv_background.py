@@ -348,7 +348,7 @@ async def test_a_signal_reaches_the_command(env: LocalExecEnv) -> None:
     assert started.handle is not None
     await output_until(env, started.text, started.handle, "ready")
     got = await env.background.signal(started.handle, "USR1", wait=BOUND, until="usr1")
-    assert got.text == "usr1\n" and got.running
+    assert (got.text, got.running) == ("usr1\n", True), got
     ended = await env.background.signal(started.handle, "SIGINT", wait=BOUND)
     assert not ended.running and ended.ended in ("exited", "signal")
     assert "KeyboardInterrupt" in ended.text
