@@ -41,6 +41,8 @@ INIT = {
 }
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
+BACKGROUND = ["bash_read", "bash_write", "bash_signal", "bash_stop", "bash_list"]
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
@@ -65,7 +67,7 @@ async def test_the_sdk_client_lists_and_calls_tools_over_http(server: str, tmp_p
         names = [t.name for t in (await client.list_tools()).tools]
         result = await client.call_tool("bash", {"command": command}, progress_callback=on_progress)
         failed = await client.call_tool("bash", {"command": "exit 3"})
-    assert names == ["bash", "read", "grep", "pytest"]
+    assert names == ["bash", "read", "grep", "pytest", *BACKGROUND]
     structured = result.structured_content or {}
     assert Path(structured["spill_path"]).read_text() == "".join(f"{i}\n" for i in range(1, 200001))
     assert not result.is_error

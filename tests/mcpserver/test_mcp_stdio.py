@@ -31,15 +31,18 @@ from mcp_helpers import (
 TWO_MB = "seq 1 300000; head -c 1200000 /dev/zero | tr '\\0' x; echo"
 """About 2 MB of output: 300k numbered lines, then one long line."""
 
+BACKGROUND = ["bash_read", "bash_write", "bash_signal", "bash_stop", "bash_list"]
+
 
 async def test_lists_the_builtin_tools_with_schemas_and_window_note(tmp_path: Path) -> None:
     async with connect(tmp_path) as client:
         listed = (await client.list_tools()).tools
     by_name = {t.name: t for t in listed}
-    assert list(by_name) == ["bash", "read", "grep", "pytest"]
+    assert list(by_name) == ["bash", "read", "grep", "pytest", *BACKGROUND]
     bash = by_name["bash"]
     assert bash.input_schema["required"] == ["command"]
-    assert set(bash.input_schema["properties"]) == {"command", "timeout"}
+    assert set(bash.input_schema["properties"]) == {"command", "timeout", "yield_after", "tty"}
+    assert bash.input_schema["properties"]["yield_after"]["default"] == 10.0
     assert "window" in (bash.description or "") and "spill file" in (bash.description or "")
     assert bash.output_schema is not None and "truncation" in bash.output_schema["properties"]
     # The size hint Claude Code reads: the window (50 KiB) plus room for the footer.

@@ -51,7 +51,17 @@ def fold(events: list[HarnessEvent]) -> Any:
 
 def test_builtin_tools_have_distinct_names_and_schemas() -> None:
     tools = builtin_tools()
-    assert [t.name for t in tools] == ["bash", "read", "grep", "pytest"]
+    assert [t.name for t in tools] == [
+        "bash",
+        "read",
+        "grep",
+        "pytest",
+        "bash_read",
+        "bash_write",
+        "bash_signal",
+        "bash_stop",
+        "bash_list",
+    ]
     for t in tools:
         assert t.description and t.json_schema()["type"] == "object"
     assert BASH.output.retain == "tail" and READ.output.retain == "head"

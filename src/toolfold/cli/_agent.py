@@ -127,10 +127,11 @@ async def drive(
 
     from ._tools import offered_tools
 
+    env = LocalExecEnv(spec.spill_dir(session_name))
     loop = ToolLoop(
         offered_tools(),
         session=session,
-        context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
+        context=ToolContext(env=env, cwd=Path.cwd()),
         run_id=str(record["run_id"]),
     )
     printer = AgentPrinter()
@@ -173,6 +174,12 @@ async def drive(
         for signum in (signal.SIGINT, signal.SIGTERM):
             running.remove_signal_handler(signum)
         remove()
+        # Nothing the model left running in the background outlives the run.
+        for read in await env.aclose():
+            printer.err.write(
+                f"toolfold: stopped background command {read.handle} ({read.command[:80]!r})\n"
+            )
+            printer.err.flush()
     await session.commit([set_value(agent_run_address(), {**record, "done": result.stop})])
     tokens = result.model_usage.get("total_tokens")
     print(

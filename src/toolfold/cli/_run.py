@@ -283,7 +283,7 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         loop = asyncio.get_running_loop()
         task = loop.create_task(
             harness.run(
-                [ToolCall(call_id, "bash", {"command": settings.command})],
+                [ToolCall(call_id, "bash", {"command": settings.command, "yield_after": None})],
                 run_id=run_id,
                 cancel=cancel,
             )

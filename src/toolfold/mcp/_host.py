@@ -395,15 +395,22 @@ class McpHost:
         for call in calls:
             call.cancel.set()
         tasks = [c.task for c in calls]
-        if not tasks:
-            await self.tasks.aclose()
-            return
-        _, late = await asyncio.wait(tasks, timeout=grace)
-        for task in late:
-            task.cancel()
-        if late:
-            await asyncio.wait(late)
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=grace)
+            for task in late:
+                task.cancel()
+            if late:
+                await asyncio.wait(late)
         await self.tasks.aclose()
+        # Nothing runs on unnoticed: the commands bash left in the background stop too.
+        env = self._context.env
+        if isinstance(env, LocalExecEnv):
+            for read in await env.aclose():
+                print(
+                    f"toolfold mcp: stopped background command {read.handle} "
+                    f"({read.command[:80]!r}) as the server closed",
+                    file=sys.stderr,
+                )
 
 
 __all__ = ["INSTRUCTIONS", "McpHost", "McpSettings"]

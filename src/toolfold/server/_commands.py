@@ -175,7 +175,10 @@ class HarnessCommands:
     async def __call__(self, lane: str, command: str) -> str:
         """Start ``command`` in ``lane``; return its tool call id once it is scheduled."""
         tool_call_id = f"call-{uuid.uuid4().hex[:12]}"
-        call = ToolCall(tool_call_id, self.tool_name, {**self.extra_args, "command": command})
+        # A command started here is watched live until it ends: it never yields.
+        waits = {"yield_after": None} if self.tool_name == "bash" else {}
+        args = {**waits, **self.extra_args, "command": command}
+        call = ToolCall(tool_call_id, self.tool_name, args)
         if self.sessions is None:
             run: Any = self._harness(lane).run([call])
         else:

@@ -1,4 +1,6 @@
-"""Built-in tools: ``bash``, ``read``, ``grep`` and ``pytest``.
+"""Built-in tools: ``bash``, ``read``, ``grep``, ``pytest``, and for commands ``bash``
+left running in the background ``bash_read``, ``bash_write``, ``bash_signal``,
+``bash_stop`` and ``bash_list``.
 
 Each is a ``toolfold.harness.Tool`` that writes into its ``ToolOutput`` and returns
 nothing. ``builtin_tools()`` returns them all for a ``Harness``.
@@ -14,6 +16,7 @@ from toolfold.harness import Tool
 from .bash import BASH, BashParams, bash_tool
 
 if TYPE_CHECKING:
+    from .bash_background import BACKGROUND_TOOLS
     from .grep import GREP, GrepParams
     from .pytest_tool import PYTEST, PytestParams
     from .read import READ, ReadParams
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
+        "BACKGROUND_TOOLS": ".bash_background",
         "GREP": ".grep",
         "GrepParams": ".grep",
         "PYTEST": ".pytest_tool",
@@ -34,15 +38,18 @@ __getattr__ = lazy_exports(
 
 
 def builtin_tools() -> list[Tool[Any]]:
-    """The built-in tools, in a stable order: bash, read, grep, pytest."""
+    """The built-in tools, in a stable order: bash, read, grep, pytest, then the tools
+    for background commands (bash_read, bash_write, bash_signal, bash_stop, bash_list)."""
+    from .bash_background import BACKGROUND_TOOLS
     from .grep import GREP
     from .pytest_tool import PYTEST
     from .read import READ
 
-    return [BASH, READ, GREP, PYTEST]
+    return [BASH, READ, GREP, PYTEST, *BACKGROUND_TOOLS]
 
 
 __all__ = [
+    "BACKGROUND_TOOLS",
     "BASH",
     "GREP",
     "PYTEST",

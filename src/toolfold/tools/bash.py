@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, Self
 from toolfold._units import format_bytes
 from toolfold.execenv import (
     DEFAULT_MAX_SPILL,
+    BackgroundLimitError,
     CaptureOptions,
+    HandleError,
     Replace,
     ShellExecResult,
     ShellOutputLimits,
@@ -26,6 +28,13 @@ BASH_OUTPUT = OutputPolicy(retain="tail")
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+DEFAULT_YIELD = 10.0
+"""Seconds ``bash`` waits before a command still running goes on in the background (as
+Codex's ``exec_command``): far below any MCP client's request timeout."""
+MAX_YIELD = 120.0
+"""The most a model may make one call wait (``yield_after``, and the ``wait`` of the
+background tools): longer waits are several calls, so no client times out on one."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class BashParams:
@@ -33,6 +42,8 @@ class BashParams:
 
     command: str
     timeout: float | None = None
+    yield_after: float | None = DEFAULT_YIELD
+    tty: bool = False
 
     # A plain class with pydantic's two class methods rather than a BaseModel: the
     # common call ({"command": "..."}) is checked here, so `toolfold run` never imports
@@ -41,8 +52,13 @@ class BashParams:
     # the JSON schema are exactly pydantic's.
 
     def __post_init__(self) -> None:
-        if not _plain(self.command, self.timeout):
-            checked = _model()(command=self.command, timeout=self.timeout)
+        if not _plain(self.command, self.timeout, self.yield_after, self.tty):
+            checked = _model()(
+                command=self.command,
+                timeout=self.timeout,
+                yield_after=self.yield_after,
+                tty=self.tty,
+            )
             for name, value in checked.model_dump().items():
                 object.__setattr__(self, name, value)
 
@@ -53,10 +69,15 @@ class BashParams:
             return obj
         if (
             type(obj) is dict
-            and obj.keys() <= {"command", "timeout"}
-            and _plain(obj.get("command"), obj.get("timeout"))
+            and obj.keys() <= _FIELDS
+            and _plain(
+                obj.get("command"),
+                obj.get("timeout"),
+                obj.get("yield_after", DEFAULT_YIELD),
+                obj.get("tty", False),
+            )
         ):
-            return cls(command=obj["command"], timeout=obj.get("timeout"))
+            return cls(**obj)
         return cls(**_model().model_validate(obj).model_dump())
 
     @classmethod
@@ -65,10 +86,19 @@ class BashParams:
         return _model().model_json_schema()
 
 
-def _plain(command: object, timeout: object) -> bool:
-    """Whether pydantic would accept these values unchanged (an exact ``str`` command and
-    no timeout, or a positive ``float`` one); anything else takes pydantic's path."""
-    return type(command) is str and (timeout is None or (type(timeout) is float and timeout > 0))
+_FIELDS = frozenset({"command", "timeout", "yield_after", "tty"})
+
+
+def _plain(command: object, timeout: object, yield_after: object, tty: object) -> bool:
+    """Whether pydantic would accept these values unchanged (an exact ``str`` command, no
+    timeout or a positive ``float`` one, a ``float`` yield in range or none, a ``bool``
+    tty); anything else takes pydantic's path."""
+    return (
+        type(command) is str
+        and (timeout is None or (type(timeout) is float and timeout > 0))
+        and (yield_after is None or (type(yield_after) is float and 0 < yield_after <= MAX_YIELD))
+        and type(tty) is bool
+    )
 
 
 @functools.cache
@@ -81,6 +111,24 @@ def _model() -> type[BaseModel]:
         command: str = Field(description="The shell command to run (bash -c).")
         timeout: float | None = Field(
             default=None, gt=0, description="Seconds before the command is killed (default: none)."
+        )
+        yield_after: float | None = Field(
+            default=DEFAULT_YIELD,
+            gt=0,
+            le=MAX_YIELD,
+            description=(
+                "Seconds to wait for the command to end. One still running then keeps "
+                "running in the background: the result shows its output so far and a "
+                "handle for bash_read, bash_write, bash_signal and bash_stop. null: wait "
+                "until it ends."
+            ),
+        )
+        tty: bool = Field(
+            default=False,
+            description=(
+                "Run it on a pseudo-terminal (120x40), for REPLs, prompts (read -p) and "
+                "programs that want a terminal."
+            ),
         )
 
     return BashParams
@@ -130,6 +178,15 @@ def _both_ends(t: ShellOutputTruncation) -> str:
     return f"Showing {start} and {end} of {t.total_lines:,}"
 
 
+def running_note(handle: str, waited: float | None) -> str:
+    """The model-visible note on a command that went on in the background."""
+    return (
+        f"[Still running after {waited:g} s, in the background as {handle}: "
+        f'bash_read {{"handle": "{handle}"}} shows its new output, bash_write sends it input, '
+        "bash_stop ends it.]"
+    )
+
+
 BACKGROUND_NOTE = (
     "[Background processes still holding the output were stopped after the command "
     "exited; to keep one running, redirect its output: cmd > file 2>&1 &]"
@@ -147,13 +204,24 @@ async def run_bash(
 ) -> None:
     """Run a shell command (bash -c) in the working directory. Output is stdout and
     stderr interleaved; long output keeps its end, and the full output is saved to
-    a file named in the footer. A non-zero exit code fails the call."""
+    a file named in the footer. A non-zero exit code fails the call. A command still
+    running after yield_after seconds (default 10) keeps running in the background
+    (servers, watchers, prompts): the result gives a handle for bash_read, bash_write,
+    bash_signal and bash_stop."""
     env = context.env
     if env is None:
         raise ToolError(
             "bash needs an execution environment, and this harness has none; "
             "configure ToolContext(env=LocalExecEnv(spill_dir))"
         )
+    background = getattr(env, "background", None)
+    extra: dict[str, Any] = {}
+    if params.yield_after is not None and background is not None:
+        extra["yield_after"] = params.yield_after
+    if params.tty:
+        if background is None:
+            raise ToolError("tty=true needs an execution environment that runs background commands")
+        extra["tty"] = True
     policy = out.policy
     capture = CaptureOptions(
         limits=ShellOutputLimits(
@@ -167,16 +235,25 @@ async def run_bash(
     )
     # The environment bounds, spills and paces at the source; the sink only adopts
     # its bounded updates (and its totals) — nothing is re-windowed or re-counted.
-    result: ShellExecResult = await env.exec(
-        params.command,
-        cwd=context.cwd,
-        timeout=params.timeout,
-        cancel=cancel,
-        capture=capture,
-        on_update=out.feed,
-    )
+    try:
+        result: ShellExecResult = await env.exec(
+            params.command,
+            cwd=context.cwd,
+            timeout=params.timeout,
+            cancel=cancel,
+            capture=capture,
+            on_update=out.feed,
+            **extra,
+        )
+    except (BackgroundLimitError, HandleError) as exc:
+        raise ToolError(str(exc)) from exc
     out.feed(Replace(result.view))
     note = footer(result, policy.retain)
+    if result.handle is not None:
+        note = "\n".join(filter(None, [note, running_note(result.handle, params.yield_after)]))
+        out.footer(("\n" if out.text and not out.text.endswith("\n") else "") + note)
+        out.details.update({"exit_code": None, "handle": result.handle, "running": True})
+        return
     if result.background_killed:
         # Tell the model why a `cmd &` it started is gone, and how to keep one running.
         note = "\n".join(filter(None, [note, BACKGROUND_NOTE]))
