@@ -223,7 +223,7 @@ def test_a_malformed_message_gets_an_error_and_the_server_keeps_serving(tmp_path
         bad = _rpc(proc, b'{"jsonrpc": "2.0", "id": 2, "method": ')
         assert bad["error"]["code"] == -32700, bad
         listed = _rpc(proc, b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}')
-        assert listed["id"] == 3 and len(listed["result"]["tools"]) == 4
+        assert listed["id"] == 3 and len(listed["result"]["tools"]) == 4 + len(BACKGROUND)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()

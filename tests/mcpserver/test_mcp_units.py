@@ -20,6 +20,11 @@ def test_load_tools_accepts_a_tool_a_list_or_a_factory() -> None:
         "read",
         "grep",
         "pytest",
+        "bash_read",
+        "bash_write",
+        "bash_signal",
+        "bash_stop",
+        "bash_list",
     ]
 
 
