@@ -346,7 +346,8 @@ async def test_a_signal_reaches_the_command(env: LocalExecEnv) -> None:
     )
     started = await asyncio.wait_for(env.exec(f'exec {PY} -c "{script}"', yield_after=0.1), BOUND)
     assert started.handle is not None
-    await output_until(env, started.text, started.handle, "ready")
+    # The whole line: a signal between "ready" and its newline would print between them.
+    await output_until(env, started.text, started.handle, "ready\n")
     got = await env.background.signal(started.handle, "USR1", wait=BOUND, until="usr1")
     assert (got.text, got.running) == ("usr1\n", True), got
     ended = await env.background.signal(started.handle, "SIGINT", wait=BOUND)

@@ -23,6 +23,24 @@ class BashParams(BaseModel):  # the pydantic model it replaced (its name is in e
     timeout: float | None = Field(
         default=None, gt=0, description="Seconds before the command is killed (default: none)."
     )
+    yield_after: float | None = Field(
+        default=10.0,
+        gt=0,
+        le=120.0,
+        description=(
+            "Seconds to wait for the command to end. One still running then keeps "
+            "running in the background: the result shows its output so far and a "
+            "handle for bash_read, bash_write, bash_signal and bash_stop. null: wait "
+            "until it ends."
+        ),
+    )
+    tty: bool = Field(
+        default=False,
+        description=(
+            "Run it on a pseudo-terminal (120x40), for REPLs, prompts (read -p) and "
+            "programs that want a terminal."
+        ),
+    )
 
 
 VALUES = st.one_of(
@@ -36,7 +54,9 @@ VALUES = st.one_of(
     st.builds(bytes, st.binary(max_size=3)),
 )
 ARGS = st.one_of(
-    st.dictionaries(st.sampled_from(["command", "timeout", "extra"]), VALUES, max_size=3),
+    st.dictionaries(
+        st.sampled_from(["command", "timeout", "yield_after", "tty", "extra"]), VALUES, max_size=4
+    ),
     VALUES,
 )
 
@@ -48,7 +68,8 @@ def outcome(validate: Any, obj: Any) -> tuple[str, Any]:
         return "invalid", exc.errors(include_url=False)
     timeout = params.timeout
     key = "nan" if isinstance(timeout, float) and math.isnan(timeout) else timeout
-    return "ok", (params.command, type(params.command), key, type(timeout))
+    extra = (params.yield_after, type(params.yield_after), params.tty, type(params.tty))
+    return "ok", (params.command, type(params.command), key, type(timeout), *extra)
 
 
 @settings(max_examples=400, deadline=None)
