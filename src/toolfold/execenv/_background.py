@@ -35,8 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ._capture import OutputCapture
 from ._errors import BackgroundLimitError, ExecConfigError, HandleError
+from ._headtail import capture_for
 from ._limits import ShellOutputLimits
 from ._session import CaptureSession, UpdateConsumer
 from ._updates import ShellOutputTruncation, ShellOutputView
@@ -145,7 +145,7 @@ class _Entry:
         self.proc = proc
         self.limits = limits
         self.started = started
-        self.segment = OutputCapture(limits)
+        self.segment = capture_for(limits)
         self.offset = proc.session.capture.total_bytes
         self.changed = asyncio.Event()
         self.done = asyncio.Event()
@@ -190,7 +190,7 @@ class _Entry:
             written=written,
         )
         self.offset = capture.total_bytes
-        self.segment = OutputCapture(self.limits)
+        self.segment = capture_for(self.limits)
         return read
 
 
