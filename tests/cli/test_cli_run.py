@@ -99,3 +99,34 @@ def test_env_var_selects_a_jsonl_store(tmp_path: Path) -> None:
     assert (tmp_path / "j" / "viaenv.jsonl").is_file()
     listed = toolfold("sessions", cwd=tmp_path, env=env)
     assert listed.returncode == 0 and "viaenv" in listed.stdout
+
+
+def test_head_tail_run_shows_the_start_and_the_end_and_where_to_read_on(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
+    command = "echo 'error: the first one'; seq -f 'line %08g' 1 30000; echo 'summary: 1 error'"
+    proc = toolfold(
+        "run",
+        "--store",
+        store,
+        "--session",
+        "ht",
+        "--retain",
+        "head_tail",
+        "--",
+        command,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("error: the first one\nline 00000001\n")
+    assert "summary: 1 error\n" in out
+    [spill] = (tmp_path / "store" / "spill" / "ht").glob("*.log")
+    # 20 % of the 2,000-line window for the head: the cut starts at line 401.
+    assert "line 00000399\n[... " in out
+    marker = out.split("[... ", 1)[1].split(" ...]", 1)[0]
+    assert f"Full output: {spill}; read on from line 401 (offset=401)" in marker
+    lines = spill.read_text().splitlines()
+    assert lines[400] == "line 00000400" and "line 00000400\n" not in out
+    # The stored call folds to the same text (its three text blocks joined).
+    shown = toolfold("show", "ht", "1", "--store", store, cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout == out

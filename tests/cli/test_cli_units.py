@@ -195,3 +195,14 @@ def test_run_does_not_import_rich_until_a_terminal_needs_it() -> None:
     code = "import sys, toolfold.cli._run; print('rich' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_mcp_bash_retain_sets_the_builtin_bash_window_and_keeps_its_caps() -> None:
+    from toolfold.cli._mcp import _with_retain
+    from toolfold.tools import BASH
+
+    tool = _with_retain(BASH, "head_tail")
+    assert tool.output.retain == "head_tail" and BASH.output.retain == "tail"
+    assert tool.output.max_bytes == BASH.output.max_bytes
+    assert tool.output.max_lines == BASH.output.max_lines
+    assert output_policy("head_tail", None, 10).retain == "head_tail"

@@ -157,3 +157,21 @@ def test_wire_dicts_are_validated_with_the_field_named() -> None:
         execenv.update_from_dict(bad_meta)
     with pytest.raises(UpdateError, match="unknown shell output update type 'zap'"):
         execenv.update_from_dict({**good, "type": "zap"})
+
+
+def test_head_tail_capture_options_cross_the_exec_host_wire() -> None:
+    from toolfold.execenv import CaptureOptions, ShellOutputLimits
+    from toolfold.execenv._protocol import capture_from_dict, capture_to_dict
+
+    options = CaptureOptions(
+        limits=ShellOutputLimits(max_bytes=4096, max_lines=50, retain="head_tail", head_share=0.3)
+    )
+    wire = capture_to_dict(options)
+    assert wire["retain"] == "head_tail" and wire["head_share"] == 0.3
+    assert capture_from_dict(wire) == options
+    # A client from before head_tail sends no head_share: the default applies.
+    del wire["head_share"]
+    assert capture_from_dict({**wire, "retain": "tail"}).limits.head_share == 0.2
+    # A bad share is the options' own one-line error.
+    with pytest.raises(ExecConfigError, match="head_share must be between 0 and 1"):
+        capture_from_dict({**wire, "head_share": 1.5})

@@ -35,6 +35,11 @@ MCP_SESSION_HELP = (
 @click.option(
     "--no-builtin", is_flag=True, help="Leave out the built-in bash, read, grep and pytest."
 )
+@click.option(
+    "--bash-retain",
+    type=click.Choice(["head", "tail", "head_tail"]),
+    help="Window of the built-in bash tool's output (default: tail); head_tail keeps the start and the end.",
+)
 @click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http)."
@@ -72,6 +77,7 @@ def mcp(
     store: str | None,
     tool_specs: tuple[str, ...],
     no_builtin: bool,
+    bash_retain: str | None,
     http: bool,
     host: str,
     port: int,
@@ -100,7 +106,9 @@ def mcp(
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
     tasks = _task_options(task_after, task_ttl, task_poll)
-    options = McpOptions(spec, name, tool_specs, not no_builtin, http, host, port, tasks)
+    options = McpOptions(
+        spec, name, tool_specs, not no_builtin, http, host, port, tasks, bash_retain
+    )
     _exit(_arun(mcp_command(options), spec))
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolfold._extras import missing_extra
 from toolfold._units import plural
@@ -32,6 +34,13 @@ class McpOptions:
     bind: str
     port: int
     tasks: TaskOptions = field(default_factory=TaskOptions)
+    bash_retain: str | None = None
+    """``--bash-retain``: the built-in ``bash`` tool's window (``None``: its own)."""
+
+
+def _with_retain(tool: Any, retain: str) -> Any:
+    """``tool`` with its output window's mode set to ``retain`` (its caps kept)."""
+    return dataclasses.replace(tool, output=dataclasses.replace(tool.output, retain=retain))
 
 
 async def mcp_command(options: McpOptions) -> int:
@@ -53,6 +62,8 @@ async def mcp_command(options: McpOptions) -> int:
         ) from exc
     try:
         tools = server_tools(load_tools(options.tool_specs), builtin=options.builtin)
+        if options.bash_retain is not None:
+            tools = [_with_retain(t, options.bash_retain) if t.name == "bash" else t for t in tools]
     except McpHostError as exc:
         raise CliError(str(exc)) from exc
     token = os.environ.get(TOKEN_ENV) or ""
