@@ -202,6 +202,7 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
             token=options.token,
             allow_hosts=options.allow_hosts,
             janitor=_janitor(spec, repo, options.orphans_lease),
+            spill_dirs=spec.spill_dir,
         )
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         server = uvicorn.Server(config)

@@ -33,7 +33,9 @@ from ._errors import ServerError
 from ._follow import Followers
 from ._guard import Guard, GuardConfig, allowed_hosts
 from ._janitor import OrphanJanitor
+from ._output import output_route
 from ._sessions import SessionPool, session_pool
+from ._spill import LineIndex, SpillDirs
 
 __all__ = ["CommandRunner", "SessionLister", "ViewerState", "create_app", "stop_streams"]
 
@@ -143,6 +145,7 @@ def create_app(
     token: str | None = None,
     allow_hosts: Iterable[str] = (),
     janitor: OrphanJanitor | None = None,
+    spill_dirs: SpillDirs | None = None,
 ) -> Starlette:
     """Build the viewer app, behind a ``Guard`` (see ``toolfold.server.Guard``).
 
@@ -169,6 +172,12 @@ def create_app(
     ``POST /v1/lanes/{lane}/commands`` (creates the lane), ``GET /v1/sessions``,
     ``GET /v1/sessions/{name}/calls``. An idle SSE stream sends a comment every
     ``keepalive`` seconds. On shutdown every subscription ends.
+
+    ``spill_dirs(session)`` names the directory holding a session's spill files
+    (``toolfold serve``: ``<store home>/spill/<session>``); with it,
+    ``GET /v1/sessions/{name}/calls/{call}/output`` serves a call's full output, paged
+    by bytes or lines, or as a download — only files directly inside that directory,
+    reached through no symlink (see ``toolfold.server._output``).
 
     A ``janitor`` (``OrphanJanitor``) runs in the background from startup to shutdown,
     settling the calls of dead hosts in the store.
@@ -431,6 +440,10 @@ def create_app(
             Route("/v1/lanes/{lane}/commands", post_command, methods=["POST"]),
             Route("/v1/sessions", list_sessions),
             Route("/v1/sessions/{name}/calls", session_calls),
+            Route(
+                "/v1/sessions/{name}/calls/{call}/output",
+                output_route(pool, spill_dirs, LineIndex()),
+            ),
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"),
         ],
         lifespan=lifespan,
