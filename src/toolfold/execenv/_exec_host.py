@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from ._background import BackgroundCommands, BackgroundRead
 from ._errors import CallbackError, ExecConfigError, ExecError
 from ._fileops import FILE_OPS, FileOpError, op_error_text
 from ._local import LocalExecEnv
 from ._protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
+    bg_read_to_dict,
     capture_from_dict,
     decode,
     encode,
@@ -82,6 +85,9 @@ class ExecHost:
         self.exit_grace = exit_grace
         self.cancels: dict[int, asyncio.Event | threading.Event] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        # The commands left running in the background by this client's execs; stopped
+        # when its connection closes.
+        self.background = BackgroundCommands(kill_grace=kill_grace)
 
     async def hello(self) -> dict[str, Any]:
         return {
@@ -161,9 +167,11 @@ class ExecHost:
             call_cancel = threading.Event()
             self.cancels[request_id] = call_cancel
             job = self._call(request_id, message, call_cancel)
+        elif op == "bg":
+            job = self._bg(request_id, message)
         else:
             job = self._refuse(
-                request_id, f"unknown request op {op!r}; expected exec, call or cancel"
+                request_id, f"unknown request op {op!r}; expected exec, call, bg or cancel"
             )
         task = asyncio.ensure_future(job)
         self.tasks.add(task)
@@ -203,6 +211,7 @@ class ExecHost:
                 spill_dir,
                 kill_grace=self.kill_grace,
                 exit_grace=self.exit_grace,
+                background=self.background,
             )
             cwd = message.get("cwd")
             result = await local.exec(
@@ -213,6 +222,8 @@ class ExecHost:
                 cancel=cancel,
                 capture=capture_from_dict(message.get("capture")),
                 on_update=on_update,
+                yield_after=message.get("yield_after"),
+                tty=message.get("tty") is True,
             )
             reply: dict[str, Any] = {
                 "op": "result",
@@ -252,13 +263,67 @@ class ExecHost:
         with contextlib.suppress(ConnectionError):
             await self.output.send(reply)
 
+    async def _bg(self, request_id: int, message: dict[str, Any]) -> None:
+        fn, args = message.get("fn"), message.get("args")
+        try:
+            if not isinstance(args, dict):
+                raise ExecConfigError(f"bg 'args' must be an object, got {args!r:.100}")
+            bg = self.background
+            result: Any
+            if fn == "read":
+                result = await bg.read(args["handle"], wait=args["wait"], until=args["until"])
+            elif fn == "write":
+                result = await bg.write(
+                    args["handle"],
+                    args["data"],
+                    eof=args["eof"] is True,
+                    wait=args["wait"],
+                    until=args["until"],
+                )
+            elif fn == "signal":
+                result = await bg.signal(
+                    args["handle"], args["signal"], wait=args["wait"], until=args["until"]
+                )
+            elif fn == "stop":
+                result = await bg.stop(args["handle"])
+            elif fn == "list":
+                result = [dataclasses.asdict(info) for info in bg.commands()]
+            elif fn == "resize":
+                bg.resize(args["handle"], args["columns"], args["rows"])
+                result = None
+            else:
+                raise ExecConfigError(
+                    f"unknown bg operation {fn!r}; expected read, write, signal, stop, list "
+                    "or resize"
+                )
+            if isinstance(result, BackgroundRead):
+                result = bg_read_to_dict(result)
+            reply: dict[str, Any] = {"op": "result", "id": request_id, "result": result}
+        except KeyError as exc:
+            reply = error_to_dict(
+                request_id, ExecConfigError(f"bg {fn!r} lacks the argument {exc.args[0]!r}")
+            )
+        except ExecError as exc:
+            reply = error_to_dict(request_id, exc)
+        except Exception as exc:  # every request gets an answer
+            reply = error_to_dict(request_id, ExecError(f"{type(exc).__name__}: {exc}"))
+        with contextlib.suppress(ConnectionError):
+            await self.output.send(reply)
+
     async def _stop_all(self) -> None:
         # stdin closed: nobody will read results. Cancel every command (their process
-        # groups are killed by LocalExecEnv's teardown) and wait for the teardowns.
+        # groups are killed by LocalExecEnv's teardown) and wait for the teardowns; the
+        # commands left in the background are stopped the same way.
         for event in list(self.cancels.values()):
             event.set()
         if self.tasks:
             await asyncio.gather(*self.tasks, return_exceptions=True)
+        for read in await self.background.aclose():
+            print(
+                f"toolfold exec-host: stopped background command {read.handle} "
+                f"({read.command[:80]!r}): the client went away",
+                file=sys.stderr,
+            )
 
 
 async def _open_stdio() -> tuple[asyncio.StreamReader, _Output]:

@@ -123,7 +123,7 @@ class LocalExecEnv:
     directory is then created up front and hidden from the command.
     ``max_background`` and ``idle_timeout`` bound the commands that outlive their
     call (``exec(..., yield_after=...)``, see ``BackgroundCommands``); ``aclose()``
-    stops them.
+    stops them. ``background`` shares an existing registry instead (its limits apply).
     """
 
     def __init__(
@@ -136,6 +136,7 @@ class LocalExecEnv:
         sandbox: Sandbox | None = None,
         max_background: int = DEFAULT_MAX_RUNNING,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+        background: BackgroundCommands | None = None,
     ) -> None:
         for name, value in (("kill_grace", kill_grace), ("exit_grace", exit_grace)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -153,8 +154,13 @@ class LocalExecEnv:
         if sandbox is not None:
             sandbox.check()
         self.sandbox = sandbox
-        self.background = BackgroundCommands(
-            max_running=max_background, idle_timeout=idle_timeout, kill_grace=self.kill_grace
+        # An exec host shares one registry between the environments of its requests.
+        self.background = (
+            background
+            if background is not None
+            else BackgroundCommands(
+                max_running=max_background, idle_timeout=idle_timeout, kill_grace=self.kill_grace
+            )
         )
 
     def _spawn_argv(

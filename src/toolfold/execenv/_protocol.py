@@ -2,7 +2,8 @@
 
 Host → client: ``hello`` (first line, always), then per request id ``update``
 (a bounded ``ShellOutputUpdate``), ``result`` or ``error``. Client → host: ``hello``,
-``exec``, ``call`` (a file operation), ``cancel``. Closing the host's stdin ends
+``exec``, ``call`` (a file operation), ``bg`` (an operation on a background command:
+read, write, signal, stop, list, resize), ``cancel``. Closing the host's stdin ends
 everything: its commands' process groups are killed and it exits.
 
 Only this module knows field names; both sides go through it.
@@ -10,23 +11,27 @@ Only this module knows field names; both sides go through it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
+from ._background import BackgroundInfo, BackgroundRead
 from ._errors import (
+    BackgroundLimitError,
     CallbackError,
     ExecConfigError,
     ExecError,
     ExecStartError,
+    HandleError,
     ProtocolError,
     SpillError,
 )
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import ShellExecResult
-from ._updates import Replace, update_from_dict, update_to_dict
+from ._updates import Replace, ShellOutputTruncation, update_from_dict, update_to_dict
 from ._window import DEFAULT_HEAD_SHARE
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 """Bumped on any change either side could misread; a mismatch is refused at the handshake."""
 
 MAX_LINE_BYTES = 64 * 1024 * 1024
@@ -38,6 +43,8 @@ ERROR_KINDS: dict[str, type[ExecError]] = {
     "SpillError": SpillError,
     "CallbackError": CallbackError,
     "ExecConfigError": ExecConfigError,
+    "BackgroundLimitError": BackgroundLimitError,
+    "HandleError": HandleError,
     "ExecError": ExecError,
 }
 """Errors of the host's ``LocalExecEnv`` that are raised again, as the same class, here."""
@@ -110,6 +117,7 @@ def result_to_dict(result: ShellExecResult) -> dict[str, Any]:
         "view": update_to_dict(Replace(result.view)),
     }
     d.update({flag: getattr(result, flag) for flag in _RESULT_FLAGS})
+    d["handle"] = result.handle
     return d
 
 
@@ -118,10 +126,15 @@ def result_from_dict(d: Any) -> ShellExecResult:
         view = update_from_dict(d["view"])
         exit_code = d["exit_code"]
         flags = {flag: d[flag] for flag in _RESULT_FLAGS}
+        handle = d.get("handle")
     except (KeyError, TypeError, ExecError) as exc:
         raise ProtocolError(f"malformed exec result from the exec host: {exc}") from exc
-    if not isinstance(view, Replace) or not (
-        exit_code is None or (isinstance(exit_code, int) and not isinstance(exit_code, bool))
+    if (
+        not isinstance(view, Replace)
+        or not (
+            exit_code is None or (isinstance(exit_code, int) and not isinstance(exit_code, bool))
+        )
+        or not (handle is None or isinstance(handle, str))
     ):
         raise ProtocolError(f"malformed exec result from the exec host: {str(d)[:200]}")
     meta = view.output.metadata
@@ -135,6 +148,7 @@ def result_from_dict(d: Any) -> ShellExecResult:
         timed_out=bool(flags["timed_out"]),
         cancelled=bool(flags["cancelled"]),
         background_killed=bool(flags["background_killed"]),
+        handle=handle,
     )
 
 
@@ -146,3 +160,31 @@ def error_to_dict(request_id: int, error: BaseException) -> dict[str, Any]:
 def error_from_dict(d: dict[str, Any], where: str) -> ExecError:
     cls = ERROR_KINDS.get(str(d.get("kind")), ExecError)
     return cls(f"{d.get('message', 'the exec host reported an error')} (on {where})")
+
+
+def bg_read_to_dict(read: BackgroundRead) -> dict[str, Any]:
+    d = dataclasses.asdict(read)
+    return d
+
+
+def bg_read_from_dict(d: Any) -> BackgroundRead:
+    try:
+        fields = dict(d)
+        fields["truncation"] = ShellOutputTruncation(**fields["truncation"])
+        read = BackgroundRead(**fields)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(
+            f"malformed background read from the exec host: {exc}; {str(d)[:200]}"
+        ) from exc
+    if not isinstance(read.handle, str) or not isinstance(read.text, str):
+        raise ProtocolError(f"malformed background read from the exec host: {str(d)[:200]}")
+    return read
+
+
+def bg_info_from_dict(d: Any) -> BackgroundInfo:
+    try:
+        return BackgroundInfo(**dict(d))
+    except (TypeError, ValueError) as exc:
+        raise ProtocolError(
+            f"malformed background command from the exec host: {exc}; {str(d)[:200]}"
+        ) from exc

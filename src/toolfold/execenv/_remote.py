@@ -36,6 +36,7 @@ from ._protocol import (
     error_from_dict,
     result_from_dict,
 )
+from ._remote_background import RemoteBackground
 from ._session import UpdateConsumer
 from ._transport import Transport
 from ._updates import ShellOutputView, apply_shell_output_update, update_from_dict
@@ -241,6 +242,8 @@ class RemoteExecEnv:
         """Protocol bytes written to the transport, over every connection."""
         self._connection: _Connection | None = None
         self._lock: asyncio.Lock | None = None
+        self.background = RemoteBackground(self._bg_request)
+        """The exec host's background commands (``exec(..., yield_after=...)``)."""
 
     def _lost(self, when: str, connection: _Connection) -> str:
         code = connection.process.returncode
@@ -443,8 +446,13 @@ class RemoteExecEnv:
         cancel: asyncio.Event | None = None,
         capture: CaptureOptions | None = None,
         on_update: UpdateConsumer | None = None,
+        yield_after: float | None = None,
+        tty: bool = False,
     ) -> ShellExecResult:
         """Run ``command`` on the exec host; see ``LocalExecEnv.exec``.
+
+        With ``yield_after``, a command still running then goes on in the background
+        on the exec host (``self.background``); its later output stays there until read.
 
         The timeout is enforced there (it is the command's clock, not the network's).
         Raises ``TransportError`` (with ``partial``, the view so far) when the
@@ -470,6 +478,8 @@ class RemoteExecEnv:
                 "timeout": timeout,
                 "capture": capture_to_dict(options),
                 "spill_dir": self.spill_dir,
+                "yield_after": yield_after,
+                "tty": bool(tty),
             },
             pending,
             cancel,
@@ -479,6 +489,13 @@ class RemoteExecEnv:
         if message["op"] == "error":
             raise error_from_dict(message, self.transport.describe())
         return result_from_dict(message.get("result"))
+
+    async def _bg_request(self, fn: str, args: dict[str, Any]) -> Any:
+        pending = _Pending(what=f"the background operation {fn}")
+        message = await self._request({"op": "bg", "fn": fn, "args": args}, pending, None)
+        if message["op"] == "error":
+            raise error_from_dict(message, self.transport.describe())
+        return message.get("result")
 
     async def call(
         self, fn: str, args: Mapping[str, Any], *, cancel: asyncio.Event | None = None

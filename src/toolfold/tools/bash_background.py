@@ -11,6 +11,7 @@ named in the footer holds byte for byte.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -241,6 +242,8 @@ async def bash_list(
     """List the background commands: handle, state, unread output, command."""
     background = _background(context)
     infos = background.commands()
+    if inspect.isawaitable(infos):  # a remote environment asks its exec host
+        infos = await infos
     if not infos:
         out.write("No background commands.\n")
     for info in infos:

@@ -1,0 +1,89 @@
+"""Background commands on an exec host over a real OpenSSH server on loopback: a dev
+server started, queried, read and stopped; a prompt answered; a REPL on a terminal; the
+limit and unknown handles as the same errors; and nothing left once the client goes."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from sshd_fixture import SSHServer, wait_gone
+from toolfold.execenv import HandleError, RemoteExecEnv
+
+PY = sys.executable
+BOUND = 60.0
+
+
+async def output_until(env: RemoteExecEnv, text: str, handle: str, until: str) -> str:
+    while until not in text:
+        read = await env.background.read(handle, wait=BOUND, until=until)
+        assert read.running, f"ended before {until!r}: {text + read.text!r}"
+        text += read.text
+    return text
+
+
+async def test_a_dev_server_over_ssh(sshd_server: SSHServer, tmp_path: Path) -> None:
+    async with RemoteExecEnv(sshd_server.transport(), spill_dir=str(tmp_path)) as env:
+        started = await asyncio.wait_for(
+            env.exec(
+                f"echo $$ > {tmp_path}/pid; exec {PY} -u -m http.server --bind 127.0.0.1 0",
+                yield_after=0.3,
+            ),
+            BOUND,
+        )
+        handle = started.handle
+        assert handle is not None and started.exit_code is None
+        seen = await output_until(env, started.text, handle, "Serving HTTP")
+        port = re.search(r"port (\d+)", seen).group(1)  # type: ignore[union-attr]
+        await env.background.read(handle)
+        fetched = await env.exec(
+            f"{PY} -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}/x.txt')\"",
+        )
+        assert fetched.exit_code == 1  # a 404: the server still logs the request
+        log = await env.background.read(handle)
+        assert '"GET /x.txt HTTP/1.1" 404' in log.text and log.running
+        [info] = await env.background.commands()
+        assert info.handle == handle and info.running
+        stopped = await env.background.stop(handle)
+        assert stopped.ended == "stopped" and not stopped.running
+        assert await asyncio.to_thread(wait_gone, info.pid)
+        assert await env.background.commands() == []
+        with pytest.raises(HandleError, match=f"no background command '{handle}'"):
+            await env.background.read(handle)
+
+
+async def test_a_prompt_and_a_repl_over_ssh(sshd_server: SSHServer, tmp_path: Path) -> None:
+    async with RemoteExecEnv(sshd_server.transport(), spill_dir=str(tmp_path)) as env:
+        script = "a = input('Proceed? [y/N] '); print('answer:', a)"
+        started = await env.exec(f'{PY} -c "{script}"', yield_after=0.3)
+        assert started.handle is not None
+        await output_until(env, started.text, started.handle, "Proceed?")
+        answered = await env.background.write(started.handle, "y\n", wait=BOUND)
+        assert answered.text == "answer: y\n" and answered.exit_code == 0
+        repl = await env.exec(f"{PY} -q -i", yield_after=0.3, tty=True)
+        assert repl.handle is not None
+        await output_until(env, repl.text, repl.handle, ">>> ")
+        await env.background.resize(repl.handle, 90, 20)
+        got = await env.background.write(
+            repl.handle,
+            "import os; print(6 * 7, os.get_terminal_size())\n",
+            wait=BOUND,
+            until="lines=",
+        )
+        assert "42 os.terminal_size(columns=90, lines=20)" in got.text
+
+
+async def test_closing_the_client_stops_the_remote_command(
+    sshd_server: SSHServer, tmp_path: Path
+) -> None:
+    env = RemoteExecEnv(sshd_server.transport(), spill_dir=str(tmp_path))
+    started = await env.exec("echo $$; exec sleep 1000", yield_after=0.3)
+    assert started.handle is not None
+    text = await output_until(env, started.text, started.handle, "\n")
+    pid = int(text.split()[0])
+    await env.aclose()
+    assert await asyncio.to_thread(wait_gone, pid)
