@@ -16,6 +16,10 @@ Reported per server, for one call of a command printing about ``--mb`` MB of lin
   stay connected and take turns, one ``true`` each per round, so a change in the
   machine's load hits every row alike.
 
+``--memory`` adds a row for ``toolfold mcp --store memory:``: the same server with a
+store that never touches the disk, so the gap between it and the SQLite row is what
+the store's flushes cost (``bench_small_call.py`` counts them).
+
 ``--before SRC`` adds a row for ``toolfold mcp`` run from another source tree (e.g.
 ``git archive <commit> src | tar -x -C /tmp/before`` then ``--before /tmp/before/src``),
 for before/after figures from one run.
@@ -89,7 +93,7 @@ async def measure(
     return row, client
 
 
-async def run(mb: int, calls: int, before: str | None) -> list[dict[str, Any]]:
+async def run(mb: int, calls: int, before: str | None, memory: bool) -> list[dict[str, Any]]:
     command = big_command(mb)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         cwd = Path(tmp)
@@ -109,6 +113,17 @@ async def run(mb: int, calls: int, before: str | None) -> list[dict[str, Any]]:
                 ),
             ),
         ]
+        if memory:
+            servers.append(
+                (
+                    "toolfold mcp --store memory:",
+                    StdioServerParameters(
+                        command=sys.executable,
+                        args=["-m", "toolfold.cli", "mcp", "--store", "memory:"],
+                        cwd=str(cwd),
+                    ),
+                )
+            )
         if before is not None:
             servers.append(
                 (
@@ -141,8 +156,9 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=100, help="output size of the big command, MB")
     parser.add_argument("--true-calls", type=int, default=20)
     parser.add_argument("--before", help="another source tree's src/ for a 'before' row")
+    parser.add_argument("--memory", action="store_true", help="add a --store memory: row")
     args = parser.parse_args()
-    rows = anyio.run(run, args.mb, args.true_calls, args.before)
+    rows = anyio.run(run, args.mb, args.true_calls, args.before, args.memory)
     base = rows[0]
     print(f"command: `{big_command(args.mb)}` ({args.mb * 10**6:,} bytes of output)\n")
     print(

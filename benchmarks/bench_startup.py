@@ -1,6 +1,7 @@
 """Start-up of ``toolfold run -- true`` on the default SQLite store, side by side with
 what a user would run instead: the command itself (``sh -c true``), a bare interpreter
-(``python -c pass``) and the smallest Python wrapper (``subprocess.run(["true"])``).
+(``python -c pass``), the smallest Python wrapper (``subprocess.run(["true"])``), and
+the runtime ``run`` is built on (``import asyncio, sqlite3, click``, nothing of toolfold).
 
     .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--before DIR]
 
@@ -48,6 +49,7 @@ from pathlib import Path
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)")
 WRAPPER = "import subprocess, sys; sys.exit(subprocess.run(['true']).returncode)"
+FLOOR = "import asyncio, sqlite3, click"
 
 
 def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
@@ -58,6 +60,8 @@ def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
         ("`sh -c true`", ["sh", "-c", "true"], None),
         ("`python -c pass`", [py, "-c", "pass"], None),
         ("`python -c 'subprocess.run([\"true\"])'`", [py, "-c", WRAPPER], None),
+        # The runtime `run` is built on, before any of toolfold: its floor.
+        ("`python -c 'import asyncio, sqlite3, click'`", [py, "-c", FLOOR], None),
     ]
     if before is not None:
         out.append(("`toolfold run -- true` (before)", run, before))
