@@ -566,3 +566,53 @@ def test_viewer_shows_a_stored_sessions_settled_calls(
         # Playwright's sync API holds this thread's loop: close the store on the server's.
         server.run(commands.aclose())
         server.run(repo.close())
+
+
+def test_viewer_shows_a_head_tail_call_as_one_text_with_its_cut(
+    browser_context: Any, serve: Any
+) -> None:
+    from toolfold.harness import Lanes
+    from toolfold.harness.events import RunEnd, RunStart, ToolEnd, ToolStart, ToolUpdate
+    from toolfold.output import OutputPolicy, ToolOutput, output_text
+
+    lanes = Lanes()
+    server = serve(create_app_for(lanes))
+    out = ToolOutput(OutputPolicy(retain="head_tail", max_bytes=4000, max_lines=50))
+    stream = out.open_stream()
+    events: list[Any] = [RunStart("r1", lane="main"), ToolStart("r1", "t1", "c1", "bash", {})]
+    events.append(ToolUpdate("r1", "t1", "c1", stream.take()))
+    for i in range(600):
+        out.write(f"{i:04d} 😀 漢字 step {i * 7919 % 10007}\n")
+        if i % 37 == 0:
+            events.append(ToolUpdate("r1", "t1", "c1", stream.take()))
+    events.append(ToolUpdate("r1", "t1", "c1", stream.take()))
+    server.call(lambda: [lanes.handle(e) for e in events[:3]])  # the lane exists
+    page = browser_context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(server.viewer_url("lane=main"))
+        page.wait_for_function("() => window.toolfoldViewer.connected")
+        server.call(lambda: [lanes.handle(e) for e in events[3:]])
+        card = "article[data-tool-call-id='c1']"
+        page.wait_for_selector(f"{card} .truncation:not([hidden])")
+        shown = page.inner_text(f"{card} pre.text")
+        # The card shows the three blocks as one text: start, the marker line, end.
+        assert shown.rstrip("\n") == output_text(out.snapshot()).rstrip("\n")
+        assert shown.startswith("0000 😀") and "0599 😀" in shown and "[... " in shown
+        cut = page.inner_text(f"{card} .truncation")
+        assert "showing the start and the end" in cut and "of 600 lines" in cut, cut
+        assert errors == []
+        server.call(
+            lambda: [
+                lanes.handle(e) for e in (ToolEnd("r1", "t1", "c1", is_error=False), RunEnd("r1"))
+            ]
+        )
+    finally:
+        page.close()
+
+
+def create_app_for(lanes: Any) -> Any:
+    from toolfold.server import create_app
+
+    return create_app(lanes=lanes)

@@ -277,7 +277,8 @@
       const t = out ? detailsTable(out.details) : null;
       if (t) c.table.appendChild(t);
     }
-    const imgs = content.slice(1).filter((b) => b && b.type === "image");
+    const content = out && Array.isArray(out.content) ? out.content : [];
+    const imgs = content.filter((b) => b && b.type === "image");
     const ij = imgs.map((b) => b.mime_type + ":" + (b.data || "").length).join(",");
     if (c.imgs !== ij) {
       c.imgs = ij;
