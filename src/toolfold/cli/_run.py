@@ -246,7 +246,7 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         report_notes(session)
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
-        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         record = new_run_record(settings.command, where, started)
         # Leased, so another process (or machine) on the store can tell whether the
         # call still runs: `toolfold resume` skips it while the lease is live, and a

@@ -4,6 +4,7 @@ per-call records hosts keep beside them."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import socket
@@ -64,7 +65,7 @@ def run_record(tool_call_id: str, command: str, spill_dir: str, started_at: str)
 
 def settled_record(tool_call_id: str, record: Mapping[str, Any], state: Mapping[str, Any]) -> Any:
     """The write that completes ``record`` once the call settled: the output's
-    ``truncation`` totals and ``spill_path``.
+    ``truncation`` totals, ``spill_path`` and ``ended_at`` (now, UTC, ISO 8601).
 
     A ``ToolResultMessage`` keeps only what the model sees (content, details), and the
     operation scope holding the live state is retired at settlement; this record is how
@@ -73,6 +74,7 @@ def settled_record(tool_call_id: str, record: Mapping[str, Any], state: Mapping[
     only loses that indicator, never the result.
     """
     done = dict(record)
+    done["ended_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     if state.get("truncation") is not None:
         done["truncation"] = state["truncation"]
     if isinstance(state.get("spill_path"), str):

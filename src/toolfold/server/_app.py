@@ -34,6 +34,7 @@ from ._follow import Followers
 from ._guard import Guard, GuardConfig, allowed_hosts
 from ._janitor import OrphanJanitor
 from ._output import output_route
+from ._overview import overview_route
 from ._sessions import SessionPool, session_pool
 from ._spill import LineIndex, SpillDirs
 
@@ -389,9 +390,14 @@ def create_app(
             "message": call.message,
             "truncation": record.get("truncation"),
             "spill_path": record.get("spill_path"),
+            "started_at": record.get("started_at"),
+            "ended_at": record.get("ended_at"),
         }
+        where = record.get("spill_dir")
+        if isinstance(where, str) and where and not where.startswith("/"):
+            item["exec_host"] = where  # a remote run: its spill file is on that host
         if not call.settled:
-            item["running"] = process_alive(call.record) or _running_here(name, call)
+            item["running"] = process_alive(call.record) or _running_here(name, call.tool_call_id)
             try:
                 item["state"] = await pending_output(session, call)
             except RecoveryError as exc:
@@ -401,13 +407,13 @@ def create_app(
                 )
         return item
 
-    def _running_here(lane: str, call: CallView) -> bool:
+    def _running_here(lane: str, tool_call_id: str) -> bool:
         # This server's own commands: its lane view knows whether the call still runs
         # (process_alive deliberately says no for this process's own pid).
         host = state.lanes.get(lane)
         if host is None:
             return False
-        tool = host.view["tools"].get(call.tool_call_id)
+        tool = host.view["tools"].get(tool_call_id)
         return bool(tool and tool.get("status") == "running")
 
     @contextlib.asynccontextmanager
@@ -439,6 +445,15 @@ def create_app(
             Route("/v1/lanes/{lane}/state", lane_state),
             Route("/v1/lanes/{lane}/commands", post_command, methods=["POST"]),
             Route("/v1/sessions", list_sessions),
+            Route(
+                "/v1/overview",
+                overview_route(
+                    pool,
+                    state.lanes,
+                    spill_dirs,
+                    lambda lane, tid: _running_here(lane, tid),
+                ),
+            ),
             Route("/v1/sessions/{name}/calls", session_calls),
             Route(
                 "/v1/sessions/{name}/calls/{call}/output",

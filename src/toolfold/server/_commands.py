@@ -200,7 +200,7 @@ class HarnessCommands:
                 "pick a lane name that is also a session name"
             )
         spill = self._session_spill_dir(lane)
-        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         record = new_run_record(command, str(spill) if spill else "", started)
         hold = contextlib.AsyncExitStack()
         try:
