@@ -62,6 +62,24 @@ async def test_remote_exec_gives_what_local_exec_gives(tmp_path: Path) -> None:
     assert Path(remote.spill_path).read_bytes() == Path(local.spill_path).read_bytes()
 
 
+async def test_remote_head_tail_gives_what_local_head_tail_gives(tmp_path: Path) -> None:
+    # The mode, its share and its cut cross the exec host's wire: the same view, the
+    # same cut record, and the updates (slides at the cut) fold to it.
+    command = "echo 'error: first'; seq -f 'line %06g' 1 3000; echo 'summary: done'"
+    capture = CaptureOptions(
+        limits=ShellOutputLimits(max_bytes=2000, max_lines=100, retain="head_tail", head_share=0.3)
+    )
+    updates: list[ShellOutputUpdate] = []
+    async with RemoteExecEnv(local_transport(), spill_dir=str(tmp_path / "rspill")) as env:
+        remote = await env.exec(command, capture=capture, on_update=updates.append)
+    local = await LocalExecEnv(tmp_path / "lspill").exec(command, capture=capture)
+    assert remote.text == local.text and remote.truncation == local.truncation
+    t = remote.truncation
+    assert t.cut_at is not None and remote.text[: t.cut_at].startswith("error: first\n")
+    assert t.cut_line == 31 and remote.text.endswith("summary: done\n")
+    assert fold(updates) == remote.view
+
+
 async def test_start_errors_come_back_as_the_same_class(tmp_path: Path) -> None:
     async with RemoteExecEnv(local_transport()) as env:
         with pytest.raises(ExecStartError, match="missing-dir"):
