@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -15,8 +16,9 @@ from typing import Any, TypeVar
 import anyio
 import mcp_types as types
 import pytest
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp_helpers import calls, connect, http_server, kill_group_in, store_url, text_of
+from mcp_helpers import calls, connect, http_server, kill_group_in, proxy, store_url, text_of
 from task_client import (
     EXT,
     TaskHandle,
@@ -24,6 +26,7 @@ from task_client import (
     call,
     cancel,
     get,
+    task_session,
     tasks_over_http,
     tasks_over_stdio,
 )
@@ -261,3 +264,27 @@ async def test_after_kill_9_a_new_server_answers_the_old_tasks(tmp_path: Path) -
     assert second.result is not None and second.result["isError"] is False
     assert "through the gate" in second.result["content"][0]["text"]
     assert {c.status for c in await calls(tmp_path, "old")} == {"interrupted", "ok"}
+
+
+async def test_the_proxy_offers_tasks_for_an_upstream_that_has_none(tmp_path: Path) -> None:
+    # The upstream's call outlasts the proxy's default task delay (1 s): the proxy
+    # answers with its own durable task, and the upstream's result completes it.
+    gate = tmp_path / "gate"
+    upstream = str(Path(__file__).with_name("gated_upstream.py"))
+    params = proxy(tmp_path, sys.executable, upstream)
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (r, w),
+            task_session(r, w) as client,
+        ):
+            caps = (await client.discover()).capabilities
+            handle = await call(client, "wait", {"gate": str(gate)})
+            working = await get(client, handle.task_id)
+            gate.touch()
+            done = await until_status(client, handle.task_id, "completed")
+    assert caps.extensions is not None and EXT in caps.extensions
+    assert isinstance(handle, TaskHandle) and working.status == "working"
+    assert done.result is not None and done.result["isError"] is False
+    assert done.result["content"][0]["text"].startswith("through the gate")
+    assert done.result["_meta"]["toolfold"]["outcome"] == "ok"
+    assert [c.status for c in await calls(tmp_path, "p1")] == ["ok"]

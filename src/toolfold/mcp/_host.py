@@ -155,6 +155,10 @@ class McpHost:
         """Where commands run."""
         return self.settings.cwd
 
+    def tool_named(self, name: str) -> Tool[Any] | None:
+        """A tool a call of this server ran (an upstream's stand-in too, for the proxy)."""
+        return self.harness.tools.get(name)
+
     def live_sink(self, call_id: str) -> ToolOutput | None:
         """The output of a call running in this process, if it runs here."""
         return self._hooks.sinks.get(call_id)
@@ -216,10 +220,15 @@ class McpHost:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool_or_task,  # type: ignore[arg-type]  # a task, too
         )
+        self.serve_tasks(server)
+        return server
+
+    def serve_tasks(self, server: Server[Any]) -> None:
+        """Advertise the tasks extension on ``server`` and serve its methods (its
+        ``tools/call`` handler must be :meth:`_call_tool_or_task`)."""
         server.extensions[TASKS_EXTENSION] = {}
         for method, params, handler in self.tasks.methods():
             server.add_request_handler(method, params, handler)
-        return server
 
     def initialization_options(self, server: Server[Any]) -> InitializationOptions:
         """What ``server`` announces in its answer to ``initialize``."""

@@ -46,6 +46,7 @@ from toolfold.tools import READ, builtin_tools
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
 from ._progress import ForwardedProgress
+from ._tasks import CreateTaskResult
 from ._tools import WINDOW_ENDS
 from ._upstream import Upstream, UpstreamError
 
@@ -132,13 +133,14 @@ class ProxyHost(McpHost):
             upstream.callbacks.setdefault(name, callback)
 
     def server(self) -> Server[Any]:
-        """The low-level server: tools, plus resources and prompts passed through."""
-        return Server(
+        """The low-level server: tools (a slow call answered as a task, for a client
+        that negotiated tasks), plus resources and prompts passed through."""
+        server: Server[Any] = Server(
             "toolfold-proxy",
             version=package_version(),
             instructions=PROXY_INSTRUCTIONS,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            on_call_tool=self._call_tool_or_task,  # type: ignore[arg-type]  # a task, too
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
@@ -147,6 +149,8 @@ class ProxyHost(McpHost):
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
         )
+        self.serve_tasks(server)
+        return server
 
     def initialization_options(self, server: Server[Any]) -> InitializationOptions:
         # The upstream's list-change notifications are passed on (``ClientLink``).
@@ -365,6 +369,12 @@ class ProxyHost(McpHost):
     ) -> types.CallToolResult:
         self.client.seen(ctx)
         return await super()._call_tool(ctx, params)
+
+    async def _call_tool_or_task(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | CreateTaskResult:
+        self.client.seen(ctx)
+        return await super()._call_tool_or_task(ctx, params)
 
     async def _forward(
         self, ctx: ServerRequestContext[Any], fn: Callable[[ClientSession], Awaitable[T]]

@@ -91,6 +91,9 @@ class TaskHost(Protocol):
     def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
         """The MCP result of a settled call."""
 
+    def tool_named(self, name: str) -> Tool[Any] | None:
+        """The tool named ``name`` (``None``: not served here)."""
+
     def live_sink(self, call_id: str) -> ToolOutput | None:
         """The output of a call running in this process (``None``: not running here)."""
 
@@ -214,7 +217,7 @@ class TaskBoard:
             record["status"] = "failed"
             record["error"] = {"code": types.INTERNAL_ERROR, "message": f"call failed: {error!r}"}
             return
-        tool = next((t for t in self.host.tools if t.name == record["tool"]), None)
+        tool = self.host.tool_named(str(record["tool"]))
         if tool is not None:
             mcp_result = self.host.result_for(tool, result, call_id)
         else:
