@@ -268,3 +268,34 @@ def test_a_seeded_sink_resumes_its_head_marker_and_tail() -> None:
     assert again.truncation["total_lines"] == 30
     assert again.text.startswith("line 1\nline 2\n[... ")
     assert "line 30\n" in again.text and "lines 3-22 of 30" in again.text
+
+
+def test_totals_adopted_after_writing_keep_the_parts_and_name_the_spill_file() -> None:
+    # What the MCP proxy does with a result: write it, spill it, then adopt the totals
+    # with the spill path (no cut_at: the text was windowed by this sink itself).
+    import dataclasses
+
+    from toolfold.execenv import ShellOutputMetadata, ShellOutputTruncation
+
+    fields = [f.name for f in dataclasses.fields(ShellOutputTruncation)]
+    out = ToolOutput(OutputPolicy(retain="head_tail", max_bytes=10_000, max_lines=10))
+    stream = out.open_stream()
+    replica = apply(None, stream.take())
+    out.write("".join(f"row {i}\n" for i in range(1, 101)))
+    t: Any = out.truncation
+    out.capture(
+        ShellOutputMetadata(
+            truncation=ShellOutputTruncation(**{k: t[k] for k in fields if k in t}),
+            spill_path="/spill/mcp-x.txt",
+            last_line_bytes=t["last_line_bytes"],
+        )
+    )
+    out.footer("\n[note]")
+    assert out.text.startswith("row 1\nrow 2\n[... 90 lines (")
+    assert (
+        "Full output: /spill/mcp-x.txt; read on from line 3 (offset=3) ...]\nrow 93\n" in out.text
+    )
+    assert out.text.endswith("row 100\n\n[note]")
+    assert out.truncation["total_lines"] == 100 and out.truncation["cut_lines"] == 90
+    replica = apply(replica, stream.take())
+    assert replica == out.snapshot() and output_text(replica) == out.text
