@@ -245,6 +245,48 @@ async def test_non_replay_safe_tool_is_settled_from_its_checkpoint(store: Store)
     assert await session.live_scopes() == []
 
 
+async def test_an_interrupted_head_tail_call_gets_its_marker_after_the_tail(
+    store: Store,
+) -> None:
+    gates = Gates()
+    policy = OutputPolicy(retain="head_tail", max_bytes=4000, max_lines=20)
+    lines = "".join(f"uploading part {i}\n" for i in range(300))
+
+    @tool(params=NoParams, output=policy)
+    async def deploy(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Not safe to run twice."""
+        out.write(lines)
+        await ctx.set_memo("uploaded", True)  # forces a durable checkpoint
+        gates.reached.set()
+        await gates.forever.wait()
+
+    @tool(params=NoParams, name="deploy")
+    async def deploy_after_restart(
+        call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+    ) -> None:
+        """Must not run on resume."""
+
+    inner = await store.session()
+    tap = Tap(inner)
+    await crash_during(
+        tap, harness_for(tap, [deploy]).run([ToolCall("c9", "deploy")], run_id="op1"), gates.reached
+    )
+    session = await store.restart(tap)
+    [r] = await resume(harness_for(session, [deploy_after_restart]))
+    reference = ToolOutput(policy)
+    reference.write(lines)
+    # The head, the cut marker and the tail as checkpointed, then the marker after all.
+    assert r.text == reference.text + INTERRUPTION_MARKER
+    assert r.text.startswith(
+        "uploading part 0\nuploading part 1\nuploading part 2\nuploading part 3\n[... "
+    )
+    head, cut, tail = (block["text"] for block in r.content[:3])
+    assert head == reference.snapshot()["content"][0]["text"] and cut.startswith("[... ")
+    assert tail.endswith("uploading part 299\n" + INTERRUPTION_MARKER)
+
+
 async def test_settled_calls_are_not_resumed(store: Store) -> None:
     gates = Gates()
     runs: list[str] = []
