@@ -397,10 +397,12 @@ async def run_points(
     server: ForkServer | None = None,
     broken: str | None = None,
     pg_server: str | None = None,
+    tail: int | None = None,
 ) -> tuple[list[Outcome], float]:
     """Run ``count`` kill points on ``backend``: kill at every storage call #1..K of a
     calibrated run (plus past the end), with new seeds each pass; on JSONL every other
-    pass cuts the record of commit #k short before the kill (a torn write)."""
+    pass cuts the record of commit #k short before the kill (a torn write). ``tail``:
+    only the last ``tail`` storage calls of the run (its short calls)."""
     own = server is None
     server = server if server is not None else ForkServer()
     started = time.perf_counter()
@@ -418,10 +420,11 @@ async def run_points(
         total = read_trace(calib / "trace.jsonl").calls
         if total == 0:
             raise RuntimeError(f"calibration run on {backend} did not complete (see {calib})")
-        span = total + 2
+        first = 1 if tail is None else max(1, total - tail + 1)
+        span = total + 3 - first
         outcomes = []
         for i in range(count):
-            kill_at = 1 + i % span
+            kill_at = first + i % span
             seed = i // span
             torn = backend == "jsonl" and seed % 2 == 1
             d = base / f"k{i}"

@@ -440,7 +440,7 @@ def install_broken_memo(kind: str) -> None:
 
 
 async def run_scenario(req: dict[str, Any]) -> None:
-    if req.get("broken"):
+    if req.get("broken") in ("memo_then_checkpoint", "checkpoint_then_memo"):
         install_broken_memo(req["broken"])
     directory = Path(req["dir"])
     trace = Trace(directory / "trace.jsonl")
@@ -459,14 +459,20 @@ async def run_scenario(req: dict[str, Any]) -> None:
         harness.run(calls(req["seed"]), run_id=RUN_ID, turn_id=TURN_ID),
         stream_message(ks, harness, req["seed"], hooks),
     )
-    await short_calls(ks, directory, hooks, trace)
+    await short_calls(ks, directory, hooks, trace, apart=req.get("broken") == "record_apart")
     trace.write(ev="complete", calls=ks.calls)
     await session.close()
     await repo.close()
 
 
-async def short_calls(session: Any, directory: Path, main: RecordingHooks, trace: Trace) -> None:
-    """The short calls, one run each, as ``toolfold mcp`` makes them (see the module doc)."""
+async def short_calls(
+    session: Any, directory: Path, main: RecordingHooks, trace: Trace, *, apart: bool = False
+) -> None:
+    """The short calls, one run each, as ``toolfold mcp`` makes them (see the module doc).
+
+    ``apart``: the rejected design, the host's settled record committed on its own after
+    the settlement (what ``toolfold mcp`` did before ``record_call``), so the suite can
+    show that it detects a record that disagrees with the transcript."""
     hooks = RecordingHooks(Durability(session, host=default_host_id()))
     hooks.sinks = main.sinks  # one table of producers for the trace
     harness = build_harness(session, directory, hooks)
@@ -478,10 +484,14 @@ async def short_calls(session: Any, directory: Path, main: RecordingHooks, trace
             run_id,
             call.id,
             start=[set_value(address, short_record(call.id, False))],
-            settled=lambda _result, a=address, c=call.id: [set_value(a, short_record(c, True))],
+            settled=None
+            if apart
+            else lambda _result, a=address, c=call.id: [set_value(a, short_record(c, True))],
         )
         trace.write(ev="short", i=i)
         await harness.run([call], run_id=run_id, turn_id=TURN_ID)
+        if apart:
+            await session.commit([set_value(address, short_record(call.id, True))])
 
 
 def run_one(req: dict[str, Any]) -> int:

@@ -85,6 +85,19 @@ async def test_the_suite_catches_the_ordered_memo_designs(
     assert found[f"c-steps: {symptom}"] >= 1, found
 
 
+async def test_the_suite_catches_a_host_record_committed_apart_from_the_settlement(
+    tmp_path: Path, server: ForkServer
+) -> None:
+    # The short calls with the host's settled record in a commit of its own after the
+    # settlement (before record_call): a kill between the two leaves a settled call
+    # whose record says it never settled, and the checker must say so.
+    outcomes, _ = await run_points(
+        "sqlite", tmp_path, 30, server=server, broken="record_apart", tail=26
+    )
+    found = [v for o in outcomes for v in o.violations if "host record" in v]
+    assert any("(settled before the kill: True)" in v for v in found), found
+
+
 async def test_the_suite_catches_a_resume_that_drops_the_partial_answer(
     tmp_path: Path, server: ForkServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
