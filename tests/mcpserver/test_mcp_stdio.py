@@ -247,7 +247,12 @@ async def test_kill_9_mid_call_then_a_new_server_settles_it_interrupted(tmp_path
 
             try:
                 async with (
-                    stdio_client(stdio_params(tmp_path), errlog=errlog) as (r, w),
+                    # Unconfined: the command reports the server's pid ($PPID), which
+                    # inside a sandbox would be a pid of the sandbox's own namespace.
+                    stdio_client(stdio_params(tmp_path, "--sandbox", "off"), errlog=errlog) as (
+                        r,
+                        w,
+                    ),
                     ClientSession(r, w) as client,
                 ):
                     await client.initialize()

@@ -20,6 +20,7 @@ from toolfold.storage import Session, set_value
 from ._agent_view import AgentPrinter
 from ._errors import CliError
 from ._run import _store_flag
+from ._sandbox import MODEL_SANDBOX, SandboxChoice
 from ._store import StoreSpec, open_store
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -42,6 +43,8 @@ class AgentSettings:
     base_url: str | None
     system: str | None
     max_turns: int
+    sandbox: SandboxChoice = MODEL_SANDBOX
+    """Confines the model's commands; recorded with the run, so a resume keeps it."""
 
 
 def model_client(base_url: str | None) -> Any:
@@ -76,7 +79,7 @@ async def agent_command(settings: AgentSettings) -> int:
             max_turns=settings.max_turns,
             run_id=f"agent-{uuid.uuid4().hex[:12]}",
         )
-        record.update(pid=os.getpid(), host=socket.gethostname())
+        record.update(pid=os.getpid(), host=socket.gethostname(), sandbox=settings.sandbox.args())
         await session.commit([set_value(agent_run_address(), record)])
         history = History(first_messages(settings.task, settings.system))
         return await drive(session, settings.spec, settings.session, record, history, client)
@@ -127,7 +130,8 @@ async def drive(
 
     from ._tools import offered_tools
 
-    env = LocalExecEnv(spec.spill_dir(session_name))
+    sandbox = recorded_sandbox(record).build(hidden=[spec.home])
+    env = LocalExecEnv(spec.spill_dir(session_name), sandbox=sandbox)
     loop = ToolLoop(
         offered_tools(),
         session=session,
@@ -190,6 +194,16 @@ async def drive(
         flush=True,
     )
     return 0 if result.stop in ("answer", "terminate") else 1
+
+
+def recorded_sandbox(record: dict[str, Any] | None) -> SandboxChoice:
+    """The sandbox an agent run was started with (``workspace-write`` for a run recorded
+    before runs recorded theirs): its resume confines the model's commands alike."""
+    args = record.get("sandbox") if isinstance(record, dict) else None
+    if not isinstance(args, list) or len(args) < 2 or args[0] != "--sandbox":
+        return MODEL_SANDBOX
+    writes = tuple(str(args[i + 1]) for i, a in enumerate(args[:-1]) if a == "--sandbox-write")
+    return SandboxChoice(str(args[1]), writes, "--sandbox-network" in args)
 
 
 async def agent_to_continue(session: Session) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, 
 from toolfold.output import output_text
 from toolfold.storage import CorruptStoreError, StorageError
 
-from ._agent import agent_to_continue, continue_run
+from ._agent import agent_to_continue, continue_run, recorded_sandbox
 from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
 from ._images import image_summary, save_images
@@ -236,9 +236,16 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
                 f"the agent run of session {session_name!r} is still running in process "
                 f"{agent_run.get('pid')}; wait for it or stop it, then resume"
             )
+        # Tools re-run for an agent run are confined as its model's commands were; a
+        # `run` session's command was the user's own.
+        sandbox = (
+            recorded_sandbox(agent_run).build(hidden=[spec.home]) if agent_run is not None else None
+        )
         harness = Harness(
             cli_tools(),
-            context=ToolContext(env=LocalExecEnv(spec.spill_dir(session_name)), cwd=Path.cwd()),
+            context=ToolContext(
+                env=LocalExecEnv(spec.spill_dir(session_name), sandbox=sandbox), cwd=Path.cwd()
+            ),
             session=session,
         )
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -10,6 +11,7 @@ import click
 
 from ._errors import CliError
 from ._main_mcp import mcp
+from ._sandbox import sandbox_choice, sandbox_options
 from ._shared import (
     CONTEXT,
     STORE_HELP,
@@ -92,6 +94,7 @@ def cli() -> None:
     help="Lease of the call (default 10): renewed while it runs; once it expired (this "
     "process died), `toolfold serve --resume-orphans` on the store settles the call.",
 )
+@sandbox_options("off", "the command (here, or on the exec host)")
 @click.argument("command", nargs=-1, required=True, metavar="-- COMMAND...")
 def run(
     session: str | None,
@@ -107,6 +110,9 @@ def run(
     remote_command: str,
     remote_cwd: str | None,
     lease: float | None,
+    sandbox_profile: str,
+    sandbox_write: tuple[str, ...],
+    sandbox_network: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a durable `bash` tool call and print what a model would receive.
@@ -117,7 +123,8 @@ def run(
     status line. The exit status is the command's; Ctrl-C cancels the command, keeps
     its partial output, settles the call as cancelled and exits 130. With --ssh or
     --exec-host the command runs on another machine or in a container, bounded there
-    (spill files stay there); only the window crosses the connection.
+    (spill files stay there); only the window crosses the connection. --sandbox
+    confines the command (there, for --ssh / --exec-host); see docs/security.md.
     """
     from ._run import (
         RunSettings,
@@ -129,8 +136,13 @@ def run(
         spill_cap,
     )
 
-    remote = remote_settings(ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd)
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
+    remote = remote_settings(
+        ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd, choice.args()
+    )
     spec = resolve_store(store)
+    # Checked here, so a host that cannot confine fails before anything is recorded.
+    sandbox = choice.build(hidden=[spec.home]) if remote is None else None
     policy = output_policy(retain, max_bytes, max_lines)
     cap = spill_cap(max_spill)
     ttl = lease_seconds(lease)
@@ -147,6 +159,7 @@ def run(
         remote=remote,
         max_spill=cap,
         lease_ttl=ttl,
+        sandbox=sandbox,
     )
     _exit(_arun(run_call(settings), spec))
 
@@ -246,6 +259,7 @@ def resume(session_name: str, store: str | None) -> None:
     help="Session to record the run in. Default: a new agent-DATE-TIME-xxxx session.",
 )
 @click.option("--store", "store", metavar="URL", help=STORE_HELP)
+@sandbox_options("workspace-write", "the commands the model runs")
 def agent(
     task: str,
     model: str,
@@ -254,6 +268,9 @@ def agent(
     max_turns: int,
     session: str | None,
     store: str | None,
+    sandbox_profile: str,
+    sandbox_write: tuple[str, ...],
+    sandbox_network: bool,
 ) -> None:
     """Run TASK with the reference agent loop: model -> tools -> model.
 
@@ -264,10 +281,12 @@ def agent(
     from ._agent import AgentSettings, agent_command
     from ._run import new_session_name
 
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
     spec = resolve_store(store)
     name = session if session is not None else "agent-" + new_session_name().removeprefix("run-")
     _check_session_name(name)
-    settings = AgentSettings(spec, name, task, model, base_url, system, max_turns)
+    choice.build(hidden=[spec.home])  # a host that cannot confine fails here, up front
+    settings = AgentSettings(spec, name, task, model, base_url, system, max_turns, choice)
     _exit(_arun(agent_command(settings), spec))
 
 
@@ -377,16 +396,23 @@ def demo(directory: str | None) -> None:
     metavar="DIR",
     help="Where spill files go on this machine unless a request names a directory.",
 )
-def exec_host(spill_dir: str) -> None:
+@sandbox_options("off", "the commands this host runs")
+def exec_host(
+    spill_dir: str, sandbox_profile: str, sandbox_write: tuple[str, ...], sandbox_network: bool
+) -> None:
     """Run commands for a remote toolfold (`toolfold run --ssh HOST`, RemoteExecEnv).
 
     Speaks JSON lines on stdin/stdout: bounded output updates go out, the full output
     stays here in spill files. Not for interactive use: ssh, docker exec -i and the like
     start it. When stdin closes, every command it runs is killed and it exits.
+    `toolfold run --sandbox ...` with --ssh / --exec-host passes its sandbox options here.
     """
     from toolfold.execenv import run_exec_host
 
-    _exit(run_exec_host(spill_dir))
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
+    # The spill files of every session stay out of the commands' reach.
+    sandbox = choice.build(hidden=[os.path.expanduser(spill_dir)])
+    _exit(run_exec_host(spill_dir, sandbox=sandbox))
 
 
 cli.add_command(mcp)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ._errors import CliError
+from ._sandbox import sandbox_choice, sandbox_options
 from ._shared import (
     CONTEXT,
     _arun,
@@ -70,6 +71,7 @@ MCP_SESSION_HELP = (
     metavar="SECONDS",
     help="The polling interval a task suggests to the client.",
 )
+@sandbox_options("workspace-write", "the commands a client runs (bash, pytest)")
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -84,6 +86,9 @@ def mcp(
     task_after: tuple[str, ...],
     task_ttl: float,
     task_poll: float,
+    sandbox_profile: str,
+    sandbox_write: tuple[str, ...],
+    sandbox_network: bool,
 ) -> None:
     """Serve the toolfold tools to any MCP client (stdio by default).
 
@@ -95,19 +100,23 @@ def mcp(
     settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_TOKEN
     (a token is made and printed when it is unset) and checks Host and Origin.
     `toolfold mcp proxy -- COMMAND...` puts the same bounds in front of any MCP server.
+    Commands run in the workspace-write sandbox unless --sandbox says otherwise
+    (docs/security.md).
     """
     if ctx.invoked_subcommand is not None:
         return
     from ._mcp import McpOptions, mcp_command
 
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
     spec = resolve_store(store)
     if not 0 < port < 65536:
         raise CliError(f"--port must be between 1 and 65535, got {port}")
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
     tasks = _task_options(task_after, task_ttl, task_poll)
+    sandbox = choice.build(hidden=[spec.home])
     options = McpOptions(
-        spec, name, tool_specs, not no_builtin, http, host, port, tasks, bash_retain
+        spec, name, tool_specs, not no_builtin, http, host, port, tasks, bash_retain, sandbox
     )
     _exit(_arun(mcp_command(options), spec))
 

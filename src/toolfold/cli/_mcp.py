@@ -7,7 +7,7 @@ import os
 import secrets
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold._extras import missing_extra
 from toolfold._units import plural
@@ -16,6 +16,9 @@ from toolfold.output import OutputPolicy
 from ._errors import CliError
 from ._store import StoreSpec, open_store
 from ._tasks_options import TaskOptions
+
+if TYPE_CHECKING:
+    from toolfold.execenv import Sandbox
 
 TOKEN_ENV = "TOOLFOLD_TOKEN"
 """Environment variable holding the bearer token of ``toolfold mcp --http`` (the same one
@@ -36,6 +39,7 @@ class McpOptions:
     tasks: TaskOptions = field(default_factory=TaskOptions)
     bash_retain: str | None = None
     """``--bash-retain``: the built-in ``bash`` tool's window (``None``: its own)."""
+    sandbox: Sandbox | None = None
 
 
 def _with_retain(tool: Any, retain: str) -> Any:
@@ -57,9 +61,7 @@ async def mcp_command(options: McpOptions) -> int:
             server_tools,
         )
     except ImportError as exc:
-        raise CliError(
-            missing_extra("toolfold mcp", "mcp", exc.name)
-        ) from exc
+        raise CliError(missing_extra("toolfold mcp", "mcp", exc.name)) from exc
     try:
         tools = server_tools(load_tools(options.tool_specs), builtin=options.builtin)
         if options.bash_retain is not None:
@@ -85,6 +87,7 @@ async def mcp_command(options: McpOptions) -> int:
             tasks=TaskSettings(
                 after=t.after, per_tool=t.per_tool, ttl_ms=t.ttl_ms, poll_ms=t.poll_ms
             ),
+            sandbox=options.sandbox,
         )
         host = McpHost(session, settings, repo)
         recovered = await host.recover()
@@ -130,9 +133,7 @@ async def proxy_command(options: ProxyOptions) -> int:
     try:
         from toolfold.mcp import McpSettings, ProxyHost, Upstream, UpstreamSpec, serve_stdio
     except ImportError as exc:
-        raise CliError(
-            missing_extra("toolfold mcp proxy", "mcp", exc.name)
-        ) from exc
+        raise CliError(missing_extra("toolfold mcp proxy", "mcp", exc.name)) from exc
     spec = options.spec
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(options.session, create=True)

@@ -38,7 +38,7 @@ from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, call_totals
 
 if TYPE_CHECKING:
-    from toolfold.execenv import RemoteExecEnv
+    from toolfold.execenv import RemoteExecEnv, Sandbox
 
 MAX_WINDOW_BYTES = 16 * 1024 * 1024
 """Largest ``--max-bytes``: the window lives in memory and every durable base batch
@@ -142,6 +142,8 @@ class RunSettings:
     """The call's lease: while this process runs it, it renews the lease every third of
     it; once it expired (the process died), a ``toolfold serve --resume-orphans`` on the
     store settles the call."""
+    sandbox: Sandbox | None = None
+    """Confines the command (a local one; a remote one is confined by its exec host)."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,7 @@ def remote_settings(
     prefix: str | None,
     remote_command: str,
     remote_cwd: str | None,
+    sandbox_args: list[str] | None = None,
 ) -> RemoteSettings | None:
     """The remote target of ``run``'s options, or ``None`` to run here; ``RemoteOptionError``
     names a bad combination."""
@@ -181,6 +184,9 @@ def remote_settings(
         raise RemoteOptionError(
             "--remote-command must not be empty; the default is 'toolfold exec-host'"
         )
+    if sandbox_args and sandbox_args[1] != "off":
+        # The exec host confines its own commands: it gets the same options.
+        remote_command = " ".join([remote_command, *(shlex.quote(a) for a in sandbox_args)])
     try:
         transport: Transport
         if ssh is not None:
@@ -228,7 +234,8 @@ async def _context(settings: RunSettings) -> tuple[ToolContext, str]:
     remote = settings.remote
     if remote is None:
         spill_dir = settings.spec.spill_dir(settings.session)
-        return ToolContext(env=LocalExecEnv(spill_dir), cwd=Path.cwd()), str(spill_dir)
+        local = LocalExecEnv(spill_dir, sandbox=settings.sandbox)
+        return ToolContext(env=local, cwd=Path.cwd()), str(spill_dir)
     env = remote.env(settings.session)
     try:
         host = await env.connect()

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._background import BackgroundCommands, BackgroundRead
 from ._errors import CallbackError, ExecConfigError, ExecError
-from ._fileops import FILE_OPS, FileOpError, op_error_text
+from ._fileops import FILE_OPS, READ_CHECK, FileOpError, op_error_text
 from ._local import LocalExecEnv
 from ._protocol import (
     MAX_LINE_BYTES,
@@ -34,6 +34,7 @@ from ._protocol import (
     error_to_dict,
     result_to_dict,
 )
+from ._sandbox import Sandbox
 from ._updates import ShellOutputUpdate, update_to_dict
 
 DEFAULT_SPILL_DIR = "~/.toolfold/spill"
@@ -77,8 +78,10 @@ class ExecHost:
         spill_dir: str = DEFAULT_SPILL_DIR,
         kill_grace: float = 2.0,
         exit_grace: float = 1.0,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.reader = reader
+        self.sandbox = sandbox
         self.output = output
         self.spill_dir = spill_dir
         self.kill_grace = kill_grace
@@ -98,6 +101,8 @@ class ExecHost:
             "python": sys.executable,
             "cwd": os.getcwd(),
             "spill_dir": str(Path(self.spill_dir).expanduser()),
+            # The profile this host confines its commands with (None: unconfined).
+            "sandbox": self.sandbox.profile if self.sandbox is not None else None,
         }
 
     async def serve(self) -> int:
@@ -212,6 +217,7 @@ class ExecHost:
                 kill_grace=self.kill_grace,
                 exit_grace=self.exit_grace,
                 background=self.background,
+                sandbox=self.sandbox,
             )
             cwd = message.get("cwd")
             result = await local.exec(
@@ -253,7 +259,20 @@ class ExecHost:
                 )
             if not isinstance(args, dict):
                 raise FileOpError(f"'args' must be an object, got {args!r}")
-            result = await asyncio.to_thread(fn, args, cancel)
+            cwd = args.get("cwd")
+            check = (
+                self.sandbox.read_check(
+                    cwd=cwd if isinstance(cwd, str) and cwd else os.getcwd(),
+                    allow=[Path(self.spill_dir).expanduser()],
+                )
+                if self.sandbox is not None
+                else None
+            )
+            token = READ_CHECK.set(check)  # to_thread carries it into the worker
+            try:
+                result = await asyncio.to_thread(fn, args, cancel)
+            finally:
+                READ_CHECK.reset(token)
             reply: dict[str, Any] = {"op": "result", "id": request_id, "result": result}
         except Exception as exc:  # every request gets an answer, or its caller waits forever
             text = op_error_text(exc)
@@ -343,10 +362,17 @@ async def _open_stdio() -> tuple[asyncio.StreamReader, _Output]:
     return reader, _Output(writer)
 
 
-async def _main(spill_dir: str, kill_grace: float, exit_grace: float) -> int:
+async def _main(
+    spill_dir: str, kill_grace: float, exit_grace: float, sandbox: Sandbox | None
+) -> int:
     reader, output = await _open_stdio()
     host = ExecHost(
-        reader, output, spill_dir=spill_dir, kill_grace=kill_grace, exit_grace=exit_grace
+        reader,
+        output,
+        spill_dir=spill_dir,
+        kill_grace=kill_grace,
+        exit_grace=exit_grace,
+        sandbox=sandbox,
     )
     try:
         return await host.serve()
@@ -355,16 +381,21 @@ async def _main(spill_dir: str, kill_grace: float, exit_grace: float) -> int:
 
 
 def run_exec_host(
-    spill_dir: str = DEFAULT_SPILL_DIR, *, kill_grace: float = 2.0, exit_grace: float = 1.0
+    spill_dir: str = DEFAULT_SPILL_DIR,
+    *,
+    kill_grace: float = 2.0,
+    exit_grace: float = 1.0,
+    sandbox: Sandbox | None = None,
 ) -> int:
-    """Serve one client on stdin/stdout until stdin closes; returns the exit status."""
+    """Serve one client on stdin/stdout until stdin closes; returns the exit status.
+    ``sandbox`` confines every command (the spill directories are hidden from them)."""
     import signal
 
     # SIGHUP / SIGTERM (a dropped terminal, `docker stop`) end the host like a closed
     # stdin would: by cancelling, so the commands' groups are killed, not orphaned.
     async def main() -> int:
         loop = asyncio.get_running_loop()
-        task = asyncio.ensure_future(_main(spill_dir, kill_grace, exit_grace))
+        task = asyncio.ensure_future(_main(spill_dir, kill_grace, exit_grace, sandbox))
         for signum in (signal.SIGHUP, signal.SIGTERM):
             loop.add_signal_handler(signum, task.cancel)
         try:

@@ -20,6 +20,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,11 @@ def search_file(
             return
 
 
+READ_CHECK: ContextVar[Callable[[Path], str | None] | None] = ContextVar("read_check", default=None)
+"""A sandbox's path rule for the file operations (``Sandbox.read_check``): set by whoever
+runs them for a confined env; ``asyncio.to_thread`` carries it into the worker."""
+
+
 def _resolve(args: dict[str, Any]) -> Path:
     path = args.get("path")
     cwd = args.get("cwd")
@@ -87,6 +93,10 @@ def _resolve(args: dict[str, Any]) -> Path:
     p = Path(path).expanduser()
     if not p.is_absolute():
         p = Path(cwd).expanduser() / p if isinstance(cwd, str) and cwd else Path.cwd() / p
+    check = READ_CHECK.get()
+    refused = check(p) if check is not None else None
+    if refused is not None:
+        raise FileOpError(refused)
     return p
 
 
@@ -181,9 +191,12 @@ def grep(args: dict[str, Any], cancel: threading.Event) -> dict[str, Any]:
     is_dir = root.is_dir()
     base = root if is_dir else root.parent
     matches = found = searched = 0
+    check = READ_CHECK.get()
     for path in iter_files(root, glob if isinstance(glob, str) else None):
         if cancel.is_set():
             break
+        if check is not None and check(path) is not None:
+            continue  # hidden from a confined command too (a secret, a link out of view)
         searched += 1
         shown = os.path.relpath(path, base) if is_dir else path.name
         hits = 0
@@ -222,14 +235,19 @@ def op_error_text(exc: BaseException) -> str:
 
 
 async def run_file_op(
-    fn: str, args: Mapping[str, Any], cancel: asyncio.Event | None = None
+    fn: str,
+    args: Mapping[str, Any],
+    cancel: asyncio.Event | None = None,
+    *,
+    check: Callable[[Path], str | None] | None = None,
 ) -> dict[str, Any]:
     """Run the file operation ``fn`` (``stat``, ``read_bytes``, ``read_lines``, ``grep``)
     on this machine, in a worker thread: what ``RemoteExecEnv.call`` does on an exec
     host. Its failure raises ``ExecError`` with the message the host would send.
 
     Setting ``cancel`` (or cancelling the awaiting task) stops the worker at its next
-    chunk; the result then holds what was read so far.
+    chunk; the result then holds what was read so far. ``check`` (a sandbox's
+    ``read_check``) refuses paths the confined command could not see.
     """
     op = FILE_OPS.get(fn)
     if op is None:
@@ -241,11 +259,13 @@ async def run_file_op(
             stop.set()
         watch = asyncio.ensure_future(cancel.wait())
         watch.add_done_callback(lambda _: stop.set())
+    token = READ_CHECK.set(check)
     try:
         return await asyncio.to_thread(op, dict(args), stop)
     except Exception as exc:
         raise ExecError(op_error_text(exc)) from exc
     finally:
+        READ_CHECK.reset(token)
         stop.set()  # an abandoned await must not leave the worker reading
         if watch is not None:
             watch.cancel()

@@ -29,7 +29,7 @@ import functools
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -148,14 +148,13 @@ class Sandbox:
 
     def describe(self) -> str:
         """One line for tool descriptions: what a confined command may do."""
-        where = "nothing outside a private /tmp"
+        where = "only a private /tmp"
         if self.profile == "workspace-write":
             extra = "".join(f", {p}" for p in self.writable)
             where = f"only the working directory{extra} and a private /tmp"
-        net = "with network" if self.network else "no network"
+        net = "has the network" if self.network else "has no network"
         return (
-            f"sandbox {self.profile}: commands may write {where}; {net}; "
-            "~/.ssh, ~/.aws and other credentials are hidden"
+            f"commands may write {where}, {net}, and do not see ~/.ssh, ~/.aws or other credentials"
         )
 
     # -- the spawn --------------------------------------------------------------------
@@ -226,27 +225,37 @@ class Sandbox:
 
     # -- the path policy of the built-in file tools -------------------------------------
 
-    def refusal(
-        self, path: str | os.PathLike[str], *, cwd: str, hide: Iterable[str | os.PathLike[str]] = ()
-    ) -> str | None:
-        """Why a file tool may not read ``path`` in this sandbox, or ``None``.
+    def read_check(
+        self, *, cwd: str | os.PathLike[str], allow: Iterable[str | os.PathLike[str]] = ()
+    ) -> Callable[[str | os.PathLike[str]], str | None]:
+        """For the file tools: a function telling why a path may not be read in this
+        sandbox (``None`` when it may), computed once for a whole walk.
 
-        The same view the command has: hidden paths (secrets, the store) and the host's
-        ``/tmp`` and ``/var/tmp`` (the command has private ones) are refused, except the
-        working directory and ``writable`` paths below them.
+        The command's view: hidden paths (secrets, the store) and the host's ``/tmp``
+        and ``/var/tmp`` (the command has private ones) are refused, except below the
+        working directory, the ``writable`` paths and ``allow`` (a spill directory:
+        the tools page through the command's own output). Links are resolved first.
         """
-        real = _real(path)
-        for hidden in self.hidden_paths(hide):
-            if _within(real, hidden):
-                return f"{os.fspath(path)!r} is hidden by the {self.profile} sandbox"
+        hidden = self.hidden_paths()
         visible = [_real(cwd), *(_real(p) for p in self.writable)]
-        for private in ("/tmp", "/var/tmp"):
-            if _within(real, private) and not any(_within(real, v) for v in visible):
-                return (
-                    f"{os.fspath(path)!r} is outside what the {self.profile} sandbox shows "
-                    f"(commands have a private {private})"
-                )
-        return None
+        allowed = [_real(p) for p in allow]
+
+        def check(path: str | os.PathLike[str]) -> str | None:
+            real = _real(path)
+            if any(_within(real, a) for a in allowed):
+                return None
+            for secret in hidden:
+                if _within(real, secret):
+                    return f"{os.fspath(path)} is hidden by the {self.profile} sandbox"
+            for private in ("/tmp", "/var/tmp"):
+                if _within(real, private) and not any(_within(real, v) for v in visible):
+                    return (
+                        f"{os.fspath(path)} is outside what the {self.profile} sandbox shows "
+                        f"(commands have a private {private})"
+                    )
+            return None
+
+        return check
 
 
 @functools.cache

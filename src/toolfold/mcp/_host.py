@@ -29,7 +29,7 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from toolfold.durability import default_host_id
-from toolfold.execenv import LocalExecEnv
+from toolfold.execenv import LocalExecEnv, Sandbox
 from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
 from toolfold.history import (
     list_calls,
@@ -81,6 +81,9 @@ class McpSettings:
     cwd: Path = field(default_factory=Path.cwd)
     pacing: Pacing = field(default_factory=Pacing)
     tasks: TaskSettings = field(default_factory=TaskSettings)
+    sandbox: Sandbox | None = None
+    """Confines the commands of the tools (``bash``, ``pytest``) and the files ``read``
+    and ``grep`` may open; the built-in tools' descriptions say which profile."""
 
 
 class Stoppable(Protocol):
@@ -118,7 +121,8 @@ class McpHost:
         for directory in (settings.spill_dir.parent, settings.spill_dir):
             if not directory.exists():
                 directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._context = ToolContext(env=LocalExecEnv(settings.spill_dir), cwd=settings.cwd)
+        env = LocalExecEnv(settings.spill_dir, sandbox=settings.sandbox)
+        self._context = ToolContext(env=env, cwd=settings.cwd)
         self._hooks = McpHooks(Durability(session, host=default_host_id()), self._reporters)
         self.harness = Harness(
             settings.tools,
@@ -239,7 +243,7 @@ class McpHost:
         return [
             types.Tool(
                 name=t.name,
-                description=describe(t, reader=self.reader),
+                description=describe(t, reader=self.reader, sandbox=self.settings.sandbox),
                 input_schema=input_schema(t),
                 output_schema=OUTPUT_SCHEMA,
                 _meta={SIZE_HINT_KEY: size_hint(t)},

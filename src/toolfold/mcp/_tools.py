@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold._units import format_bytes
 from toolfold.harness import Tool
 from toolfold.tools import builtin_tools
 
 from ._errors import ToolSpecError
+
+if TYPE_CHECKING:
+    from toolfold.execenv import Sandbox
 
 WINDOW_ENDS = {"tail": "end", "head": "start", "head_tail": "start and end"}
 """What a window keeps, by retention mode, in the sentence a tool description gains."""
@@ -56,11 +59,22 @@ def size_hint(tool: Tool[Any]) -> int:
     return min(SIZE_HINT_MAX, tool.output.max_bytes + SIZE_HINT_SLACK)
 
 
-def describe(tool: Tool[Any], *, reader: str | None) -> str:
-    """The MCP description of ``tool``: its own description plus :func:`window_note`."""
+CONFINED_TOOLS = frozenset({"bash", "read", "grep", "pytest"})
+"""The built-in tools a sandbox confines (their commands, or the files they open)."""
+
+
+def describe(tool: Tool[Any], *, reader: str | None, sandbox: Sandbox | None = None) -> str:
+    """The MCP description of ``tool``: its own description plus :func:`window_note`,
+    and for a built-in tool of a confined server, what its sandbox allows."""
     own = tool.description.strip()
     sep = " " if own.endswith(".") else ". " if own else ""
-    return f"{own}{sep}{window_note(tool, reader=reader)}"
+    text = f"{own}{sep}{window_note(tool, reader=reader)}"
+    if sandbox is not None and tool.name in CONFINED_TOOLS:
+        text += (
+            f" This server runs in the {sandbox.profile} sandbox: {sandbox.describe()}; "
+            "a refused write or connection fails with the usual OS error."
+        )
+    return text
 
 
 def input_schema(tool: Tool[Any]) -> dict[str, Any]:

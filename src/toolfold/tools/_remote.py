@@ -32,6 +32,7 @@ from toolfold.execenv import (
 from toolfold.harness import ToolContext, ToolError
 from toolfold.output import ToolOutput
 
+from ._confined import read_check
 from .bash import footer
 
 
@@ -42,13 +43,19 @@ def remote_env(context: ToolContext) -> RemoteExecEnv | None:
 
 
 async def call_op(
-    env: RemoteExecEnv | None, fn: str, args: Mapping[str, Any], cancel: asyncio.Event
+    env: RemoteExecEnv | None,
+    fn: str,
+    args: Mapping[str, Any],
+    cancel: asyncio.Event,
+    context: ToolContext | None = None,
 ) -> dict[str, Any]:
     """Run a file operation on the exec host, or here (in a worker thread) when ``env``
-    is ``None``; its failure becomes the tool's error."""
+    is ``None`` — under the path rule of ``context``'s sandbox, if it has one (an exec
+    host applies its own); its failure becomes the tool's error."""
     try:
         if env is None:
-            return await run_file_op(fn, args, cancel)
+            check = read_check(context) if context is not None else None
+            return await run_file_op(fn, args, cancel, check=check)
         return await env.call(fn, args, cancel=cancel)
     except ExecError as exc:
         raise ToolError(str(exc)) from exc

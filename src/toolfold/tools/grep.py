@@ -72,6 +72,7 @@ async def run_grep(
             "max_lines": out.policy.max_lines,
         },
         cancel,
+        context,
     )
     if found["missing"]:
         raise ToolError(f"Path not found: {found['path']}")

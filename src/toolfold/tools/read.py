@@ -62,7 +62,7 @@ async def run_read(
     (and line_byte) continues. PNG, JPEG, GIF and WebP files are returned as images."""
     env = remote_env(context)
     where = {"path": params.path, "cwd": str(context.cwd)}
-    info = await call_op(env, "stat", where, cancel)
+    info = await call_op(env, "stat", where, cancel, context)
     path = str(info["path"])
     if not info["exists"]:
         raise ToolError(f"File not found: {path}")
@@ -72,7 +72,7 @@ async def run_read(
     mime = IMAGE_TYPES.get(PurePosixPath(path).suffix.lower())
     if mime is not None:
         limit = out.policy.max_image_bytes
-        got = await call_op(env, "read_bytes", {**where, "max_bytes": limit}, cancel)
+        got = await call_op(env, "read_bytes", {**where, "max_bytes": limit}, cancel, context)
         if got["too_big"]:
             raise ToolError(
                 f"{path} is {got['size']} bytes, over the {limit}-byte image limit; "
@@ -95,6 +95,7 @@ async def run_read(
             "max_lines": out.policy.max_lines,
         },
         cancel,
+        context,
     )
     out.feed(window_update(window))
     _finish(out, path, start, window, cancel)

@@ -1,0 +1,113 @@
+"""--sandbox on the CLI: run confines only when asked, mcp / agent / exec-host refuse to
+start (one line naming the package) when they cannot confine, and an exec host started
+by `run --exec-host --sandbox` confines its commands and says so in its hello."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from cli_helpers import TOOLFOLD, clean_env, toolfold
+
+from sshd_fixture import EXEC_HOST
+
+NO_BWRAP = (
+    "toolfold: error: cannot confine commands: 'bwrap' (bubblewrap) is not installed; install "
+    "the package bubblewrap (apt-get install bubblewrap); or run them unconfined explicitly "
+    "(--sandbox off, or sandbox=None)\n"
+)
+
+
+def test_run_is_unconfined_by_default_and_confined_when_asked(host_dir: Path) -> None:
+    ws = host_dir / "ws"
+    ws.mkdir()
+    store = f"sqlite:{host_dir / 'store' / 'toolfold.db'}"
+    command = f"echo a > {host_dir}/outside; echo b > inside; echo done"
+    plain = toolfold("run", "--store", store, "--", command, cwd=ws)
+    assert plain.returncode == 0, plain.stderr
+    assert (host_dir / "outside").read_text() == "a\n"
+    (host_dir / "outside").unlink()
+    boxed = toolfold("run", "--store", store, "--sandbox", "workspace-write", "--", command, cwd=ws)
+    assert boxed.returncode == 0, boxed.stderr
+    assert f"{host_dir}/outside: Read-only file system" in boxed.stdout
+    assert not (host_dir / "outside").exists() and (ws / "inside").read_text() == "b\n"
+    # The store is hidden from the command, though it is next to the workspace.
+    peek = toolfold(
+        "run", "--store", store, "--sandbox", "read-only", "--", f"ls {host_dir}/store", cwd=ws
+    )
+    assert peek.stdout.startswith("\n") or "toolfold.db" not in peek.stdout, peek.stdout
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["mcp", "--store", "sqlite:s.db"],
+        ["agent", "a task", "--model", "m", "--store", "sqlite:s.db"],
+        ["run", "--sandbox", "read-only", "--store", "sqlite:s.db", "--", "true"],
+        ["exec-host", "--sandbox", "workspace-write"],
+    ],
+    ids=["mcp", "agent", "run", "exec-host"],
+)
+def test_no_bwrap_is_one_line_naming_the_package(tmp_path: Path, args: list[str]) -> None:
+    env = clean_env() | {"PATH": str(tmp_path / "empty")}  # no bwrap on it
+    done = toolfold(*args, cwd=tmp_path, env=env)
+    assert done.returncode == 2
+    assert done.stderr == NO_BWRAP
+    assert not (tmp_path / "s.db").exists()  # refused before anything was recorded
+
+
+def test_sandbox_off_runs_without_bwrap(tmp_path: Path) -> None:
+    env = clean_env() | {"PATH": str(tmp_path / "empty")}
+    done = toolfold(
+        "run", "--store", "sqlite:s.db", "--sandbox", "off", "--", "/bin/echo hi",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "hi\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--sandbox", "read-only", "--sandbox-write", "."],
+            "--sandbox-write needs --sandbox workspace-write, not --sandbox read-only",
+        ),
+        (
+            ["--sandbox", "workspace-write", "--sandbox-write", "missing"],
+            "--sandbox-write 'missing' is not a directory; create it first",
+        ),
+        (["--sandbox-network"], "--sandbox-network needs a sandbox"),
+    ],
+)
+def test_option_mistakes_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    done = toolfold(
+        "run", "--store", f"sqlite:{tmp_path / 's.db'}", *args, "--", "true", cwd=tmp_path
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"toolfold: error: {message}") and done.stderr.count("\n") == 1
+
+
+def test_exec_host_says_its_profile_in_the_hello(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [*TOOLFOLD, "exec-host", "--sandbox", "read-only", "--spill-dir", str(tmp_path / "sp")],
+        input=b"", capture_output=True, timeout=60, env=clean_env(), cwd=tmp_path,
+    )  # fmt: skip
+    hello = json.loads(done.stdout.splitlines()[0])
+    assert hello["op"] == "hello" and hello["sandbox"] == "read-only"
+
+
+def test_run_through_an_exec_host_confines_there(host_dir: Path) -> None:
+    ws = host_dir / "ws"
+    ws.mkdir()
+    done = toolfold(
+        "run", "--store", f"sqlite:{host_dir / 'store' / 't.db'}", "--exec-host", "env",
+        "--remote-command", f"{EXEC_HOST} --spill-dir {host_dir / 'remote-spill'}",
+        "--remote-cwd", str(ws), "--sandbox", "workspace-write", "--",
+        f"echo a > {host_dir}/outside; echo b > inside; echo done", cwd=ws,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"{host_dir}/outside: Read-only file system" in done.stdout
+    assert not (host_dir / "outside").exists() and (ws / "inside").read_text() == "b\n"
