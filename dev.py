@@ -47,13 +47,20 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PY = BIN / "python"
 
 
-#: Where the tests look for the PostgreSQL server binaries, Chromium and sshd
-#: (tests/pg_fixture.py, tests/replication/conftest.py, tests/sshd_fixture.py).
+#: Where the tests look for the PostgreSQL server binaries, Chromium, sshd and bubblewrap
+#: (tests/pg_fixture.py, tests/replication/conftest.py, tests/sshd_fixture.py, the sandbox
+#: tests, which run `bwrap` from the PATH).
 POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
 CHROMIUM = Path("/usr/bin/chromium")
 SSHD = Path("/usr/sbin/sshd")
+BWRAP = Path("/usr/bin/bwrap")
 #: The apt packages that provide them, by what is missing.
-SYSTEM_PACKAGES = {"PostgreSQL": "postgresql", "Chromium": "chromium", "sshd": "openssh-server"}
+SYSTEM_PACKAGES = {
+    "PostgreSQL": "postgresql",
+    "Chromium": "chromium",
+    "sshd": "openssh-server",
+    "bubblewrap": "bubblewrap",
+}
 
 
 def _is_root() -> bool:
@@ -82,11 +89,13 @@ def missing_system_services() -> list[str]:
         missing.append("Chromium")
     if not SSHD.exists():
         missing.append("sshd")
+    if not BWRAP.exists():
+        missing.append("bubblewrap")
     return missing
 
 
 def ensure_system_services() -> None:
-    """Install PostgreSQL, Chromium and sshd when missing and we may (root + apt-get); otherwise
+    """Install PostgreSQL, Chromium, sshd and bubblewrap when missing and we may (root + apt-get); otherwise
     print exactly what to install. Never fails: the tests that need a missing service fail
     with the same instruction, and every other check still runs."""
     missing = missing_system_services()

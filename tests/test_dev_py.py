@@ -29,6 +29,7 @@ def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     spec.loader.exec_module(module)
     monkeypatch.setattr(module, "POSTGRES_INITDB", str(tmp_path / "pg" / "*" / "bin" / "initdb"))
     monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
+    monkeypatch.setattr(module, "BWRAP", tmp_path / "no-bwrap")
     bindir = tmp_path / "bin"
     bindir.mkdir()
     apt = bindir / "apt-get"
@@ -48,9 +49,9 @@ def test_as_root_dev_py_test_installs_missing_postgres_and_chromium(
     dev: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert dev.missing_system_services() == ["PostgreSQL", "Chromium"]
+    assert dev.missing_system_services() == ["PostgreSQL", "Chromium", "bubblewrap"]
     dev.ensure_system_services()
-    assert _apt_log(tmp_path) == ["update -qq", "install -y -qq postgresql chromium"]
+    assert _apt_log(tmp_path) == ["update -qq", "install -y -qq postgresql chromium bubblewrap"]
 
 
 def test_as_root_nothing_is_installed_when_nothing_is_missing(
@@ -61,6 +62,7 @@ def test_as_root_nothing_is_installed_when_nothing_is_missing(
     initdb.parent.mkdir(parents=True)
     initdb.touch()
     (tmp_path / "no-chromium").touch()
+    (tmp_path / "no-bwrap").touch()
     assert dev.missing_system_services() == []
     dev.ensure_system_services()
     assert _apt_log(tmp_path) == []
@@ -76,8 +78,8 @@ def test_without_root_dev_py_says_exactly_what_to_install(
     dev.ensure_system_services()
     assert _apt_log(tmp_path) == []  # never tries to install without root
     out = capsys.readouterr().out
-    assert "PostgreSQL and Chromium not found" in out
-    assert "sudo apt-get install postgresql chromium" in out
+    assert "PostgreSQL and Chromium and bubblewrap not found" in out
+    assert "sudo apt-get install postgresql chromium bubblewrap" in out
 
 
 def test_ci_runs_the_readme_test_command() -> None:
