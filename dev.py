@@ -49,17 +49,21 @@ PY = BIN / "python"
 
 #: Where the tests look for the PostgreSQL server binaries, Chromium, sshd and bubblewrap
 #: (tests/pg_fixture.py, tests/replication/conftest.py, tests/sshd_fixture.py, the sandbox
-#: tests, which run `bwrap` from the PATH).
+#: tests, which run `bwrap` from the PATH, and tests/remote/test_remote_podman.py).
 POSTGRES_INITDB = "/usr/lib/postgresql/*/bin/initdb"
 CHROMIUM = Path("/usr/bin/chromium")
 SSHD = Path("/usr/sbin/sshd")
 BWRAP = Path("/usr/bin/bwrap")
+PODMAN = Path("/usr/bin/podman")
+RUNC = Path("/usr/sbin/runc")  # podman's crun refuses hosts that mix cgroup v1 and v2
 #: The apt packages that provide them, by what is missing.
 SYSTEM_PACKAGES = {
     "PostgreSQL": "postgresql",
     "Chromium": "chromium",
     "sshd": "openssh-server",
     "bubblewrap": "bubblewrap",
+    "podman": "podman",
+    "runc": "runc",
 }
 
 
@@ -91,11 +95,15 @@ def missing_system_services() -> list[str]:
         missing.append("sshd")
     if not BWRAP.exists():
         missing.append("bubblewrap")
+    if not PODMAN.exists():
+        missing.append("podman")
+    if not RUNC.exists():
+        missing.append("runc")
     return missing
 
 
 def ensure_system_services() -> None:
-    """Install PostgreSQL, Chromium, sshd and bubblewrap when missing and we may (root + apt-get); otherwise
+    """Install PostgreSQL, Chromium, sshd, bubblewrap and podman when missing and we may (root + apt-get); otherwise
     print exactly what to install. Never fails: the tests that need a missing service fail
     with the same instruction, and every other check still runs."""
     missing = missing_system_services()

@@ -30,6 +30,10 @@ def dev(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     monkeypatch.setattr(module, "POSTGRES_INITDB", str(tmp_path / "pg" / "*" / "bin" / "initdb"))
     monkeypatch.setattr(module, "CHROMIUM", tmp_path / "no-chromium")
     monkeypatch.setattr(module, "BWRAP", tmp_path / "no-bwrap")
+    monkeypatch.setattr(module, "PODMAN", tmp_path / "podman")  # present: see below
+    monkeypatch.setattr(module, "RUNC", tmp_path / "runc")
+    (tmp_path / "podman").touch()
+    (tmp_path / "runc").touch()
     bindir = tmp_path / "bin"
     bindir.mkdir()
     apt = bindir / "apt-get"
@@ -66,6 +70,17 @@ def test_as_root_nothing_is_installed_when_nothing_is_missing(
     assert dev.missing_system_services() == []
     dev.ensure_system_services()
     assert _apt_log(tmp_path) == []
+
+
+def test_as_root_missing_podman_and_runc_are_installed(
+    dev: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    (tmp_path / "podman").unlink()
+    (tmp_path / "runc").unlink()
+    assert dev.missing_system_services()[-2:] == ["podman", "runc"]
+    dev.ensure_system_services()
+    assert _apt_log(tmp_path)[-1].endswith("bubblewrap podman runc")
 
 
 def test_without_root_dev_py_says_exactly_what_to_install(
