@@ -97,7 +97,8 @@ def strip_controls(text: str) -> str:
     """Terminal control noise removed, written from docs/execenv.md's definition as a
     character scanner (sharing nothing with the capture's regular expression): complete
     ESC sequences (CSI, OSC, nF, two-character) and 8-bit CSI sequences go whole; any other
-    C0 control but tab, newline and CR, DEL and every C1 control go one by one (so an ESC or
+    C0 control but tab, newline and CR, DEL, every C1 control and the bidirectional
+    controls (U+202A-U+202E, U+2066-U+2069) go one by one (so an ESC or
     U+009B that starts no complete sequence goes alone)."""
     out: list[str] = []
     i = 0
@@ -110,7 +111,12 @@ def strip_controls(text: str) -> str:
             i = end
             continue
         code = ord(c)
-        if (code < 0x20 and c not in "\t\n\r") or 0x7F <= code <= 0x9F:
+        if (
+            (code < 0x20 and c not in "\t\n\r")
+            or 0x7F <= code <= 0x9F
+            or 0x202A <= code <= 0x202E
+            or 0x2066 <= code <= 0x2069
+        ):
             i += 1
             continue
         out.append(c)

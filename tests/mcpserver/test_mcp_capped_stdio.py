@@ -11,9 +11,10 @@ import anyio
 import mcp_types as types
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.shared.message import SessionMessage
 
-from toolfold.mcp._capped_stdio import capped_stdio_client
-from toolfold.mcp._message_cap import _EDGE, Framer, Oversized, _request_id, oversized
+from toolfold.mcp._capped_stdio import Ledger, capped_stdio_client
+from toolfold.mcp._message_cap import _EDGE, Framer, Oversized, Unmatched, _request_id, oversized
 
 CAP = 10_000
 
@@ -104,3 +105,46 @@ def test_the_framer_splits_any_chunking_alike_and_holds_at_most_the_cap(
     for message, item in zip(messages, got, strict=True):
         if isinstance(item, Oversized):  # its ends are kept, to find the "id"
             assert message.startswith(item.head) and message.endswith(item.tail)
+
+
+def _request(request_id: int) -> types.JSONRPCRequest:
+    return types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="tools/call", params={})
+
+
+@given(
+    sent=st.lists(st.integers(1, 30), unique=True, max_size=10),
+    answered=st.sets(st.integers(1, 30)),
+    cancelled=st.sets(st.integers(1, 30)),
+    reply=st.booleans(),
+)
+def test_an_unreadable_answer_fails_the_oldest_call_still_waiting(
+    sent: list[int], answered: set[int], cancelled: set[int], reply: bool
+) -> None:
+    ledger = Ledger()
+    for request_id in sent:
+        ledger.sent(_request(request_id))
+    for request_id in answered:
+        error = types.ErrorData(code=-1, message="x")
+        ledger.received(
+            SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
+        )
+    for request_id in cancelled:
+        params = {"requestId": request_id}
+        ledger.sent(
+            types.JSONRPCNotification(
+                jsonrpc="2.0", method="notifications/cancelled", params=params
+            )
+        )
+    waiting = [i for i in sent if i not in answered and i not in cancelled]
+    got = ledger.received(Unmatched("the upstream sent garbage", reply=reply))
+    if reply and waiting:
+        assert isinstance(got, SessionMessage)
+        assert isinstance(got.message, types.JSONRPCError)
+        assert (
+            got.message.id == waiting[0]
+            and got.message.error.message == "the upstream sent garbage"
+        )
+        assert list(ledger.ours.values()) == waiting[1:]
+    else:  # the upstream's own request or a notification, or nothing waits: logged only
+        assert isinstance(got, Unmatched)
+        assert list(ledger.ours.values()) == waiting

@@ -150,7 +150,13 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
     return TaskOptions(default, per_tool, round(ttl * 1000), round(poll * 1000))
 
 
-@mcp.command("proxy", context_settings=CONTEXT)
+@mcp.command(
+    "proxy",
+    # Options end at the first word that is not one (or at --): what follows is the
+    # upstream's command line, its own options included. Some clients (the MCP
+    # Inspector) drop a `--` from a server's arguments.
+    context_settings={**CONTEXT, "allow_interspersed_args": False},
+)
 @_session_and_store(MCP_SESSION_HELP)
 @_window("head", "a long result")
 @click.option(
@@ -184,7 +190,7 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
     metavar="SECONDS",
     help="A request the upstream leaves unanswered this long is an error, and the upstream is restarted (default: no limit).",
 )
-@click.argument("command", nargs=-1, metavar="-- UPSTREAM_COMMAND...")
+@click.argument("command", nargs=-1, metavar="[--] UPSTREAM_COMMAND...")
 def mcp_proxy(
     session: str | None,
     store: str | None,
@@ -201,7 +207,8 @@ def mcp_proxy(
     """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
 
     Runs UPSTREAM_COMMAND as a child MCP server over stdio (or connects to
-    --upstream-url) and serves its tools to the client: each result's text is cut
+    --upstream-url) and serves its tools to the client (the command starts at the
+    first word that is not an option of the proxy's, or after --): each result's text is cut
     to a window with a footer, its full text goes to a spill file that
     `toolfold_read` pages through, and every call is recorded in the store.
     """

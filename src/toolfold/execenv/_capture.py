@@ -4,8 +4,10 @@ The cleaned stream is defined over the whole decoded output (see docs/execenv.md
 
 1. decode UTF-8 with ``errors="replace"`` (incrementally: a read boundary never splits
    a code point);
-2. remove ANSI escape sequences (CSI, OSC, nF and two-character escapes) and other C0
-   control characters except ``\\t``, ``\\n`` and ``\\r``;
+2. remove ANSI escape sequences (CSI, OSC, nF and two-character escapes), other C0
+   control characters except ``\\t``, ``\\n`` and ``\\r``, C1 controls, and the
+   bidirectional embedding, override and isolate controls (U+202A-U+202E,
+   U+2066-U+2069);
 3. per line, ``\\r`` redraws collapse to the last non-empty ``\\r``-separated segment
    (so ``\\r\\n`` is just a line end and a progress bar shows its last frame).
 
@@ -44,6 +46,9 @@ _ESCAPE = re.compile(
     r"|[0-Z\\^-~])"  # Fp / Fe / Fs two-character escapes (not [ or ])
     r"|\x9b[0-?]{0,64}[ -/]{0,16}[@-~]"  # 8-bit CSI: U+009B params intermediates final
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+    # Bidirectional embeddings, overrides and isolates: U+202E makes "exe.txt"
+    # display as "txt.exe" (and hides what a line really says from a reviewer).
+    r"|[\u202a-\u202e\u2066-\u2069]"
 )
 # A proper prefix of an _ESCAPE sequence at the very end of the text: hold it back until
 # the next read decides it. Leftmost match wins (an OSC can end with the ESC of its ST).
@@ -54,9 +59,12 @@ _ESCAPE_PREFIX = re.compile(
 _MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
 # Bytes that _ESCAPE can act on. In UTF-8 they never occur inside a multi-byte sequence,
 # so a read without any of them needs no regex pass (the common case, and the fast one).
-# 0xC2 leads every C1 control (U+0080-U+009F); it also leads U+00A0-U+00BF, which only
-# costs those reads the regex pass.
-_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2])
+# 0xC2 leads every C1 control (U+0080-U+009F); it also leads U+00A0-U+00BF, and 0xE2
+# leads the bidirectional controls (U+202A-U+202E, U+2066-U+2069) and other common
+# punctuation: those only cost their reads the regex pass.
+_CONTROL_BYTES = bytes(
+    [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2, 0xE2]
+)
 # Everything of a line up to its last \r that is followed by visible text.
 _CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
 

@@ -75,9 +75,10 @@ class _CappedEvents(httpx2.AsyncByteStream):
         if last is not None:
             yield self._event(last)
 
-    def _event(self, event: bytes | Oversized) -> bytes:
+    def _event(self, event: bytearray | Oversized) -> bytes:
         if not isinstance(event, Oversized):
-            return event + b"\n\n"
+            event += b"\n\n"
+            return bytes(event)
         dropped = oversized(_json_part(event.head), event.tail, event.size, self._cap, self._who)
         if isinstance(dropped, Exception):
             return b""  # no request waits for it (a notification, most likely)

@@ -4,6 +4,9 @@ The SDK's ``stdio_client`` keeps a whole line in memory however long it is (and
 re-joins its buffer on every chunk, so a single 100 MB line costs minutes). Here
 each line goes through the proxy's message cap (``_message_cap``): kept as bytes up
 to ``cap``, past it read and dropped, the request it answered getting an error.
+A line that does not parse (bytes that are not UTF-8, JSON nested past the parser's
+limit) is dropped the same way: the call it answered gets the parser's reason at
+once, and the connection serves on.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -20,15 +23,87 @@ import mcp_types as types
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+from pydantic_core import from_json
 
-from ._message_cap import Framer, Oversized, oversized
+from ._message_cap import _EDGE, Framer, Oversized, Unmatched, error_for, oversized, rejected
+
+MAX_UPSTREAM_REQUESTS = 64
+"""Requests of the upstream's (sampling, elicitation, roots) left unanswered before
+the proxy stops reading its stdout until one is answered: each waiting request is a
+task, so an upstream that floods requests and never reads the answers is paused."""
+
+Gate = Callable[[], Awaitable[None]]
+"""Awaited before each read of the upstream's stdout: it returns when the proxy may
+read on (its client is reading again)."""
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
+def _parse(data: bytes, who: str) -> SessionMessage | Unmatched:
+    # Parsed to Python objects straight from the bytes, then validated: the message
+    # is held twice at most (the bytes and its strings). The SDK's validate_json
+    # would hold it four times over.
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        return exc
+        parsed = types.jsonrpc_message_adapter.validate_python(from_json(data), by_name=False)
+        return SessionMessage(parsed)
+    except ValidationError:
+        reason = "not a JSON-RPC request, notification or response"
+    except ValueError as exc:  # the parser's own words: "invalid unicode code point ..."
+        reason = str(exc)
+    said = f"the {who} sent a message that is not valid JSON-RPC ({reason}); it was dropped"
+    return rejected(data[:_EDGE], data[-_EDGE:], said)
+
+
+def _key(request_id: Any) -> str:
+    return str(request_id)
+
+
+class Ledger:
+    """The requests in flight both ways, as the transport sees them pass.
+
+    ``ours``: the proxy's requests the upstream has not answered, oldest first. A
+    dropped message whose ``"id"`` cannot be read (``Unmatched``) is taken as the
+    answer to the oldest: the call that waits longest fails at once, with the reason,
+    instead of never answering (the others keep waiting for their own answers).
+    ``theirs``: the upstream's requests the proxy has not answered (bounded: above
+    ``MAX_UPSTREAM_REQUESTS`` the transport stops reading the upstream)."""
+
+    def __init__(self) -> None:
+        self.ours: dict[str, Any] = {}
+        self.theirs: set[str] = set()
+        self._room = anyio.Event()
+
+    def sent(self, message: types.JSONRPCMessage) -> None:
+        """A message the proxy wrote to the upstream."""
+        if isinstance(message, types.JSONRPCRequest):
+            self.ours[_key(message.id)] = message.id
+        elif isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.theirs.discard(_key(message.id))
+            self._room.set()
+        elif message.method == "notifications/cancelled":
+            # A cancelled request is never answered: it must not be "the oldest".
+            self.ours.pop(_key((message.params or {}).get("requestId")), None)
+
+    def received(self, item: SessionMessage | Unmatched) -> SessionMessage | Unmatched:
+        """A message read from the upstream, or what replaces a dropped one."""
+        if isinstance(item, Unmatched):
+            if item.reply and self.ours:
+                key = next(iter(self.ours))
+                return SessionMessage(error_for(self.ours.pop(key), str(item)))
+            return item
+        message = item.message
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            if message.id is not None:
+                self.ours.pop(_key(message.id), None)
+        elif isinstance(message, types.JSONRPCRequest):
+            self.theirs.add(_key(message.id))
+        return item
+
+    async def room(self) -> None:
+        """Return once fewer than ``MAX_UPSTREAM_REQUESTS`` of the upstream's requests
+        wait for an answer."""
+        while len(self.theirs) >= MAX_UPSTREAM_REQUESTS:
+            self._room = anyio.Event()
+            await self._room.wait()
 
 
 EXIT_WAIT = 2.0
@@ -37,9 +112,12 @@ EXIT_WAIT = 2.0
 
 @dataclass
 class Exit:
-    """How the upstream process ended: set before the session learns its stdout closed."""
+    """How the upstream process ended: set before the session learns its stdout closed.
+    ``closed`` tells a real end of the stream from an upstream's error that happens to
+    use the code the SDK gives a closed connection (-32000)."""
 
     returncode: int | None = None
+    closed: bool = False
 
     def describe(self) -> str:
         """``exited with status 3``, ``was killed by signal 9 (SIGKILL)``, or (still
@@ -62,6 +140,8 @@ async def _read(
     cap: int,
     who: str,
     ended: Exit,
+    ledger: Ledger,
+    gate: Gate | None,
 ) -> None:
     assert process.stdout is not None
     framer = Framer(cap)
@@ -69,33 +149,56 @@ async def _read(
         with contextlib.suppress(
             anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError
         ):
-            async for chunk in process.stdout:
-                for line in framer.feed(chunk):
+            while True:
+                await ledger.room()
+                if gate is not None:
+                    await gate()
+                lines = framer.feed(await process.stdout.receive())
+                lines.reverse()
+                while lines:
+                    line = lines.pop()  # each line is let go of once parsed
                     if isinstance(line, Oversized):
-                        await out.send(oversized(line.head, line.tail, line.size, cap, who))
-                    elif line.strip():
-                        await out.send(_parse(line))
+                        item = oversized(line.head, line.tail, line.size, cap, who)
+                    elif line and not line.isspace():
+                        data = bytes(line)
+                        del line  # before parsing: the bytes and the parsed strings only
+                        item = _parse(data, who)
+                        del data
+                    else:
+                        continue
+                    await out.send(ledger.received(item))
+        ended.closed = True
         # Before closing `out`: the calls it fails then say how the upstream ended.
         with anyio.move_on_after(EXIT_WAIT):
             await process.wait()
         ended.returncode = process.returncode
 
 
-async def _write(process: Process, inbox: MemoryObjectReceiveStream[SessionMessage]) -> None:
+async def _write(
+    process: Process, inbox: MemoryObjectReceiveStream[SessionMessage], ledger: Ledger
+) -> None:
     assert process.stdin is not None
     async with inbox:
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             async for message in inbox:
+                ledger.sent(message.message)
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 await process.stdin.send(data.encode() + b"\n")
 
 
 @contextlib.asynccontextmanager
 async def capped_stdio_client(
-    command: list[str], *, errlog: TextIO, cap: int, who: str, ended: Exit | None = None
+    command: list[str],
+    *,
+    errlog: TextIO,
+    cap: int,
+    who: str,
+    ended: Exit | None = None,
+    gate: Gate | None = None,
 ) -> AsyncIterator[tuple[Any, Any]]:
     """``(read_stream, write_stream)`` to ``command`` over its stdin/stdout, reading at
-    most ``cap`` bytes of any one message; ``ended`` learns how the process ended.
+    most ``cap`` bytes of any one message; ``ended`` learns how the process ended,
+    ``gate`` is awaited before each read (see ``Gate``).
     Leaving the block closes stdin, then stops the process (SIGTERM after 2 s,
     SIGKILL after 2 more)."""
     process = await anyio.open_process(
@@ -110,9 +213,10 @@ async def capped_stdio_client(
     )
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
+    ledger = Ledger()
     async with anyio.create_task_group() as group:
-        group.start_soon(_read, process, read_in, cap, who, ended or Exit())
-        group.start_soon(_write, process, write_out)
+        group.start_soon(_read, process, read_in, cap, who, ended or Exit(), ledger, gate)
+        group.start_soon(_write, process, write_out, ledger)
         try:
             yield read_out, write_in
         finally:
@@ -134,4 +238,4 @@ async def capped_stdio_client(
             group.cancel_scope.cancel()
 
 
-__all__ = ["Exit", "capped_stdio_client"]
+__all__ = ["MAX_UPSTREAM_REQUESTS", "Exit", "Gate", "Ledger", "capped_stdio_client"]

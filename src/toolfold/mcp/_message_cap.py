@@ -57,16 +57,31 @@ def error_for(request_id: int | str, message: str) -> types.JSONRPCError:
     return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
 
 
-def oversized(
-    head: bytes, tail: bytes, size: int, cap: int, who: str
-) -> SessionMessage | Exception:
-    """What the session receives instead of a message over ``cap``: an error for the
-    request it answered, or (no ``"id"`` found) an exception the session logs."""
-    message = too_large(size, cap, who)
+class Unmatched(ValueError):
+    """A message dropped (over the cap, or unreadable) whose request could not be told
+    from its bytes. ``reply`` is true unless it was the upstream's own request or a
+    notification: then it may have answered one of ours (see ``rejected``)."""
+
+    def __init__(self, message: str, *, reply: bool) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+def rejected(head: bytes, tail: bytes, message: str) -> SessionMessage | Unmatched:
+    """What the session receives instead of a dropped message whose first and last
+    bytes are ``head`` and ``tail``: the error ``message`` for the request it answered,
+    or (no ``"id"`` found) an ``Unmatched`` the transport decides about."""
     request_id = _request_id(head, tail)
     if request_id is None:
-        return ValueError(message)
+        return Unmatched(message, reply=not _METHOD_AT_START.search(head))
     return SessionMessage(error_for(request_id, message))
+
+
+def oversized(
+    head: bytes, tail: bytes, size: int, cap: int, who: str
+) -> SessionMessage | Unmatched:
+    """What the session receives instead of a message over ``cap`` (see ``rejected``)."""
+    return rejected(head, tail, too_large(size, cap, who))
 
 
 @dataclass(frozen=True)
@@ -91,10 +106,10 @@ class Framer:
         self._dropped = 0  # > 0 while skipping the rest of an oversized message
         self._head = self._tail = b""
 
-    def feed(self, chunk: bytes) -> list[bytes | Oversized]:
+    def feed(self, chunk: bytes) -> list[bytearray | Oversized]:
         """The messages ``chunk`` completes, in order (separators removed)."""
         data = self._rest + chunk if self._rest else chunk
-        done: list[bytes | Oversized] = []
+        done: list[bytearray | Oversized] = []
         start = 0
         while True:
             end = data.find(self.sep, start)
@@ -107,7 +122,7 @@ class Framer:
             done.append(self._take())
             start = end + len(self.sep)
 
-    def leftover(self) -> bytes | Oversized | None:
+    def leftover(self) -> bytearray | Oversized | None:
         """At the end of the stream: the unterminated last message, if any."""
         self._add(self._rest)
         self._rest = b""
@@ -127,13 +142,14 @@ class Framer:
         else:
             self._message += piece
 
-    def _take(self) -> bytes | Oversized:
+    def _take(self) -> bytearray | Oversized:
         if self._dropped:
-            taken: bytes | Oversized = Oversized(self._head, self._tail, self._dropped)
+            taken: bytearray | Oversized = Oversized(self._head, self._tail, self._dropped)
             self._dropped = 0
             self._head = self._tail = b""
         else:
-            taken = bytes(self._message)
+            # The buffer itself, not a copy: a message near the cap is held once.
+            taken = self._message
             self._message = bytearray()
         return taken
 
@@ -142,7 +158,9 @@ __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "Framer",
     "Oversized",
+    "Unmatched",
     "error_for",
     "oversized",
+    "rejected",
     "too_large",
 ]

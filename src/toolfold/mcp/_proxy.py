@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import os
 import re
 import secrets
@@ -23,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import mcp_types as types
 from mcp.client.session import ClientSession
@@ -34,15 +33,13 @@ from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict
 
 from toolfold._units import format_bytes
-from toolfold.execenv import (
-    ShellOutputMetadata,
-    ShellOutputTruncation,
-)
+from toolfold.execenv import Replace
 from toolfold.harness import Tool, ToolContext, ToolError, ToolResult
 from toolfold.output import OutputError, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 from toolfold.tools import READ, builtin_tools
 
+from ._adopt import bound_json, bound_text
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
 from ._progress import ForwardedProgress
@@ -68,8 +65,6 @@ PROXY_INSTRUCTIONS = (
     f"its full text kept in a spill file that `{READER}` pages through. Every call is "
     "recorded durably."
 )
-
-_TRUNCATION_FIELDS = [f.name for f in dataclasses.fields(ShellOutputTruncation)]
 
 
 def proxy_note(policy: OutputPolicy) -> str:
@@ -131,6 +126,7 @@ class ProxyHost(McpHost):
         self.client = ClientLink()
         for name, callback in self.client.callbacks().items():
             upstream.callbacks.setdefault(name, callback)
+        upstream.gate = self.client.gate
 
     def server(self) -> Server[Any]:
         """The low-level server: tools (a slow call answered as a task, for a client
@@ -264,79 +260,104 @@ class ProxyHost(McpHost):
         except UpstreamError as exc:
             raise ToolError(str(exc)) from exc
         except MCPError as exc:
+            who = self.upstream.spec.describe()
+            if exc.message.startswith(f"the {who} "):
+                raise ToolError(exc.message) from exc  # the proxy's own words: a dropped answer
             raise ToolError(
-                f"the {self.upstream.spec.describe()} answered {name!r} with error "
-                f"{exc.code}: {exc.message}"
+                f"the {who} answered {name!r} with error {exc.code}: {exc.message}"
             ) from exc
         self._adopt(name, call_id, result, out)
         if result.is_error:
             raise ToolError(f"the {self.upstream.spec.describe()} reported an error (isError)")
 
-    def _spill(self, data: bytes, name: str, suffix: str) -> Path:
+    def _spill(self, name: str, suffix: str) -> tuple[Path, BinaryIO]:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         path = (
             self.settings.spill_dir
             / f"mcp-{_internal_name(name)}-{stamp}-{secrets.token_hex(4)}{suffix}"
         )
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        return path
+        return path, os.fdopen(fd, "wb")
 
     def _adopt(
         self, name: str, call_id: str, result: types.CallToolResult, out: ToolOutput
     ) -> None:
         texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-        text = "\n".join(texts)
         blocks: list[types.ContentBlock] = []
         dropped: list[str] = []
         for block in result.content:
             if isinstance(block, types.ImageContent):
-                try:
-                    out.image({"type": "image", "data": block.data, "mime_type": block.mime_type})
-                except OutputError as exc:
-                    dropped.append(f"[An image was left out: {exc}]")
+                self._adopt_image(block, out, dropped)
             elif not isinstance(block, types.TextContent):
-                blocks.append(block)
-        data = text.encode("utf-8", "surrogatepass")
-        lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
-        spill = None
-        if len(data) > self.policy.max_bytes or lines > self.policy.max_lines:
-            spill = self._spill(data, name, ".txt")
-        out.write(text)
-        t = out.truncation
+                self._adopt_block(name, block, blocks, dropped)
+        view = bound_text(texts, self.policy, partial(self._spill, name, ".txt"))
+        del texts
+        out.feed(Replace(view))
+        t = view.metadata.truncation
+        spill = view.metadata.spill_path
         notes = list(dropped)
-        if spill is not None and t["truncated"]:
-            out.capture(
-                ShellOutputMetadata(
-                    truncation=ShellOutputTruncation(
-                        **{k: t[k] for k in _TRUNCATION_FIELDS if k in t}  # type: ignore[literal-required]
-                    ),
-                    spill_path=str(spill),
-                    last_line_bytes=t["last_line_bytes"],
-                )
-            )
-            which = {"tail": "last", "head": "first"}.get(self.policy.retain, "first and last")
+        if spill is not None and t.truncated:
+            which = {"head": "first", "tail": "last"}.get(self.policy.retain, "first and last")
             notes.insert(
                 0,
-                f"[Showing the {which} {t['output_lines']:,} of {t['total_lines']:,} lines "
-                f"({t['output_bytes']:,} of {t['total_bytes']:,} bytes). Full output: {spill}]",
+                f"[Showing the {which} {t.output_lines:,} of {t.total_lines:,} lines "
+                f"({t.output_bytes:,} of {t.total_bytes:,} bytes). Full output: {spill}]",
             )
         structured = result.structured_content
         if structured is not None:
-            raw = json.dumps(structured, ensure_ascii=False).encode()
-            if len(raw) > self.policy.max_bytes:
-                moved = self._spill(raw, name, ".json")
+            size, moved = bound_json(
+                structured, self.policy.max_bytes, partial(self._spill, name, ".json")
+            )
+            if moved is not None:
                 structured = {
-                    "toolfold_note": f"structuredContent of {len(raw):,} bytes was moved to "
+                    "toolfold_note": f"structuredContent of {size:,} bytes was moved to "
                     f"{moved}; page it with {READER}"
                 }
-                notes.append(f"[structuredContent ({len(raw):,} bytes) saved to {moved}]")
+                notes.append(f"[structuredContent ({size:,} bytes) saved to {moved}]")
+        meta = result.meta
+        if meta is not None:
+            size, moved = bound_json(
+                meta, self.policy.max_bytes, partial(self._spill, name, ".meta.json")
+            )
+            if moved is not None:
+                meta = {"toolfold_note": f"_meta of {size:,} bytes was moved to {moved}"}
+                notes.append(f"[_meta ({size:,} bytes) saved to {moved}]")
         if notes:
             current = out.text
             sep = "\n" if current and not current.endswith("\n") else ""
             out.footer(sep + "\n".join(notes))
-        self._passed[call_id] = _Passed(blocks, structured, result.meta)
+        self._passed[call_id] = _Passed(blocks, structured, meta)
+
+    def _adopt_block(
+        self,
+        name: str,
+        block: types.ContentBlock,
+        blocks: list[types.ContentBlock],
+        dropped: list[str],
+    ) -> None:
+        # Audio, embedded resources, links: passed on as they came unless bigger than
+        # the window, then moved to a spill file (as JSON) like structuredContent.
+        data = block.model_dump(by_alias=True, exclude_none=True, mode="json")
+        size, moved = bound_json(data, self.policy.max_bytes, partial(self._spill, name, ".json"))
+        if moved is None:
+            blocks.append(block)
+        else:
+            dropped.append(f"[A {block.type} block ({size:,} bytes) was saved to {moved}]")
+
+    def _adopt_image(self, block: types.ImageContent, out: ToolOutput, dropped: list[str]) -> None:
+        # Judged by its base64 length first: an image far over the bound is left out
+        # without decoding it (which would hold a second copy).
+        size = len(block.data) * 3 // 4
+        if size > self.policy.max_image_bytes + 3:
+            dropped.append(
+                f"[An image was left out: about {size:,} bytes, over the "
+                f"{self.policy.max_image_bytes:,}-byte bound for one image]"
+            )
+            return
+        try:
+            out.image({"type": "image", "data": block.data, "mime_type": block.mime_type})
+        except OutputError as exc:
+            dropped.append(f"[An image was left out: {exc}]")
 
     def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
         passed = self._passed.pop(call_id, None)
@@ -435,6 +456,7 @@ class ProxyHost(McpHost):
     async def aclose(self, grace: float = 10.0) -> None:
         await super().aclose(grace)
         await self.upstream.aclose()
+        await self.client.aclose()
 
 
 __all__ = ["READER", "ProxyHost", "UpstreamArgs", "proxy_note"]

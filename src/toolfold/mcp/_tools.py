@@ -102,8 +102,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             ],
         },
         "details": {"type": "object"},
-        "truncation": {"type": ["object", "null"]},
-        "spill_path": {"type": ["string", "null"]},
+        # anyOf, not "type": [..., "null"]: validators and model APIs that take a
+        # subset of JSON Schema (strict modes) accept it.
+        "truncation": {"anyOf": [{"type": "object"}, {"type": "null"}]},
+        "spill_path": {"anyOf": [{"type": "string"}, {"type": "null"}]},
         "call_id": {"type": "string"},
         "session": {"type": "string"},
     },

@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ._capped_stdio import Exit, capped_stdio_client
+from ._capped_stdio import Exit, Gate, capped_stdio_client
 from ._errors import McpHostError
 from ._message_cap import DEFAULT_MAX_MESSAGE_BYTES
 
@@ -68,6 +68,8 @@ class Upstream:
         self.stderr_path = stderr_path
         self.callbacks = dict(callbacks or {})
         """``ClientSession`` callbacks (sampling, logging) the upstream's requests reach."""
+        self.gate: Gate | None = None
+        """Awaited before each read of a stdio upstream (the proxy's client stalled)."""
         self.on_start: list[Callable[[ClientSession], Awaitable[None]]] = []
         """Run on each new session before any call uses it (a restart restores state)."""
         self._session: ClientSession | None = None
@@ -141,6 +143,7 @@ class Upstream:
                     cap=self.spec.max_message_bytes,
                     who=self.spec.describe(),
                     ended=self._ended,
+                    gate=self.gate,
                 ) as (r, w),
                 ClientSession(r, w, **self.callbacks) as session,
             ):
@@ -225,15 +228,26 @@ class Upstream:
                 f"{self.spec.describe()} {self.how(ended)} during the call{self.stderr_tail()}"
             )
         exc = call.exception()
-        closed = isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED
+        # -32000 is also what an upstream may answer with itself: over stdio the
+        # transport saw the stream end or it did not. Over HTTP the SDK's transport
+        # gives a lost stream that code too, so there it always means reconnect.
+        closed = (
+            isinstance(exc, MCPError)
+            and exc.code == types.CONNECTION_CLOSED
+            and (bool(self.spec.url) or ended.closed)
+        )
         if exc is not None and (closed or dead.is_set()):
             # Forget this connection now (its teardown may still be running), so the
             # next call starts a new upstream.
             dead.set()
             if self._session is session:
                 self._session = None
+            said = ""
+            if isinstance(exc, MCPError) and exc.message != "Connection closed":
+                said = f" (error {exc.code}: {exc.message})"
             raise UpstreamError(
-                f"{self.spec.describe()} {self.how(ended)} during the call{self.stderr_tail()}"
+                f"{self.spec.describe()} {self.how(ended)} during the call{said}"
+                f"{self.stderr_tail()}"
             ) from exc
         return call.result()
 
