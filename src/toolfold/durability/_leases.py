@@ -264,7 +264,9 @@ async def acquire_lease(
             f"{lease_token(operation_id)} holds {current!r}, not a fencing token; "
             "the session was written by something else"
         )
-    held = await read_lease(session, operation_id)
+    # The holder is written with the token and never without it: no token (a new
+    # operation, every call's case) means no holder, and one read fewer per call.
+    held = None if current is None else await read_lease(session, operation_id)
     now = clock()
     # Live is live, whoever holds it: a janitor on the holder's own host must not
     # resume what that host is running (a restarted host waits out its old lease).
