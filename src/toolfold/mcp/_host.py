@@ -304,8 +304,10 @@ class McpHost:
         )
         reporter = self.progress_for(tool, call_id, ctx) if progress_token(ctx.meta) else None
         cancel = asyncio.Event()
+        started = asyncio.Event()
         if after is not None:
             self.tasks.expect(call_id)
+            self._hooks.started[call_id] = started
         task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
         self._calls[call_id] = _Call(cancel, task)
         task.add_done_callback(lambda done: self._ended(call_id, done))
@@ -323,6 +325,13 @@ class McpHost:
             # progress, which the spec does not carry for a task.
             if reporter is not None:
                 reporter.stop()
+            # The call is in the store before its task is (and both before the handle).
+            waiter = asyncio.ensure_future(started.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+                self._hooks.started.pop(call_id, None)
             return await self.tasks.create(
                 call_id, tool.name, auth_scope(ctx.request, self.session_name)
             )
@@ -332,6 +341,7 @@ class McpHost:
             cancel.set()
             raise
         finally:
+            self._hooks.started.pop(call_id, None)
             if after is not None and not self.tasks.is_task(call_id):
                 self.tasks.forget(call_id)
         return self.result_for(tool, result, call_id)

@@ -8,6 +8,7 @@ printing a million lines sends tens of notifications, not a million.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -159,6 +160,8 @@ class McpHooks(DurableHooks):
         self._reporters = reporters
         self.sinks: dict[str, ToolOutput] = {}
         """The output of each call running (what ``tasks/get`` reads its status from)."""
+        self.started: dict[str, asyncio.Event] = {}
+        """Set once a call's operation is recorded in the store and its tool starts."""
 
     async def on_sink_created(
         self, call: CallInfo, sink: ToolOutput, context: ToolContext
@@ -167,6 +170,9 @@ class McpHooks(DurableHooks):
         if reporter is not None:
             reporter.attach(sink)
         self.sinks[call.tool_call_id] = sink
+        started = self.started.pop(call.tool_call_id, None)
+        if started is not None:
+            started.set()  # on_run_start recorded the operation before any sink
         return await super().on_sink_created(call, sink, context)
 
     async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:

@@ -40,7 +40,7 @@ from toolfold.history import (
     settled_record,
 )
 from toolfold.output import ToolOutput, ToolOutputState, output_text
-from toolfold.storage import Repository, Session, SessionNotFoundError, delete_value, set_value
+from toolfold.storage import Repository, Session, StorageError, delete_value, set_value
 
 from ._progress import status_line
 from ._results import call_tool_result
@@ -154,10 +154,10 @@ class TaskBoard:
         if found.record["status"] in TERMINAL:
             return Ack()  # it ended first: nothing to do, and saying so again is harmless
         call_id = str(found.record["call_id"])
-        self._cancelled.add(call_id)
         # Cancelling is cooperative: a call running in another live process is left to
         # it (its status stays working until it ends there).
-        self.host.cancel_call(call_id)
+        if self.host.cancel_call(call_id):
+            self._cancelled.add(call_id)
         return Ack()
 
     # -- a call's life -----------------------------------------------------------------
@@ -362,7 +362,9 @@ class TaskBoard:
             return None
         try:
             session = await self._repository.open_session(name)
-        except SessionNotFoundError:
+        except StorageError:
+            # Missing, or held by another live process (a JSONL store's lock): either
+            # way not a task this server can answer for.
             return None
         self._others[name] = session
         return session
