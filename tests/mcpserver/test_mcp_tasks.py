@@ -238,7 +238,10 @@ async def test_after_kill_9_a_new_server_answers_the_old_tasks(tmp_path: Path) -
     command = "echo $$ > command.pid; echo tick 1; while true; do sleep 0.05; done"
     try:
         with anyio.fail_after(180):
-            with http_server(tmp_path, *TOOLS, "--task-after", "0", session="old") as (url, proc):
+            # Unconfined: the command reports its pid ($$) for the cleanup, which inside
+            # a sandbox would be a pid of the sandbox's own namespace.
+            old_server = (*TOOLS, "--sandbox", "off", "--task-after", "0")
+            with http_server(tmp_path, *old_server, session="old") as (url, proc):
                 async with tasks_over_http(url) as client:
                     interrupted = await call(client, "bash", {"command": command})
                     resumed = await call(client, "gated", {"gate": str(gate)})
@@ -252,7 +255,7 @@ async def test_after_kill_9_a_new_server_answers_the_old_tasks(tmp_path: Path) -
                     await until(checkpointed, "a durable checkpoint with output")
                     _kill(proc)
             gate.touch()
-            with http_server(tmp_path, *TOOLS, session="new") as (url, _):
+            with http_server(tmp_path, *TOOLS, "--sandbox", "off", session="new") as (url, _):
                 async with tasks_over_http(url) as client:
                     first = await until_status(client, interrupted.task_id, "completed")
                     second = await until_status(client, resumed.task_id, "completed")
