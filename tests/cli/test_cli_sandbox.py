@@ -47,8 +47,9 @@ def test_run_is_unconfined_by_default_and_confined_when_asked(host_dir: Path) ->
         ["agent", "a task", "--model", "m", "--store", "sqlite:s.db"],
         ["run", "--sandbox", "read-only", "--store", "sqlite:s.db", "--", "true"],
         ["exec-host", "--sandbox", "workspace-write"],
+        ["mcp", "proxy", "--store", "sqlite:s.db", "--with-builtin", "--", "true"],
     ],
-    ids=["mcp", "agent", "run", "exec-host"],
+    ids=["mcp", "agent", "run", "exec-host", "mcp-proxy-with-builtin"],
 )
 def test_no_bwrap_is_one_line_naming_the_package(tmp_path: Path, args: list[str]) -> None:
     env = clean_env() | {"PATH": str(tmp_path / "empty")}  # no bwrap on it
@@ -111,3 +112,13 @@ def test_run_through_an_exec_host_confines_there(host_dir: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"{host_dir}/outside: Read-only file system" in done.stdout
     assert not (host_dir / "outside").exists() and (ws / "inside").read_text() == "b\n"
+
+
+def test_a_proxy_without_builtin_tools_runs_no_command_and_needs_no_bwrap(tmp_path: Path) -> None:
+    # Its upstream (here `true`, which exits at once) runs unconfined: no sandbox is
+    # built, so a missing bwrap is no error; the upstream's failure is the one reported.
+    env = clean_env() | {"PATH": str(tmp_path / "empty")}
+    done = toolfold(
+        "mcp", "proxy", "--store", "sqlite:s.db", "--", "/bin/true", cwd=tmp_path, env=env
+    )
+    assert "cannot confine" not in done.stderr

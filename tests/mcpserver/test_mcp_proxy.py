@@ -254,11 +254,15 @@ async def test_with_builtin_adds_the_prefixed_toolfold_tools(
     )
     with anyio.fail_after(120):
         async with session_on(params, tmp_path / "proxy.err") as client:
-            names = [t.name for t in (await client.list_tools()).tools]
+            listed = (await client.list_tools()).tools
+            names = [t.name for t in listed]
             ran = await client.call_tool("toolfold_bash", {"command": "echo builtin"})
             echoed = await client.call_tool("echo", {"message": "upstream"})
     assert {"toolfold_bash", "toolfold_read", "toolfold_grep", "toolfold_pytest"} <= set(names)
     assert "echo" in names and not any(n in names for n in ("bash", "read"))
+    # The built-in tools' commands are confined (the default), and their descriptions say so.
+    [bash] = [t for t in listed if t.name == "toolfold_bash"]
+    assert "runs in the workspace-write sandbox" in (bash.description or "")
     assert text_of(ran).startswith("builtin\n") and "upstream" in text_of(echoed)
     stored = await calls(tmp_path, "p1")
     assert [(c.tool_name, c.status) for c in stored] == [("toolfold_bash", "ok"), ("echo", "ok")]

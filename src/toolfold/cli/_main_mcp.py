@@ -190,6 +190,7 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
     metavar="SECONDS",
     help="A request the upstream leaves unanswered this long is an error, and the upstream is restarted (default: no limit).",
 )
+@sandbox_options("workspace-write", "the commands of the built-in tools (--with-builtin)")
 @click.argument("command", nargs=-1, metavar="[--] UPSTREAM_COMMAND...")
 def mcp_proxy(
     session: str | None,
@@ -202,6 +203,9 @@ def mcp_proxy(
     with_builtin: bool,
     max_message_bytes: int,
     upstream_timeout: float | None,
+    sandbox_profile: str,
+    sandbox_write: tuple[str, ...],
+    sandbox_network: bool,
     command: tuple[str, ...],
 ) -> None:
     """Serve any MCP server's tools (over stdio) with toolfold's bounds and records.
@@ -211,9 +215,13 @@ def mcp_proxy(
     first word that is not an option of the proxy's, or after --): each result's text is cut
     to a window with a footer, its full text goes to a spill file that
     `toolfold_read` pages through, and every call is recorded in the store.
+    The upstream server runs unconfined; --sandbox confines the commands of the
+    built-in tools that --with-builtin adds.
     """
     from ._mcp import ProxyOptions, proxy_command
     from ._run import output_policy
+
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
 
     if bool(command) == bool(upstream_url):
         raise CliError(
@@ -240,6 +248,8 @@ def mcp_proxy(
         headers[key.strip()] = value.strip()
     if headers and not upstream_url:
         raise CliError("--upstream-header needs --upstream-url (a stdio upstream has no headers)")
+    # Without --with-builtin no command runs here (toolfold_read only pages spill files).
+    sandbox = choice.build(hidden=[spec.home]) if with_builtin else None
     options = ProxyOptions(
         spec,
         name,
@@ -250,6 +260,7 @@ def mcp_proxy(
         max_message_bytes,
         upstream_timeout,
         headers,
+        sandbox,
     )
     _exit(_arun(proxy_command(options), spec))
 

@@ -126,6 +126,7 @@ class ProxyOptions:
     max_message_bytes: int
     upstream_timeout: float | None = None
     headers: dict[str, str] | None = None
+    sandbox: Sandbox | None = None
 
 
 async def proxy_command(options: ProxyOptions) -> int:
@@ -138,7 +139,9 @@ async def proxy_command(options: ProxyOptions) -> int:
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(options.session, create=True)
         spill_dir = spec.spill_dir(options.session)
-        settings = McpSettings(session_name=options.session, spill_dir=spill_dir, tools=[])
+        settings = McpSettings(
+            session_name=options.session, spill_dir=spill_dir, tools=[], sandbox=options.sandbox
+        )
         upstream = Upstream(
             UpstreamSpec(
                 command=options.command,

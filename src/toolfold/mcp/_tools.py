@@ -69,7 +69,7 @@ def describe(tool: Tool[Any], *, reader: str | None, sandbox: Sandbox | None = N
     own = tool.description.strip()
     sep = " " if own.endswith(".") else ". " if own else ""
     text = f"{own}{sep}{window_note(tool, reader=reader)}"
-    if sandbox is not None and tool.name in CONFINED_TOOLS:
+    if sandbox is not None and tool.name.removeprefix("toolfold_") in CONFINED_TOOLS:
         text += (
             f" This server runs in the {sandbox.profile} sandbox: {sandbox.describe()}; "
             "a refused write or connection fails with the usual OS error."
