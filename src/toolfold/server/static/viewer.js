@@ -19,9 +19,20 @@
     u.search = params.toString();
     history.replaceState(null, "", u.toString());
   }
+  // What is open is named in the URL: #/session/NAME (its stored calls and its
+  // lane), #/lane/NAME, or nothing: the landing view (?lane= and ?session= work too).
+  function route() {
+    const m = /^#\/(session|lane)\/(.+)$/.exec(window.location.hash);
+    if (!m) return null;
+    let name;
+    try { name = decodeURIComponent(m[2]); } catch (_e) { return null; }
+    return { kind: m[1], name };
+  }
+  const first = route();
   const viewer = {
-    lane: params.get("lane") || "default",
-    session: params.get("session") || "",
+    lane: first ? first.name : (params.get("lane") || "default"),
+    session: first && first.kind === "session" ? first.name : (params.get("session") || ""),
+    landing: !first && !params.has("lane") && !params.has("session"),
     stored: null,          // {session, total, calls, loads} or {session, error}
     lastSettled: undefined, // the lane's newest settled call id (reloads the stored view)
     storedLoads: 0,
@@ -33,9 +44,14 @@
     authError: null,       // the server refused the token: reopen the URL it printed
     batches: 0,
     source: null,
+    storedNames: new Set(),
     state() { return this.replica ? this.replica.value : null; },
   };
   window.toolfoldViewer = viewer;
+  const Parts = window.toolfoldParts;
+  const { plural, truncationText, cellText, detailsTable } = Parts;
+  viewer.full = Parts.full;
+  viewer.overview = window.toolfoldLanding.state;
 
   const $ = (id) => document.getElementById(id);
   let renderQueued = false;
@@ -124,42 +140,6 @@
     return e;
   }
 
-  // One byte formatter for the whole project (IEC units, see toolfold/_units.py):
-  // units.js defines it, and a browser test checks it against the Python one.
-  function fmtBytes(n) {
-    if (typeof n !== "number") return "?";
-    return window.toolfoldUnits.formatBytes(n);
-  }
-
-  function plural(n, word) {
-    return typeof n === "number" ? window.toolfoldUnits.plural(n, word) : "? " + word + "s";
-  }
-
-  function group(n) {
-    return typeof n === "number" ? n.toLocaleString("en-US") : "?";
-  }
-
-  // "showing last N of M lines / full output at PATH", from the truncation
-  // totals the producer keeps inside the state (no caps travel on tool_start).
-  // The state does not say which end was kept; a "retain" field wins if a
-  // producer adds one, else head for the head-retaining built-ins, tail otherwise.
-  function truncationText(out, toolName) {
-    const tr = out && out.truncation;
-    if (!tr || !tr.truncated) return null;
-    if (typeof tr.cut_lines === "number") {
-      // head_tail: the start and the end are shown, the middle was cut.
-      return "showing the start and the end: " + plural(tr.cut_lines, "line") + " (" +
-        fmtBytes(tr.cut_bytes) + ") of " + plural(tr.total_lines, "line") + " cut from line " +
-        group(tr.cut_line) + " (" + fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + " shown)";
-    }
-    const retain = out.retain || tr.retain || (toolName === "read" || toolName === "grep" ? "head" : "tail");
-    const which = retain === "head" ? "first" : "last";
-    let s = "showing " + which + " " + group(tr.output_lines) + " of " + plural(tr.total_lines, "line") + " (" +
-      fmtBytes(tr.output_bytes) + " of " + fmtBytes(tr.total_bytes) + ", limit " +
-      (tr.truncated_by === "bytes" ? fmtBytes(tr.max_bytes) : plural(tr.max_lines, "line")) + ")";
-    return s;
-  }
-
   // The text of a tool output: its leading text blocks joined (one block, or head,
   // cut marker and tail under retain="head_tail"); images follow them.
   function outputText(out) {
@@ -182,40 +162,6 @@
       }
     }
     return null;
-  }
-
-  function cellText(v) {
-    if (v === null || v === undefined) return "";
-    if (typeof v === "object") return JSON.stringify(v);
-    return String(v);
-  }
-
-  function detailsTable(details) {
-    if (!details || typeof details !== "object" || Array.isArray(details)) return null;
-    const keys = Object.keys(details);
-    if (keys.length === 0) return null;
-    const t = el("table", "details");
-    for (const k of keys) {
-      const tr = el("tr");
-      tr.appendChild(el("th", null, k));
-      const v = details[k];
-      const td = el("td");
-      if (Array.isArray(v) && v.length && v.every((x) => x && typeof x === "object" && !Array.isArray(x))) {
-        // A list of records (e.g. pytest failures) reads best as a nested table.
-        const inner = el("table", "details");
-        for (const row of v) {
-          const r = el("tr");
-          for (const rk of Object.keys(row)) r.appendChild(el("td", null, rk + ": " + cellText(row[rk])));
-          inner.appendChild(r);
-        }
-        td.appendChild(inner);
-      } else {
-        td.textContent = cellText(v);
-      }
-      tr.appendChild(td);
-      t.appendChild(tr);
-    }
-    return t;
   }
 
   // The "what" of a call: a command as typed, otherwise its arguments as
@@ -242,12 +188,22 @@
       const args = el("span", "tool-args");
       const badge = el("span", "badge");
       head.append(name, args, badge);
+      const meta = el("div", "tool-meta");
+      const time = el("time", "tool-time");
+      const stats = el("span", "tool-stats");
+      meta.append(time, stats);
       const trunc = el("div", "truncation");
       const pre = el("pre", "text");
+      pre.tabIndex = 0;  // scrollable from the keyboard
       const table = el("div", "details-box");
       const images = el("div", "images");
-      root.append(head, trunc, pre, table, images);
-      c = { root, name, args, badge, trunc, pre, table, images, text: null, details: null, imgs: null };
+      c = { root, name, args, badge, time, stats, trunc, pre, table, images, text: null, details: null, imgs: null };
+      const tools = Parts.cardTools(c);
+      c.fullButton = tools.full;
+      c.fullButton.addEventListener("click", () => {
+        if (c.full) Parts.openFull(c.full.session, c.full.call, c.full.title);
+      });
+      root.append(head, meta, trunc, tools.bar, pre, table, images);
       cards.set(id, c);
     }
     const status = tool.status || "running";
@@ -259,17 +215,38 @@
     c.badge.textContent = tool.label || status;
     const out = tool.output;
     const text = outputText(out);
-    if (c.text !== text) { c.pre.textContent = text; c.text = text; c.follow = true; }
+    if (c.text !== text) {
+      c.pre.textContent = Parts.displayText(text);
+      c.text = text;
+      c.follow = !c.paused;
+    }
+    c.start = typeof tool.started === "number" ? tool.started : null;
+    c.end = typeof tool.ended === "number" ? tool.ended : null;
+    c.running = status === "running";
+    updateTime(c);
+    if (c.running) ticking.add(c); else ticking.delete(c);
+    c.stats.textContent = Parts.statsText(out, text);
     const tt = truncationText(out, tool.tool_name);
     const sp = spillPath(out);
     c.trunc.textContent = "";
+    c.full = null;
     if (tt || sp) {
       c.trunc.append(tt ? tt : "");
-      if (sp) { c.trunc.append(tt ? " / full output at " : "full output at "); c.trunc.appendChild(el("code", null, sp)); }
+      if (tool.exec_host) {
+        c.trunc.append((tt ? " / " : "") + "full output on exec host ");
+        c.trunc.appendChild(el("code", null, tool.exec_host));
+      } else if (sp) {
+        c.trunc.append(tt ? " / full output at " : "full output at ");
+        c.trunc.appendChild(el("code", null, sp));
+        // A stored call's spill, or a live call in a lane that is a stored session.
+        const session = tool.session || (viewer.storedNames.has(viewer.lane) ? viewer.lane : null);
+        if (session) c.full = { session, call: id, title: tool.tool_name + " " + whatText(tool.args) };
+      }
       c.trunc.hidden = false;
     } else {
       c.trunc.hidden = true;
     }
+    c.fullButton.hidden = !c.full;
     const dj = out ? JSON.stringify(out.details) : "";
     if (c.details !== dj) {
       c.details = dj;
@@ -350,6 +327,28 @@
     return cur;
   }
 
+  // A lane carries no clock: a live call's start and end are when this page saw
+  // them (a call already settled when the page opened shows no duration).
+  const liveTimes = new Map();
+  function timed(id, tool) {
+    let t = liveTimes.get(id);
+    if (!t) { t = { start: tool.status === "running" ? Date.now() : null, end: null }; liveTimes.set(id, t); }
+    if (tool.status !== "running" && t.start !== null && t.end === null) t.end = Date.now();
+    return Object.assign({}, tool, { started: t.start, ended: t.end });
+  }
+
+  const ticking = new Set();
+  function updateTime(c) {
+    const text = Parts.timeText(c.start, c.end, c.running);
+    if (c.time.textContent !== text) c.time.textContent = text;
+    if (c.start !== null) {
+      c.time.dateTime = new Date(c.start).toISOString();
+      c.time.title = "started " + new Date(c.start).toString() +
+        (c.end !== null ? "\nended " + new Date(c.end).toString() : "");
+    }
+  }
+  setInterval(() => { for (const c of ticking) if (c.root.isConnected) updateTime(c); }, 1000);
+
   function render() {
     const v = viewer.state();
     const box = $("tools");
@@ -373,7 +372,7 @@
       for (const p of parts) {
         if (!p || p.type !== "tool_call" || !tools[p.id] || seen.has(p.id)) continue;
         seen.add(p.id);
-        const node = renderTool(cards, p.id, tools[p.id]);
+        const node = renderTool(cards, p.id, timed(p.id, tools[p.id]));
         node.classList.add("under-message");
         nodes.push(node);
       }
@@ -382,12 +381,13 @@
       const tool = tools[id];
       if (!tool || seen.has(id)) continue;
       seen.add(id);
-      nodes.push(renderTool(cards, id, tool));
+      nodes.push(renderTool(cards, id, timed(id, tool)));
     }
+    for (const id of Array.from(liveTimes.keys())) if (!seen.has(id)) liveTimes.delete(id);
     for (const id of Array.from(cards.keys())) if (!seen.has(id)) cards.delete(id);
     for (const id of Array.from(messageCards.keys())) if (!seenMessages.has(id)) messageCards.delete(id);
     if (nodes.length === 0) {
-      box.replaceChildren(el("p", "empty", "No tool calls in lane " + viewer.lane + " yet."));
+      box.replaceChildren(viewer.landing ? "" : el("p", "empty", "No tool calls in lane " + viewer.lane + " yet."));
     } else {
       // Detaching a node resets its scroll position, so touch the DOM only when
       // the set or order of cards changed.
@@ -395,7 +395,8 @@
       if (!same) box.replaceChildren(...nodes);
       // Follow the tail of texts that changed (only once attached is scrollHeight known).
       for (const c of cards.values()) {
-        if (c.follow) { c.pre.scrollTop = c.pre.scrollHeight; c.follow = false; }
+        if (c.follow && !c.paused) c.pre.scrollTop = c.pre.scrollHeight;
+        c.follow = false;
       }
     }
     // The command box's "started call-…" note lasts while that call runs.
@@ -463,17 +464,23 @@
       // call.status is the settled outcome (ok, error, cancelled, interrupted):
       // the same words the live lane uses once a call ends.
       return { tool_name: call.tool_name, args: storedArgs(call),
-               status: call.status, label: call.status, output };
+               status: call.status, label: call.status, output, ...storedExtra(call) };
     }
     const running = call.running === true;
-    return { tool_name: call.tool_name, args: storedArgs(call),
+    return { tool_name: call.tool_name, args: storedArgs(call), ...storedExtra(call),
              status: running ? "running" : "unsettled",
              label: (running ? "running" : "unsettled") + " (pending output" +
                (call.error ? ": " + call.error : " as of its last checkpoint") + ")",
              output: call.state || null };
   }
 
+  function storedExtra(call) {
+    return { started: Parts.parseTime(call.started_at), ended: Parts.parseTime(call.ended_at),
+             session: viewer.session, exec_host: call.exec_host || null };
+  }
+
   function setSessionParam(name) {
+    if (route()) return;  // the hash names what is shown
     const u = new URL(window.location.href);
     if (name) u.searchParams.set("session", name); else u.searchParams.delete("session");
     history.replaceState(null, "", u.toString());
@@ -486,6 +493,7 @@
       const r = await fetch("/v1/sessions");
       names = (await r.json()).sessions || [];
     } catch (_e) { names = []; }
+    viewer.storedNames = new Set(names);
     if (viewer.session && !names.includes(viewer.session)) names.unshift(viewer.session);
     sel.textContent = "";
     const none = el("option", null, "(none)");
@@ -553,16 +561,40 @@
   $("stored-reload").addEventListener("click", () => { showStored(viewer.session); });
   $("stored-close").addEventListener("click", () => { $("session-select").value = ""; showStored(""); });
 
-  $("lane-select").addEventListener("change", (ev) => {
-    const lane = ev.target.value;
-    const u = new URL(window.location.href);
-    u.searchParams.set("lane", lane);
-    history.replaceState(null, "", u.toString());
+  function switchLane(lane) {
     viewer.lane = lane;
     viewer.lastSettled = undefined;
     cards.clear();
+    liveTimes.clear();
     subscribe();   // a lane switch is the same path as a cold start
+  }
+
+  $("lane-select").addEventListener("change", (ev) => {
+    const lane = ev.target.value;
+    if (route()) { window.location.hash = "#/lane/" + encodeURIComponent(lane); return; }
+    const u = new URL(window.location.href);
+    u.searchParams.set("lane", lane);
+    history.replaceState(null, "", u.toString());
+    switchLane(lane);
   });
+
+  // Following a link of the landing view (or the back button) changes the hash.
+  function applyRoute() {
+    const r = route();
+    viewer.landing = !r;
+    $("overview").hidden = !viewer.landing;
+    if (!r) {
+      document.title = "toolfold";
+      window.toolfoldLanding.load(0);
+      scheduleRender();
+      return;
+    }
+    document.title = "toolfold — " + r.kind + " " + r.name;
+    if (r.name !== viewer.lane) switchLane(r.name);
+    $("session-select").value = r.kind === "session" ? r.name : "";
+    showStored(r.kind === "session" ? r.name : "");
+  }
+  window.addEventListener("hashchange", applyRoute);
 
   $("command-form").addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -592,6 +624,17 @@
     }
   });
 
+  Parts.initFull();
+  window.toolfoldLanding.init();
+  $("overview").hidden = !viewer.landing;
+  if (viewer.landing) window.toolfoldLanding.load(0);
+  else if (first) document.title = "toolfold — " + first.kind + " " + first.name;
+  // The landing view keeps its live marks fresh while it is looked at.
+  setInterval(() => {
+    if (viewer.landing && document.visibilityState === "visible") {
+      window.toolfoldLanding.load(window.toolfoldLanding.state.offset);
+    }
+  }, 5000);
   loadLanes();
   loadSessions();
   if (viewer.session) showStored(viewer.session);
