@@ -19,6 +19,7 @@ from toolfold.execenv import (
     ShellOutputTruncation,
     ShellOutputView,
     Slide,
+    head_tail_window,
 )
 from toolfold.output import (
     OutputClosedError,
@@ -28,6 +29,7 @@ from toolfold.output import (
     SinkState,
     ToolOutput,
     image_block,
+    output_text,
 )
 from toolfold.output._retention import count_lines, head_window, tail_window, utf8_len
 
@@ -75,13 +77,15 @@ ACTION = st.one_of(
 @settings(max_examples=400)
 @given(
     actions=st.lists(ACTION, max_size=30),
-    retain=st.sampled_from(["head", "tail"]),
+    retain=st.sampled_from(["head", "tail", "head_tail"]),
     max_bytes=st.integers(1, 40),
     max_lines=st.integers(1, 5),
 )
 def test_replicas_of_every_stream_equal_the_sink(
     actions: list[tuple[str, str]], retain: Any, max_bytes: int, max_lines: int
 ) -> None:
+    if retain == "head_tail":  # one of each cap for each part
+        max_bytes, max_lines = max(max_bytes, 2), max(max_lines, 2)
     out = ToolOutput(
         OutputPolicy(retain=retain, max_bytes=max_bytes, max_lines=max_lines, max_images=50)
     )
@@ -111,15 +115,24 @@ def test_replicas_of_every_stream_equal_the_sink(
         t = out.truncation
         if retain == "tail":
             view, _ = tail_window(full, max_bytes, max_lines)
-        else:
+        elif retain == "head":
             view, _ = head_window(full, max_bytes, max_lines)
-        assert out.text == view
-        assert utf8_len(out.text) <= max_bytes and count_lines(out.text) <= max_lines
+        else:
+            cut = head_tail_window(full, max_bytes, max_lines, 0.2)
+            view = full if cut is None else cut[0] + cut[1]
+        shown = out.text if retain != "head_tail" else output_text(out.snapshot())
+        if retain == "head_tail" and t["truncated"]:
+            # The marker line sits between the two parts, outside the window.
+            head, marker, tail = (b["text"] for b in out.snapshot()["content"][:3])
+            assert marker.lstrip("\n").startswith("[... ") and head + marker + tail == shown
+            shown = head + tail
+        assert shown == view
+        assert utf8_len(view) <= max_bytes and count_lines(view) <= max_lines
         assert (t["total_bytes"], t["total_lines"]) == (utf8_len(full), count_lines(full))
     for name, stream in (("live", live), ("durable", durable)):
         replicas[name] = fold(replicas[name], stream.take())
         assert replicas[name] == out.snapshot()
-        assert replicas[name]["content"][0]["text"] == out.text
+        assert output_text(replicas[name]) == out.text
 
 
 def test_seed_op_examples_are_granular() -> None:
