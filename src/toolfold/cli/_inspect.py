@@ -10,7 +10,7 @@ from typing import Any
 
 from toolfold._units import plural
 from toolfold.durability import pending_messages
-from toolfold.execenv import LocalExecEnv
+from toolfold.execenv import LocalExecEnv, OrphanReport, stop_orphans
 from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
 from toolfold.output import output_text
 from toolfold.storage import CorruptStoreError, StorageError
@@ -220,8 +220,13 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         pending = [c for c in calls if not c.settled]
         messages = await pending_messages(session)
         agent_run = await agent_to_continue(session)
+        # What a crashed process left running in the background is stopped first.
+        orphans = stop_orphans(spec.spill_dir(session_name))
+        for orphan in orphans:
+            print(orphan_line(orphan))
         if not pending and not messages and agent_run is None:
-            print(f"nothing to resume in session {session_name}: every call has settled")
+            if not orphans:
+                print(f"nothing to resume in session {session_name}: every call has settled")
             return 0
         live = [c for c in pending if process_alive(c.record)]
         if live:
@@ -275,6 +280,19 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         if agent_run is not None:
             return await continue_run(session, spec, session_name, agent_run)
     return 0
+
+
+def orphan_line(orphan: OrphanReport) -> str:
+    """What ``stop_orphans`` did about one background command, for a person."""
+    what = (
+        f"stopped it (killed pid {', '.join(map(str, orphan.killed))})"
+        if orphan.killed
+        else "it had ended by itself"
+    )
+    return (
+        f"background command {orphan.handle} ({orphan.command[:80]!r}) was left running by "
+        f"process {orphan.owner_pid}, which ended without stopping it: {what}"
+    )
 
 
 def _resumed_line(result: ToolResult, harness: Harness) -> str:

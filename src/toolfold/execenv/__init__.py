@@ -43,6 +43,7 @@ from ._errors import (
     UpdateError,
 )
 from ._headtail import HeadTailCapture, capture_for
+from ._ledger import OrphanReport, stop_orphans
 from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
@@ -145,6 +146,7 @@ __all__ = [
     "LocalExecEnv",
     "LoopClock",
     "Metadata",
+    "OrphanReport",
     "OutputCapture",
     "Profile",
     "ProtocolError",
@@ -179,6 +181,7 @@ __all__ = [
     "run_exec_host",
     "run_file_op",
     "search_file",
+    "stop_orphans",
     "tail_truncated_by",
     "tail_window",
     "update_cost",

@@ -33,10 +33,12 @@ import os
 import signal
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol
 
-from ._errors import BackgroundLimitError, ExecConfigError, HandleError
+from ._errors import BackgroundLimitError, ExecConfigError, ExecError, HandleError
 from ._headtail import capture_for
+from ._ledger import start_time, write_ledger
 from ._limits import ShellOutputLimits
 from ._session import CaptureSession, UpdateConsumer
 from ._updates import ShellOutputTruncation, ShellOutputView
@@ -59,6 +61,8 @@ class Process(Protocol):
     """A started command, as ``_local`` gives it to the registry."""
 
     pid: int
+    exec_id: str
+    """The command's ``TOOLFOLD_EXEC_ID`` marker (see ``_reaper``)."""
     session: CaptureSession
     stdin: int | None
     """Non-blocking fd writing to the command's stdin (a pipe or the pty master)."""
@@ -203,6 +207,7 @@ class BackgroundCommands:
         max_running: int = DEFAULT_MAX_RUNNING,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         kill_grace: float = 2.0,
+        ledger: Path | None = None,
     ) -> None:
         if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
             raise ExecConfigError(
@@ -218,6 +223,9 @@ class BackgroundCommands:
             )
         self.max_running = max_running
         self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
+        # Where the running commands are listed, so that a process that dies with
+        # kill -9 can have them stopped later (``_ledger``); None: nowhere.
+        self._ledger = ledger
         self._entries: dict[str, _Entry] = {}
         self._slots = 0  # commands that may yield and have not ended: started or adopted
         self._next = 1
@@ -265,7 +273,29 @@ class BackgroundCommands:
         self._entries[handle] = entry
         entry.watcher = asyncio.create_task(self._watch(entry, timeout), name=f"toolfold {handle}")
         self._touch(entry)
+        self._save_ledger()
         return handle
+
+    def _save_ledger(self) -> None:
+        if self._ledger is None:
+            return
+        owner, owner_start = os.getpid(), start_time(os.getpid())
+        entries = [
+            {
+                "handle": e.handle,
+                "command": e.command[:200],
+                "pid": e.proc.pid,
+                "exec_id": e.proc.exec_id,
+                "owner_pid": owner,
+                "owner_start": owner_start,
+                "started": e.started,
+            }
+            for e in self._entries.values()
+            if e.running
+        ]
+        # Best effort: a ledger that cannot be written must not stop the command.
+        with contextlib.suppress(OSError, ExecError):
+            write_ledger(self._ledger, entries)
 
     # -- the lifetime of one command --------------------------------------------------
 
@@ -308,6 +338,7 @@ class BackgroundCommands:
         self.release()
         entry.done.set()
         entry.changed.set()
+        self._save_ledger()
 
     def _touch(self, entry: _Entry) -> None:
         entry.last_touch = time.monotonic()

@@ -159,7 +159,10 @@ class LocalExecEnv:
             background
             if background is not None
             else BackgroundCommands(
-                max_running=max_background, idle_timeout=idle_timeout, kill_grace=self.kill_grace
+                max_running=max_background,
+                idle_timeout=idle_timeout,
+                kill_grace=self.kill_grace,
+                ledger=self.spill_dir,
             )
         )
 
@@ -618,7 +621,7 @@ class _Started:
         self._protocol = protocol
         self._reader = reader
         self.session = session
-        self._exec_id = exec_id
+        self._exec_id = self.exec_id = exec_id
         self.pid = transport.get_pid()
         self.stdin = streams.stdin
         self.tty = streams.tty

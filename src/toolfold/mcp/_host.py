@@ -29,7 +29,7 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
 from toolfold.durability import default_host_id
-from toolfold.execenv import LocalExecEnv, Sandbox
+from toolfold.execenv import LocalExecEnv, Sandbox, stop_orphans
 from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
 from toolfold.history import (
     list_calls,
@@ -184,6 +184,19 @@ class McpHost:
         unless a call became a task, whose client polls for it.
         A call whose server process still runs is left alone (and so is the rest,
         since resume works per session): two servers may share a session."""
+        # Background commands an earlier server left running when it died are stopped.
+        for orphan in stop_orphans(self.settings.spill_dir):
+            print(
+                f"toolfold mcp: background command {orphan.handle} ({orphan.command[:80]!r}) "
+                f"of a server that died (pid {orphan.owner_pid}): "
+                + (
+                    f"stopped pid {', '.join(map(str, orphan.killed))}"
+                    if orphan.killed
+                    else "had ended"
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
         pending = [c for c in await list_calls(self.session) if not c.settled]
         if not pending:
             return []
