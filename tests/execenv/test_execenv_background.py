@@ -24,6 +24,7 @@ from toolfold.execenv import (
     ExecConfigError,
     HandleError,
     LocalExecEnv,
+    Sandbox,
     ShellOutputLimits,
     ShellOutputUpdate,
     apply_shell_output_update,
@@ -77,6 +78,46 @@ async def env(tmp_path: Path) -> AsyncIterator[LocalExecEnv]:
     local = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
     yield local
     await local.aclose()
+
+
+@pytest.fixture
+async def sandboxed(tmp_path: Path) -> AsyncIterator[LocalExecEnv]:
+    box = Sandbox("workspace-write", writable=(str(tmp_path),))
+    local = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=box)
+    yield local
+    await local.aclose()
+
+
+async def test_in_a_sandbox_a_signal_reaches_the_command_not_bwrap(
+    sandboxed: LocalExecEnv,
+) -> None:
+    started = await asyncio.wait_for(
+        sandboxed.exec(
+            "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.1; done",
+            yield_after=0.1,
+        ),
+        BOUND,
+    )
+    assert started.handle is not None
+    await output_until(sandboxed, started.text, started.handle, "ready\n")
+    [info] = sandboxed.background.commands()
+    ended = await sandboxed.background.signal(started.handle, "INT", wait=BOUND)
+    assert ended.text == "got-int\n" and ended.exit_code == 7
+    assert gone(info.pid)
+
+
+async def test_in_a_sandbox_a_repl_gets_its_terminal(sandboxed: LocalExecEnv) -> None:
+    started = await asyncio.wait_for(
+        sandboxed.exec(f"{PY} -q -i", yield_after=0.2, tty=True), BOUND
+    )
+    assert started.handle is not None
+    await output_until(sandboxed, started.text, started.handle, ">>> ")
+    answer = await sandboxed.background.write(
+        started.handle, "import os; print(6 * 7, os.isatty(0))\n", wait=BOUND, until="42 True"
+    )
+    assert "42 True\n" in answer.text
+    closed = await sandboxed.aclose()
+    assert [c.ended for c in closed] == ["closed"]
 
 
 async def test_a_command_that_ends_within_the_yield_returns_as_today(env: LocalExecEnv) -> None:

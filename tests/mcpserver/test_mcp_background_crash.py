@@ -32,7 +32,9 @@ def rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> dict[str, Any
 
 def start_server(tmp_path: Path) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [*TOOLFOLD, "mcp", "--store", store_url(tmp_path), "--session", "s1"],
+        # Unconfined: a sandboxed command dies with its server (bwrap --die-with-parent),
+        # so only an unconfined one can outlive a kill -9; and `echo $$` is then its pid.
+        [*TOOLFOLD, "mcp", "--store", store_url(tmp_path), "--session", "s1", "--sandbox", "off"],
         cwd=tmp_path,
         env=clean_env(),
         stdin=subprocess.PIPE,

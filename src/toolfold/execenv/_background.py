@@ -87,6 +87,11 @@ class Process(Protocol):
         """Read what its pipes already hold."""
         ...
 
+    def send_signal(self, sig: signal.Signals) -> None:
+        """Signal the command's processes (its process group; in a sandbox, the processes
+        inside it, not bwrap)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BackgroundRead:
@@ -468,8 +473,7 @@ class BackgroundCommands:
             raise HandleError(
                 f"{handle} ({entry.command[:60]!r}) has ended; read it for its last output"
             )
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(entry.proc.pid, getattr(signal, "SIG" + sig_name))
+        entry.proc.send_signal(getattr(signal, "SIG" + sig_name))
         await self._wait(entry, wait, until)
         return self._finish_read(entry)
 

@@ -26,6 +26,7 @@ from ._pty import open_pty, take_controlling_terminal
 from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
+    below_children,
     command_processes,
     end_sandbox_inits,
     new_exec_id,
@@ -647,3 +648,12 @@ class _Started:
 
     def drain(self) -> None:
         self._reader.drain()
+
+    def send_signal(self, sig: signal.Signals) -> None:
+        if self._env.sandbox is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, sig)
+            return
+        # The shell is bwrap, and its child the PID namespace's init: a signal to either
+        # ends the whole sandbox. The command is what runs below that init.
+        signal_all(below_children(self.pid), sig)

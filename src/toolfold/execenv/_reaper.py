@@ -29,6 +29,7 @@ from collections.abc import Iterable
 __all__ = [
     "EXEC_ID_VAR",
     "become_subreaper",
+    "below_children",
     "command_processes",
     "end_sandbox_inits",
     "new_exec_id",
@@ -200,3 +201,9 @@ def end_sandbox_inits(exec_id: str) -> None:
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+
+
+def below_children(pid: int) -> set[int]:
+    """The processes below the children of ``pid`` (for a sandbox: below bwrap and its
+    PID namespace's init, i.e. the command itself)."""
+    return _descendants(_children(pid))
