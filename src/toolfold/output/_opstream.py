@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from toolfold.chord import Op
 
 from ._errors import OutputClosedError
 from ._json import dumps, loads
 
-if TYPE_CHECKING:
-    from ._sink import ToolOutput
-
 __all__ = ["OpStream"]
+
+
+class OpSource(Protocol):
+    """What a stream needs of its sink (``ToolOutput``): a protocol, not an import, so
+    that the sink depends on its streams and not the other way round."""
+
+    _streams: list[OpStream]
+
+    def _has_pending(self) -> bool: ...
+    def _pump(self) -> None: ...
+    def _current_target(self) -> Any: ...
 
 
 class OpStream:
@@ -30,7 +38,7 @@ class OpStream:
 
     __slots__ = ("_backlog", "_backlog_bytes", "_base", "_closed", "_sink", "last_take_bytes")
 
-    def __init__(self, sink: ToolOutput) -> None:
+    def __init__(self, sink: OpSource) -> None:
         self._sink = sink
         self._backlog: list[Op] = []
         self._backlog_bytes = 0

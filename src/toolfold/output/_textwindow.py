@@ -23,17 +23,26 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from toolfold.chord import utf16_len
-from toolfold.execenv import head_window, last_line_bytes, tail_truncated_by, utf8_len
+from toolfold.execenv import Retain, head_window, last_line_bytes, tail_truncated_by, utf8_len
 
 from ._state import Truncation
 
-if TYPE_CHECKING:
-    from ._retention import OutputPolicy
-
 __all__ = ["TextDelta", "TextWindow", "clean_text"]
+
+
+class WindowLimits(Protocol):
+    """The caps a window applies; ``OutputPolicy`` is the one a sink passes. A protocol,
+    not an import: the policy module is built on this one, not the other way round."""
+
+    @property
+    def retain(self) -> Retain: ...
+    @property
+    def max_bytes(self) -> int: ...
+    @property
+    def max_lines(self) -> int: ...
 
 TextDelta = tuple[Literal["t"], int] | tuple[Literal["a", "s"], str]
 """One change to the text replicas hold: drop UTF-16 units, append, or set."""
@@ -101,7 +110,7 @@ class TextWindow:
         "parks",
     )
 
-    def __init__(self, policy: OutputPolicy) -> None:
+    def __init__(self, policy: WindowLimits) -> None:
         self._retain = policy.retain
         self._max_bytes = policy.max_bytes
         self._max_lines = policy.max_lines
