@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolfold._units import format_bytes, plural
+from toolfold._units import format_bytes, parse_size, plural
 
 _SHAPE = re.compile(
     r"(\d+) B|(\d)\.(\d) (KiB|MiB|GiB|TiB|PiB)|(\d{1,3}(?:,\d{3})?) (KiB|MiB|GiB|TiB|PiB)"
@@ -63,3 +64,22 @@ def test_plural(count: int, word: str) -> None:
     assert text == f"{count:,} {word}" + ("" if count == 1 else "s")
     assert plural(1, "settled result") == "1 settled result"
     assert plural(2, "entry", "entries") == "2 entries"
+
+
+@given(st.integers(min_value=0, max_value=2**40), st.sampled_from(["", "K", "M", "G"]))
+def test_parse_size_reads_every_spelling_of_a_size_alike(n: int, unit: str) -> None:
+    value = n << {"": 0, "K": 10, "M": 20, "G": 30}[unit]
+    spellings = [f"{n}{unit}", f"{n}{unit.lower()}", f" {n} {unit} "]
+    if unit:
+        spellings += [f"{n}{unit}iB", f"{n}{unit}B", f"{n}{unit.lower()}ib"]
+    assert {parse_size(s) for s in spellings} == {value}
+
+
+@pytest.mark.parametrize("text", ["", "K", "lots", "1.5M", "-1", "1X", "1 K B", "9" * 31])
+def test_parse_size_refuses_what_is_not_a_size_in_one_line(text: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_size(text)
+    assert str(caught.value) == (
+        f"{text!r} is not a size: give bytes, or a whole number with K, M or G "
+        "(powers of 1024), e.g. 51200, 50K or 1G"
+    )

@@ -8,7 +8,9 @@ rule; ``tests/test_units.py`` checks the two agree.
 
 from __future__ import annotations
 
-__all__ = ["format_bytes", "plural"]
+import re
+
+__all__ = ["format_bytes", "parse_size", "plural"]
 
 _UNITS = ("KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -39,3 +41,21 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     """``plural(1, "line")`` -> ``"1 line"``, ``plural(1000, "line")`` -> ``"1,000 lines"``
     (``words`` for an irregular plural)."""
     return f"{count:,} {word if count == 1 else (words or word + 's')}"
+
+
+_SIZE = re.compile(r"(\d{1,30})\s*([KMGT]?)(?:i?B)?", re.IGNORECASE)
+_SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
+
+
+def parse_size(text: str) -> int:
+    """``"50K"`` -> ``51200``, ``"1G"`` -> ``1073741824``, ``"512"`` -> ``512``: a byte
+    count, or a whole number with K, M, G or T (powers of 1024, as ``format_bytes``
+    writes them; ``KiB``, ``KB`` and ``k`` read the same). The one size parser of every
+    size option. Raises ``ValueError`` saying what a size looks like."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise ValueError(
+            f"{text!r} is not a size: give bytes, or a whole number with K, M or G "
+            "(powers of 1024), e.g. 51200, 50K or 1G"
+        )
+    return int(m.group(1)) << _SHIFT[m.group(2).upper()]

@@ -30,6 +30,7 @@ def test_disk_full_mid_run_is_one_line_keeps_the_output_and_resume_settles(
     tmp_path: Path, kind: str
 ) -> None:
     with small_tmpfs(tmp_path / "mnt", size="8m") as mnt:
+        (mnt / "store").mkdir()  # an explicit store's directory is the user's to make
         url = f"sqlite:{mnt}/store/t.db" if kind == "sqlite" else f"jsonl:{mnt}/store"
         show = " ".join(shlex.quote(a) for a in [*TOOLFOLD, "show", "s", "1", "--store", url])
         # The command prints its mark, waits (a bounded poll, through a reader that
@@ -78,6 +79,7 @@ def test_disk_full_under_serve_is_one_log_line_and_resume_settles(
     tmp_path: Path, kind: str
 ) -> None:
     with small_tmpfs(tmp_path / "mnt", size="8m") as mnt:
+        (mnt / "store").mkdir()
         url = f"sqlite:{mnt}/store/t.db" if kind == "sqlite" else f"jsonl:{mnt}/store"
         proc, base = serve(url, tmp_path)
         err = LineReader(proc.stderr)

@@ -102,7 +102,11 @@ def test_corrupt_jsonl_record_is_named(tmp_path: Path) -> None:
             "--max-lines must be between 1 and 1,000,000, got 2000000; the default is 2,000",
         ),
         (["--max-lines", "-3"], "--max-lines must be between 1 and 1,000,000, got -3"),
-        (["--max-bytes", "lots"], "Invalid value for '--max-bytes': 'lots' is not a valid integer"),
+        (
+            ["--max-bytes", "lots"],
+            "Invalid value for '--max-bytes': 'lots' is not a size: give bytes, or a whole "
+            "number with K, M or G (powers of 1024), e.g. 51200, 50K or 1G",
+        ),
         (
             ["--retain", "middle"],
             "Invalid value for '--retain': 'middle' is not one of 'head', 'tail'",
@@ -148,7 +152,15 @@ def test_unwritable_store_directory(tmp_path: Path) -> None:
             "run", "--store", f"sqlite:{blocker / 'sub' / 'x.db'}", "--", "echo x", cwd=tmp_path
         )
     )
-    assert f"cannot create the store directory for sqlite:{blocker / 'sub' / 'x.db'}" in line
+    assert f"store sqlite:{blocker / 'sub' / 'x.db'}: the directory {blocker / 'sub'} does " in line
+    # The default store's directory is made by toolfold, unless a file is in the way.
+    (tmp_path / ".toolfold").write_text("a file where the store directory should be")
+    line = one_error_line(toolfold("run", "--", "echo x", cwd=tmp_path))
+    assert line == (
+        f"toolfold: error: store sqlite:{tmp_path / '.toolfold' / 'toolfold.db'} cannot be "
+        f"used: refusing {tmp_path / '.toolfold'}: {tmp_path / '.toolfold'} is not a "
+        "directory; choose another path"
+    )
 
 
 def test_unreadable_durable_record_is_a_store_error(tmp_path: Path) -> None:

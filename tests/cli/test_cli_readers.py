@@ -59,6 +59,7 @@ def test_a_flipped_byte_in_the_last_committed_record_is_damage_not_a_torn_write(
 
 
 def test_reading_an_sqlite_store_changes_no_file(tmp_path: Path) -> None:
+    (tmp_path / "s").mkdir()
     url = f"sqlite:{tmp_path / 's' / 't.db'}"
     assert (
         toolfold("run", "--store", url, "--session", "s", "--", "echo one", cwd=tmp_path).returncode

@@ -17,6 +17,7 @@ def expected_bytes(n: int) -> bytes:
 
 
 def test_ten_megabytes_bounded_result_complete_spill_and_nonzero_status(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
     store = f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
     command = f"seq -f 'line %08g' 1 {LINES}; exit 7"
     proc = toolfold("run", "--store", store, "--session", "big", "--", command, cwd=tmp_path)

@@ -437,3 +437,40 @@ def test_a_non_loopback_host_warns_and_keeps_commands_off(
     assert allowed.post("main", f"touch {ran}").status_code == 202
     allowed.settled("main", 1)
     assert ran.exists()
+
+
+def test_a_connection_that_never_finishes_its_headers_is_closed(
+    launch: Callable[..., Server],
+) -> None:
+    # Slowloris: headers begun and never ended, before any check can run. uvicorn alone
+    # holds such a connection forever; toolfold's protocol closes it after 10 s.
+    server = launch()
+    slow = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(3)]
+    try:
+        slow[0].sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        slow[1].sendall(b"G")
+        # slow[2] sends nothing at all.
+        # Meanwhile the server answers everyone else.
+        r = httpx.get(f"{server.base}/v1/sessions", headers=AUTH, timeout=10)
+        assert r.status_code == 200
+        for sock in slow:
+            sock.settimeout(60)  # a bound on the wait, far above the 10 s deadline
+            assert sock.recv(1024) == b"", "the server answered instead of closing"
+    finally:
+        for sock in slow:
+            sock.close()
+    # A kept-alive connection gets the same deadline for its next request's headers.
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(
+            f"GET /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
+        sock.settimeout(60)
+        answer = b""
+        while not answer.endswith(b'{"sessions":[]}'):
+            part = sock.recv(65536)
+            assert part, answer
+            answer += part
+        assert answer.startswith(b"HTTP/1.1 200 ")
+        sock.sendall(b"GET /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert sock.recv(1024) == b""

@@ -9,6 +9,7 @@ from cli_helpers import toolfold
 
 def test_max_spill_caps_the_spill_file_and_the_footer_says_so(tmp_path: Path) -> None:
     store = tmp_path / "store"
+    store.mkdir()
     done = toolfold(
         "run",
         "--store",
@@ -41,7 +42,7 @@ def test_a_bad_max_spill_is_refused_before_anything_runs(tmp_path: Path) -> None
         cwd=tmp_path,
     )
     assert done.returncode == 2
-    assert "--max-spill must be a positive size such as 1048576, 512M or 2G, got '0'" in done.stderr
+    assert "--max-spill must be a positive size such as 1048576, 512M or 2G, got 0;" in done.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / "t.db").exists()
 
 

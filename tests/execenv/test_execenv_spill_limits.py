@@ -132,6 +132,6 @@ async def test_a_spill_directory_owned_by_someone_else_is_refused(tmp_path: Path
     spill.mkdir()
     os.chown(spill, 65534, 65534)  # the tests run as root; "nobody" plays the attacker
     env = LocalExecEnv(spill)
-    with pytest.raises(SpillError, match=r"belongs to another user \(uid 65534\)"):
+    with pytest.raises(SpillError, match=r"is owned by uid 65534, not you"):
         await asyncio.wait_for(env.exec(command(1000)), BOUND)
     assert list(spill.iterdir()) == []

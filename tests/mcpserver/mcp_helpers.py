@@ -38,7 +38,9 @@ def clean_env() -> dict[str, str]:
 
 
 def store_url(tmp_path: Path) -> str:
-    """A fresh SQLite store under the test's directory."""
+    """A fresh SQLite store under the test's directory (which is made here: toolfold
+    creates no directory for an explicit store path)."""
+    (tmp_path / "store").mkdir(mode=0o700, exist_ok=True)
     return f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
 
 

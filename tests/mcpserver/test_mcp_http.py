@@ -6,6 +6,7 @@ import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -49,6 +50,41 @@ def server(tmp_path: Path) -> Iterator[str]:
     """A ``toolfold mcp --http`` subprocess; yields its endpoint URL; killed afterwards."""
     with http_server(tmp_path) as (url, _):
         yield url
+
+
+@pytest.mark.parametrize("allow", [False, True])
+async def test_on_all_interfaces_it_warns_and_serves_no_command_tool_unless_allowed(
+    tmp_path: Path, allow: bool
+) -> None:
+    options = ("--host", "0.0.0.0", *(["--allow-commands"] if allow else []))
+    with http_server(tmp_path, *options) as (url, _):
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as http,
+            streamable_http_client(url, http_client=http) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            names = [t.name for t in (await client.list_tools()).tools]
+            try:
+                bash: Any = await client.call_tool("bash", {"command": "touch ran"})
+            except MCPError as exc:
+                bash = exc
+    warning = (tmp_path / "server-h1.err").read_text().splitlines()[0]
+    assert warning.startswith(
+        "toolfold: warning: listening on 0.0.0.0, not only on this machine: anyone on the "
+        "network who has the token can call the tools"
+    )
+    if allow:
+        assert names == ["bash", "read", "grep", "pytest", *BACKGROUND]
+        assert ", and run commands;" in warning
+        assert not isinstance(bash, MCPError) and not bash.is_error
+        assert (tmp_path / "ran").exists()
+    else:
+        assert names == ["read", "grep"]
+        off = ", ".join(["bash", "pytest", *BACKGROUND])
+        assert f"; {off} (which run commands) are off: --allow-commands" in warning
+        assert isinstance(bash, MCPError) and "unknown tool 'bash'" in str(bash)
+        assert not (tmp_path / "ran").exists()
 
 
 async def test_the_sdk_client_lists_and_calls_tools_over_http(server: str, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import signal
@@ -342,6 +343,51 @@ def test_the_host_closes_on_an_endless_request_instead_of_buffering_it(tmp_path:
         assert host.wait(timeout=60) == 0
         assert wait_gone(pid)
         assert b"a request longer than 67108864 bytes" in host.communicate()[1]
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+
+
+async def test_the_remote_host_honours_the_clients_max_spill(tmp_path: Path) -> None:
+    # 3 MB of output under a 1 MiB cap: the host's spill file keeps exactly the first
+    # 1 MiB, and the result says why, as a local exec does.
+    capped = dataclasses.replace(SMALL, max_spill=1 << 20)
+    command = "yes | head -c 3000000"
+    async with RemoteExecEnv(local_transport(), spill_dir=str(tmp_path / "rspill")) as env:
+        remote = await env.exec(command, capture=capped)
+    local = await LocalExecEnv(tmp_path / "lspill").exec(command, capture=capped)
+    assert remote.spill_path is not None and local.spill_path is not None
+    assert Path(remote.spill_path).read_bytes() == (b"y\n" * 1_500_000)[: 1 << 20]
+    assert remote.text == local.text and remote.truncation == local.truncation
+    assert (
+        remote.spill_note
+        == local.spill_note
+        == ("the first 1.0 MiB only: the spill cap (max_spill)")
+    )
+
+
+def test_a_request_nested_200k_deep_is_refused_in_one_line_not_a_traceback(
+    tmp_path: Path,
+) -> None:
+    host = subprocess.Popen(
+        [sys.executable, "-m", "toolfold.cli", "exec-host", "--spill-dir", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert host.stdin is not None and host.stdout is not None
+        assert json.loads(host.stdout.readline())["op"] == "hello"
+        deep = b'{"op":"exec","id":1,"x":' + b"[" * 200_000 + b"]" * 200_000 + b"}\n"
+        hello = json.dumps({"op": "hello", "protocol": PROTOCOL_VERSION}).encode() + b"\n"
+        _, err = host.communicate(hello + deep, timeout=60)
+        assert host.returncode == 0
+        assert err.decode() == (
+            "toolfold exec-host: a JSON message nested too deep to read (the protocol's "
+            """messages are flat), starting b'{"op":"exec","id":1,"x":[[[[[[[[[[[[[[[[';"""
+            " closing\n"
+        )
     finally:
         if host.poll() is None:
             host.kill()

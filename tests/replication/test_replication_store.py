@@ -24,6 +24,8 @@ STORES = ["sqlite", "jsonl"]
 
 
 def _url(kind: str, tmp_path: Path) -> str:
+    if kind == "sqlite":  # a store makes no directory above its file
+        (tmp_path / "store").mkdir(exist_ok=True)
     return (
         f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
         if kind == "sqlite"

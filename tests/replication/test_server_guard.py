@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from toolfold.server import LOOPBACK_HOSTS, Guard, GuardConfig, allowed_hosts
@@ -83,6 +83,9 @@ def test_a_good_request_reaches_the_app_with_its_body(guarded: Any) -> None:
     assert r.json() == {"method": "POST", "path": "/any/path", "body": '{"a": [1, 2]}'}
     # Behind the token, nothing is for a cache (it would answer someone without it).
     assert r.headers["cache-control"] == "no-store"
+    # No page may frame it (a page on another port of 127.0.0.1 is the same site).
+    assert r.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert r.headers["x-frame-options"] == "DENY"
     # A chunked body under the limit is read, then replayed whole.
     parts = [b'{"x": "', b"y" * 300, b'"}']
     r = client.post("/chunked", content=iter(parts), headers=JSON)
@@ -91,13 +94,27 @@ def test_a_good_request_reaches_the_app_with_its_body(guarded: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    "host", ["evil.example", "evil.example:{port}", "127.0.0.2:{port}", "localhost.evil:{port}", ""]
+    "host",
+    [
+        "evil.example",
+        "evil.example:{port}",
+        "127.0.0.2:{port}",
+        "localhost.evil:{port}",
+        "",
+        # A name is allowed whole, never by its suffix (box.lan is --allow-host here).
+        "evil-localhost:{port}",
+        "x.localhost:{port}",
+        "evilbox.lan:{port}",
+        "x.box.lan:{port}",
+        "evil127.0.0.1:{port}",
+    ],
 )
 def test_a_foreign_host_gets_403(guarded: Any, host: str) -> None:
     server, client = guarded
     r = client.get("/stored/history", headers={"Host": host.format(port=server.port)})
     message = _error(r, 403)
     assert message.startswith(f"Host {host.format(port=server.port)!r} is not allowed")
+    assert r.headers["x-frame-options"] == "DENY"
     assert "allowed: 127.0.0.1, [::1], box.lan, localhost" in message
     assert "--allow-host NAME" in message
 
@@ -321,3 +338,56 @@ def test_a_token_that_cannot_be_used_is_refused(token: str) -> None:
     with pytest.raises(ValueError, match=r"must be 16-512 characters of A-Z a-z 0-9"):
         GuardConfig(token=token)
     GuardConfig(token="x" * 16)
+
+
+def _reference_depth(body: bytes) -> int:
+    """How deep a parser reading ``body`` recurses, byte by byte: brackets in strings do
+    not count, a backslash takes the next byte with it, an unterminated string runs to
+    the end (a parser fails there without nesting deeper)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in body:
+        if escaped:
+            escaped = False
+        elif byte == 0x5C:  # backslash
+            escaped = True
+        elif byte == 0x22:  # quote
+            in_string = not in_string
+        elif not in_string and byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif not in_string and byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+@example(b'"[[', 1)  # an unterminated string: nothing after it nests
+@example(b'"\\\\"[[', 1)  # an escaped backslash, then the string ends
+@example(b'"\\"[[', 1)  # an escaped quote: the string goes on
+@given(
+    st.binary(max_size=200).map(lambda b: bytes(b'[]{}"\\ a'[x % 8] for x in b)), st.integers(1, 8)
+)
+def test_nesting_check_agrees_with_a_byte_by_byte_scan_on_any_text(body: bytes, limit: int) -> None:
+    # Not only valid JSON: a hostile body is whatever bytes the attacker chose.
+    assert _json_too_deep(body, limit) == (_reference_depth(body) > limit)
+
+
+@pytest.mark.parametrize(
+    ("body", "too_deep"),
+    [
+        (b'"' + b'\\"' * 500_000, False),  # the body that froze `serve` at 48 KB
+        (b'"' * 1_000_000, False),
+        (b'\\"' * 500_000 + b"[" * 65, True),
+        (b"[" * 1_000_000, True),  # unclosed: a parser still recurses through them
+        (b"[]" * 500_000, False),
+        (b'["' + b"\\\\" * 500_000 + b'"]', False),
+        (b'["' + b"[" * 1_000_000 + b'"]', False),
+    ],
+)
+def test_nesting_check_of_a_hostile_megabyte_answers(body: bytes, too_deep: bool) -> None:
+    # The structural bound: each of these makes a scan that retries from every quote
+    # (the old regex) take hours, so a quadratic check never gets to the assertion
+    # (pytest's 300 s timeout fails it); the linear one reads each byte a fixed number
+    # of times.
+    assert len(body) >= 1_000_000
+    assert _json_too_deep(body, 64) is too_deep

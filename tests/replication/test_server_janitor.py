@@ -10,7 +10,14 @@ import logging
 
 import pytest
 
-from toolfold.durability import CallRecord, Durability
+from toolfold.chord import Tracker
+from toolfold.durability import (
+    CallRecord,
+    Durability,
+    TrackerSource,
+    pending_messages,
+    start_message,
+)
 from toolfold.harness import DurableHooks, Harness
 from toolfold.server import OrphanJanitor, create_app
 from toolfold.storage import Repository, Session, open_repository
@@ -59,6 +66,44 @@ async def test_one_failing_session_does_not_keep_the_others_unsettled(
         assert await janitor.sweep() == []  # settled once; "bad" still fails, still logged
         session = await repo.open_session("bad")
         assert [s.id for s in await session.live_scopes()] == ["op"]
+
+
+async def test_only_expired_leases_are_settled_beside_unleased_calls_and_messages() -> None:
+    # One session holds, besides a dead host's call: a call started without a lease
+    # (nothing tells whether its process still runs), a live host's call, and an
+    # assistant message being written. The janitor takes the dead host's call only.
+    async with open_repository("memory:") as repo:
+        await orphan(repo, "mixed")
+        session = await repo.open_session("mixed")
+        unleased = await Durability(session).start_operation(
+            "op-unleased",
+            "r",
+            [CallRecord("op-unleased", "c-unleased", "echo", "c-u", {}, "r", "t")],
+        )
+        assert unleased.lease is None
+        alive = await Durability(session, host="alive", lease_ttl=3600).start_operation(
+            "op-alive", "r", [CallRecord("op-alive", "c-alive", "echo", "c-a", {}, "r", "t")]
+        )
+        assert alive.lease is not None
+        alive.lease.stop_heartbeat()
+        message = await start_message(
+            session,
+            run_id="r",
+            turn_id="t",
+            message_id="m-writing",
+            source=TrackerSource(Tracker({"role": "assistant", "content": []})),
+        )
+        await session.close()
+        janitor = OrphanJanitor(repo, resumer, interval=1)
+        [result] = await janitor.sweep()
+        assert (result.tool_call_id, result.outcome) == ("c-mixed", "interrupted")
+        assert await janitor.sweep() == []
+        session = await repo.open_session("mixed")
+        left = sorted(s.id for s in await session.live_scopes())
+        assert left == sorted(["op-unleased", "op-alive", message.operation_id])
+        assert [m.message_id for m in await pending_messages(session)] == ["m-writing"]
+        pending = {p.operation_id for p in await Durability(session).pending_operations()}
+        assert pending == {"op-unleased", "op-alive"}
 
 
 def test_the_janitor_needs_a_positive_interval() -> None:

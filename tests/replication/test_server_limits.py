@@ -108,6 +108,15 @@ def test_limit_is_at_most_1000(serve: Callable[..., Any]) -> None:
         assert r.json() == {
             "error": "limit must be an integer from 1 to 1000, got '1001' (the default is 100)"
         }
+        # 5,000 digits: past Python's int-conversion limit, once a 500 with a traceback.
+        r = client.get("/v1/sessions/main/calls", params={"limit": "9" * 5000})
+        assert r.status_code == 400
+        assert r.json() == {
+            "error": "limit must be an integer from 1 to 1000, got '99999999999999999999... "
+            "(5,000 characters)' (the default is 100)"
+        }
+        r = client.get("/v1/sessions/main/calls", params={"limit": "\u0661"})  # Arabic-Indic 1
+        assert r.status_code == 400
 
 
 def _busy(server: Any, lanes: Lanes, names: list[str]) -> None:

@@ -14,6 +14,7 @@ from ._main_mcp import mcp
 from ._sandbox import sandbox_choice, sandbox_options
 from ._shared import (
     CONTEXT,
+    SIZE,
     STORE_HELP,
     _arun,
     _check_session_name,
@@ -46,7 +47,7 @@ def cli() -> None:
 @_window("tail", "long output")
 @click.option(
     "--max-spill",
-    metavar="SIZE",
+    **SIZE,
     help="Cap of the spill file holding the full output: bytes, or with K, M or G (default 1G).",
 )
 @click.option(
@@ -102,7 +103,7 @@ def run(
     retain: str,
     max_bytes: int | None,
     max_lines: int | None,
-    max_spill: str | None,
+    max_spill: int | None,
     as_json: bool,
     ssh: str | None,
     ssh_options: tuple[str, ...],

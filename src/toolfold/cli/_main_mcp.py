@@ -9,6 +9,7 @@ from ._errors import CliError
 from ._sandbox import sandbox_choice, sandbox_options
 from ._shared import (
     CONTEXT,
+    SIZE,
     _arun,
     _check_session_name,
     _exit,
@@ -72,6 +73,12 @@ MCP_SESSION_HELP = (
     help="The polling interval a task suggests to the client.",
 )
 @sandbox_options("workspace-write", "the commands a client runs (bash, pytest)")
+@click.option(
+    "--allow-commands",
+    is_flag=True,
+    help="Serve bash, its background tools and pytest even when --host is not a loopback address "
+    "(off by default there: anyone on the network with the token could run commands).",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -89,6 +96,7 @@ def mcp(
     sandbox_profile: str,
     sandbox_write: tuple[str, ...],
     sandbox_network: bool,
+    allow_commands: bool,
 ) -> None:
     """Serve the toolfold tools to any MCP client (stdio by default).
 
@@ -98,7 +106,8 @@ def mcp(
     call is recorded in the store (`toolfold show SESSION`, `toolfold serve`). On
     start, calls an earlier server left unsettled in the session (a crash) are
     settled as interrupted. --http requires Authorization: Bearer $TOOLFOLD_TOKEN
-    (a token is made and printed when it is unset) and checks Host and Origin.
+    (a token is made and printed when it is unset) and checks Host and Origin; on a
+    non-loopback --host, the tools that run commands are off unless --allow-commands.
     `toolfold mcp proxy -- COMMAND...` puts the same bounds in front of any MCP server.
     Commands run in the workspace-write sandbox unless --sandbox says otherwise
     (docs/security.md).
@@ -116,7 +125,17 @@ def mcp(
     tasks = _task_options(task_after, task_ttl, task_poll)
     sandbox = choice.build(hidden=[spec.home])
     options = McpOptions(
-        spec, name, tool_specs, not no_builtin, http, host, port, tasks, bash_retain, sandbox
+        spec,
+        name,
+        tool_specs,
+        not no_builtin,
+        http,
+        host,
+        port,
+        tasks,
+        bash_retain,
+        sandbox,
+        allow_commands,
     )
     _exit(_arun(mcp_command(options), spec))
 
@@ -178,10 +197,9 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
 )
 @click.option(
     "--max-message-bytes",
-    type=int,
-    default=256 * 1024 * 1024,
+    default="256M",
     show_default=True,
-    metavar="N",
+    **SIZE,
     help="Largest upstream message read (a stdio line, an HTTP event or body); a bigger one is an error for its call, never buffered.",
 )
 @click.option(

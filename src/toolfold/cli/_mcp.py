@@ -40,11 +40,58 @@ class McpOptions:
     bash_retain: str | None = None
     """``--bash-retain``: the built-in ``bash`` tool's window (``None``: its own)."""
     sandbox: Sandbox | None = None
+    allow_commands: bool = False
+    """Serve the tools that run commands even on a non-loopback ``bind``."""
 
 
 def _with_retain(tool: Any, retain: str) -> Any:
     """``tool`` with its output window's mode set to ``retain`` (its caps kept)."""
     return dataclasses.replace(tool, output=dataclasses.replace(tool.output, retain=retain))
+
+
+COMMAND_TOOLS = (
+    "bash",
+    "bash_read",
+    "bash_write",
+    "bash_signal",
+    "bash_stop",
+    "bash_list",
+    "pytest",
+)
+"""The built-in tools that run commands or drive the ones running (pytest runs the
+project's code): off over HTTP on a non-loopback address unless ``--allow-commands``,
+as ``serve`` turns off posted commands there."""
+
+
+def _beyond_loopback(options: McpOptions, tools: list[Any]) -> list[Any]:
+    """On a non-loopback ``--host``: say so on stderr, and leave out the command tools
+    unless ``--allow-commands``."""
+    from ._serve import _is_loopback
+
+    if not options.http or _is_loopback(options.bind):
+        return tools
+    off = [] if options.allow_commands else [t.name for t in tools if t.name in COMMAND_TOOLS]
+    print(
+        f"toolfold: warning: listening on {options.bind}, not only on this machine: anyone "
+        "on the network who has the token can call the tools"
+        + (
+            f"; {', '.join(off)} (which run commands) are off: --allow-commands turns them on"
+            if off
+            else ", and run commands"
+            if any(t.name in COMMAND_TOOLS for t in tools)
+            else ""
+        )
+        + "; the traffic, token included, is plain HTTP",
+        file=sys.stderr,
+        flush=True,
+    )
+    kept = [t for t in tools if t.name not in off]
+    if not kept:
+        raise CliError(
+            f"no tools left to serve on {options.bind}: the command tools are off beyond "
+            "loopback; pass --allow-commands, or add tools with --tools"
+        )
+    return kept
 
 
 async def mcp_command(options: McpOptions) -> int:
@@ -68,6 +115,7 @@ async def mcp_command(options: McpOptions) -> int:
             tools = [_with_retain(t, options.bash_retain) if t.name == "bash" else t for t in tools]
     except McpHostError as exc:
         raise CliError(str(exc)) from exc
+    tools = _beyond_loopback(options, tools)
     token = os.environ.get(TOKEN_ENV) or ""
     if options.http and not token:
         token = secrets.token_urlsafe(24)
@@ -89,7 +137,10 @@ async def mcp_command(options: McpOptions) -> int:
             ),
             sandbox=options.sandbox,
         )
-        host = McpHost(session, settings, repo)
+        try:
+            host = McpHost(session, settings, repo)
+        except McpHostError as exc:
+            raise CliError(str(exc)) from exc
         recovered = await host.recover()
         if recovered:
             print(
@@ -132,7 +183,14 @@ class ProxyOptions:
 async def proxy_command(options: ProxyOptions) -> int:
     """Serve the upstream's tools over stdio until the client disconnects."""
     try:
-        from toolfold.mcp import McpSettings, ProxyHost, Upstream, UpstreamSpec, serve_stdio
+        from toolfold.mcp import (
+            McpHostError,
+            McpSettings,
+            ProxyHost,
+            Upstream,
+            UpstreamSpec,
+            serve_stdio,
+        )
     except ImportError as exc:
         raise CliError(missing_extra("toolfold mcp proxy", "mcp", exc.name)) from exc
     spec = options.spec
@@ -152,9 +210,12 @@ async def proxy_command(options: ProxyOptions) -> int:
             ),
             stderr_path=spill_dir.parent / f"{options.session}.upstream-stderr.log",
         )
-        host = ProxyHost(
-            session, settings, upstream, options.policy, with_builtin=options.with_builtin
-        )
+        try:
+            host = ProxyHost(
+                session, settings, upstream, options.policy, with_builtin=options.with_builtin
+            )
+        except McpHostError as exc:
+            raise CliError(str(exc)) from exc
         recovered = await host.recover()
         if recovered:
             print(

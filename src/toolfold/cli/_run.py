@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import re
 import shlex
 import signal
 import sys
@@ -93,20 +92,16 @@ def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> 
     )
 
 
-_SIZE = re.compile(r"(\d+)\s*([KMG]?)(?:i?B)?", re.IGNORECASE)
-
-
-def spill_cap(text: str | None) -> int:
-    """``--max-spill``: bytes, or a number with K, M or G (powers of 1024)."""
-    if text is None:
+def spill_cap(size: int | None) -> int:
+    """``--max-spill`` (already read by the one size parser), checked."""
+    if size is None:
         return DEFAULT_MAX_SPILL
-    m = _SIZE.fullmatch(text.strip())
-    if m is None or int(m.group(1)) < 1:
+    if size < 1:
         raise InvalidLimitError(
-            f"--max-spill must be a positive size such as 1048576, 512M or 2G, got {text!r}; "
+            f"--max-spill must be a positive size such as 1048576, 512M or 2G, got {size}; "
             "the default is 1G"
         )
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
+    return size
 
 
 def new_session_name() -> str:

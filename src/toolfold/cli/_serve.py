@@ -30,9 +30,7 @@ def _import_server() -> None:
 
         import toolfold.server  # noqa: F401
     except ImportError as exc:
-        raise CliError(
-            missing_extra("toolfold serve", "server", exc.name)
-        ) from exc
+        raise CliError(missing_extra("toolfold serve", "server", exc.name)) from exc
 
 
 def _is_loopback(host: str) -> bool:
@@ -154,6 +152,7 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
         CommandRunner,
         HarnessCommands,
         create_app,
+        http_protocol,
         stop_streams,
     )
 
@@ -204,7 +203,14 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
             janitor=_janitor(spec, repo, options.orphans_lease),
             spill_dirs=spec.spill_dir,
         )
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="on",
+            http=http_protocol(),  # a deadline for request headers (docs/security.md)
+        )
         server = uvicorn.Server(config)
         # uvicorn's signal capture re-raises the signal after shutdown and leaves open
         # SSE responses holding it; our handlers end the streams first, then stop.

@@ -10,6 +10,8 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
+from toolfold._units import parse_size
+
 from ._errors import CliError, StoreOpenError
 from ._store import DEFAULT_STORE, STORE_ENV, StoreSpec, storage_message
 
@@ -21,6 +23,21 @@ STORE_HELP = (
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def size_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """The callback of every size option (``--max-bytes``, ``--max-spill``,
+    ``--max-message-bytes``): bytes, or a whole number with K, M or G, read by the
+    project's one size parser. ``SIZE`` is the option settings that apply it."""
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return parse_size(str(value))
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from exc
+
+
+SIZE: dict[str, Any] = {"metavar": "SIZE", "callback": size_option}
 
 
 def _options(*options: Callable[[F], F]) -> Callable[[F], F]:
@@ -55,7 +72,9 @@ def _window(retain: str, what: str) -> Callable[[F], F]:
             f"the end, cut in the middle) of {what} in the window.",
         ),
         click.option(
-            "--max-bytes", type=int, metavar="N", help="Window size in bytes (default 51200)."
+            "--max-bytes",
+            **SIZE,
+            help="Window size: bytes, or with K, M or G (default 50K).",
         ),
         click.option(
             "--max-lines", type=int, metavar="N", help="Window size in lines (default 2000)."

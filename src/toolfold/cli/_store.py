@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolfold._extras import missing_extra
-from toolfold._fsperm import make_private_dirs
+from toolfold._fsperm import UnsafePathError, make_private_dirs
 
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
 
@@ -41,6 +41,9 @@ class StoreSpec:
     url: str
     kind: str
     home: Path
+    default: bool = False
+    """The embedded default (no ``--store``, no ``$TOOLFOLD_STORE``): the only store whose
+    directory the CLI creates; an explicit path must name an existing directory."""
 
     def spill_dir(self, session: str) -> Path:
         """Where full output of commands run in ``session`` is spilled."""
@@ -59,7 +62,10 @@ def resolve_store(url: str | None) -> StoreSpec:
     a typo such as ``sqlit:x`` must fail loudly rather than become a directory name.
     """
     if url is None:
-        url = os.environ.get(STORE_ENV) or DEFAULT_STORE
+        url = os.environ.get(STORE_ENV) or ""
+        if not url.strip():
+            spec = resolve_store(DEFAULT_STORE)
+            return StoreSpec(spec.url, spec.kind, spec.home, default=True)
     url = url.strip()
     if url in ("memory:", "memory"):
         return StoreSpec("memory:", "memory", Path(".toolfold").absolute())
@@ -113,6 +119,8 @@ def prepare(spec: StoreSpec, *, create: bool) -> None:
     to read a file store that is not there (a typo must not create an empty store)."""
     try:
         _prepare(spec, create=create)
+    except UnsafePathError as exc:
+        raise StoreOpenError(f"store {spec.describe()} cannot be used: {exc}") from exc
     except OSError as exc:
         raise StoreOpenError(
             f"cannot create the store directory for {spec.describe()}: "
@@ -123,8 +131,10 @@ def prepare(spec: StoreSpec, *, create: bool) -> None:
 def _prepare(spec: StoreSpec, *, create: bool) -> None:
     if spec.kind == "sqlite":
         file = Path(spec.url[len("sqlite:") :])
-        if create:
+        if create and spec.default:
             make_private_dirs(file.parent)
+        elif create:
+            _need_directory(file.parent, spec)
         elif not file.exists():
             raise StoreOpenError(
                 f"no store at {file} (store URL {spec.describe()}); run `toolfold run -- ...` "
@@ -134,13 +144,28 @@ def _prepare(spec: StoreSpec, *, create: bool) -> None:
             raise StoreOpenError(f"store file {file} is a directory; use jsonl:{file} for JSONL")
     elif spec.kind == "jsonl":
         directory = Path(spec.url[len("jsonl:") :])
+        if directory.exists() and not directory.is_dir():
+            raise StoreOpenError(
+                f"store path {directory} is a file, not a JSONL store directory (store URL "
+                f"{spec.describe()}); use sqlite:{directory} if it is a SQLite store, or "
+                "name a directory"
+            )
         if create:
-            make_private_dirs(directory)
+            # The store directory itself is made (0700) by the store; its parent must exist.
+            _need_directory(directory.parent, spec)
         elif not directory.is_dir():
             raise StoreOpenError(
                 f"no store directory {directory} (store URL {spec.describe()}); "
                 "run `toolfold run --store jsonl:DIR -- ...` first"
             )
+
+
+def _need_directory(directory: Path, spec: StoreSpec) -> None:
+    if not directory.is_dir():
+        raise StoreOpenError(
+            f"store {spec.describe()}: the directory {directory} does not exist; create it "
+            "first (toolfold creates only the default store's directory, .toolfold/)"
+        )
 
 
 @contextlib.asynccontextmanager

@@ -61,6 +61,13 @@ def decode(line: bytes) -> dict[str, Any]:
         message = json.loads(line)
     except ValueError:
         message = None
+    except RecursionError:
+        # Nesting deeper than the interpreter's recursion limit: refused like any other
+        # bad line, never a traceback that ends the process.
+        raise ProtocolError(
+            f"a JSON message nested too deep to read (the protocol's messages are flat), "
+            f"starting {line[:40]!r}"
+        ) from None
     if not isinstance(message, dict) or not isinstance(message.get("op"), str):
         raise ProtocolError(
             f"expected a JSON message with an 'op' from the exec host, got {line[:120]!r}"

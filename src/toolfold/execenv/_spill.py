@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
 from toolfold._units import format_bytes
 
 from ._errors import SpillError
@@ -21,7 +22,6 @@ from ._pipes import wide_pipe
 
 _MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 _MAX_RESERVE = 64 << 20
 
@@ -36,65 +36,26 @@ human_size = format_bytes
 """``1536`` -> ``"1.5 KiB"`` (the project's one byte formatter)."""
 
 
-def _refuse(path: Path, why: str) -> SpillError:
-    return SpillError(
-        f"spill directory {str(path)!r} {why}; toolfold follows no link it did not create "
-        "in its spill directories — remove it, or give LocalExecEnv a directory it owns",
-        str(path),
-    )
-
-
-def _private_dir_at(parent_fd: int | None, path: Path, *, owned: bool) -> int:
-    """Open directory ``path`` (its last component, relative to ``parent_fd``) without
-    following a symbolic link, creating it 0700 if missing. ``owned``: an existing one
-    must belong to us."""
-    name = path.name if parent_fd is not None else str(path)
-    try:
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-        created = True
-    except FileExistsError:
-        created = False
-    try:
-        fd = os.open(name, os.O_RDONLY | _DIRECTORY | _NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
-            raise _refuse(path, f"is a symbolic link (to {os.readlink(path)!r})") from exc
-        raise
-    try:
-        if created:
-            os.fchmod(fd, 0o700)  # whatever the umask
-        elif owned and os.fstat(fd).st_uid != os.geteuid():
-            raise _refuse(path, f"belongs to another user (uid {os.fstat(fd).st_uid})")
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def open_spill_dir(directory: Path) -> int:
     """A descriptor of the spill directory, created (0700) with its parent if missing.
 
-    Neither the directory nor its parent may be a symbolic link (for the CLI these are
-    ``spill/`` and ``spill/<session>/``, both toolfold's), and an existing directory
-    must be ours: otherwise anyone able to plant a link there (a store in a shared
-    directory such as /tmp) would choose where a command's output is written. Files
-    are then created relative to the descriptor, so nothing can be swapped in between.
-    Ancestors above the parent are the user's path and are followed.
+    The directory and its parent are toolfold's (for the CLI ``spill/<session>/`` and
+    ``spill/``): neither may be a symbolic link, owned by another user or writable by
+    one (toolfold._fsperm's rule, as for every file toolfold writes); otherwise anyone
+    able to plant a link there (a store in a shared directory such as /tmp) would choose
+    where a command's output is written. Files are then created relative to the
+    descriptor, so nothing can be swapped in between. The directories above the parent
+    are the user's path: created if missing, links on it followed, and judged by the rule.
     """
     directory = Path(os.path.abspath(directory))
     parent = directory.parent
-    if parent == directory.parent.parent:  # the parent is the root directory
-        return _private_dir_at(None, directory, owned=True)
-    parent.parent.mkdir(parents=True, exist_ok=True)
-    top = os.open(parent.parent, os.O_RDONLY | _DIRECTORY | os.O_CLOEXEC)
     try:
-        pfd = _private_dir_at(top, parent, owned=False)
-    finally:
-        os.close(top)
-    try:
-        return _private_dir_at(pfd, directory, owned=True)
-    finally:
-        os.close(pfd)
+        if parent == parent.parent:  # the parent is the root directory
+            return open_private_dir(parent, directory.name, target=directory)
+        make_private_dirs(parent.parent)
+        return open_private_dir(parent.parent, parent.name, directory.name, target=directory)
+    except UnsafePathError as exc:
+        raise SpillError(str(exc), exc.path) from exc
 
 
 def _write_all(fd: int, chunks: list[bytes]) -> None:

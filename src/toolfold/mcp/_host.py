@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import datetime
 import json
+import os
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
+from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
 from toolfold.durability import default_host_id
 from toolfold.execenv import LocalExecEnv, Sandbox, stop_orphans
 from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
@@ -41,6 +43,7 @@ from toolfold.history import (
 from toolfold.output import ToolOutput
 from toolfold.storage import Repository, Session, set_value
 
+from ._errors import McpHostError
 from ._progress import McpHooks, ProgressReporter, progress_token
 from ._results import call_tool_result
 from ._task_board import TaskBoard
@@ -116,11 +119,19 @@ class McpHost:
         self.session = session
         self.settings = settings
         self._reporters: dict[str, ProgressReporter] = {}
-        # Spill files hold command output: private to the user, like the files in
-        # them (0600). Made here, before the exec env would make them world-readable.
-        for directory in (settings.spill_dir.parent, settings.spill_dir):
-            if not directory.exists():
-                directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Spill files hold command output: the directories are made (0700) and judged
+        # here by the one rule for what toolfold writes (never a planted link, never
+        # another user's), before the proxy writes its own spill files into them.
+        spill = settings.spill_dir.absolute()
+        try:
+            make_private_dirs(spill.parent.parent)
+            os.close(open_private_dir(spill.parent.parent, spill.parent.name, spill.name))
+        except OSError as exc:
+            raise McpHostError(
+                f"cannot use the spill directory {spill}: {exc}"
+                if not isinstance(exc, UnsafePathError)
+                else str(exc)
+            ) from exc
         env = LocalExecEnv(settings.spill_dir, sandbox=settings.sandbox)
         self._context = ToolContext(env=env, cwd=settings.cwd)
         self._hooks = McpHooks(Durability(session, host=default_host_id()), self._reporters)

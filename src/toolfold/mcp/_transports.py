@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from toolfold.server import Guard, GuardConfig, allowed_hosts
+from toolfold.server import Guard, GuardConfig, allowed_hosts, http_protocol
 
 from ._errors import McpHostError
 from ._events import RETRY_MS, EventLog, ResumableSessionManager
@@ -148,7 +148,14 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
             "--http needs uvicorn; install it with: pip install 'toolfold[mcp]'"
         ) from exc
     app = http_app(host, token=token, bind=bind)
-    config = uvicorn.Config(app, host=bind, port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        app,
+        host=bind,
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=http_protocol(),  # a deadline for request headers (docs/security.md)
+    )
     server = uvicorn.Server(config)
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
     loop = asyncio.get_running_loop()

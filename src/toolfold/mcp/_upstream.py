@@ -22,6 +22,8 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
+from toolfold._fsperm import open_private_file
+
 from ._capped_stdio import Exit, Gate, capped_stdio_client
 from ._errors import McpHostError
 from ._message_cap import DEFAULT_MAX_MESSAGE_BYTES
@@ -33,6 +35,9 @@ STDERR_TAIL = 2000
 
 START_TIMEOUT = 60.0
 """Seconds an upstream gets to answer ``initialize``."""
+
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 class UpstreamError(McpHostError):
@@ -133,7 +138,9 @@ class Upstream:
             ):
                 yield session
             return
-        fd = os.open(self.stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        # The upstream's stderr is quoted in errors and stored: never appended to a file
+        # someone planted (a link to theirs, or theirs outright).
+        fd = open_private_file(self.stderr_path, os.O_WRONLY | os.O_APPEND)
         self._ended = Exit()
         with os.fdopen(fd, "w") as errlog:
             async with (
@@ -185,7 +192,10 @@ class Upstream:
     def stderr_tail(self) -> str:
         """``; its stderr ended with: ...`` (empty when it wrote nothing)."""
         try:
-            with open(self.stderr_path, "rb") as f:
+            fd = os.open(self.stderr_path, os.O_RDONLY | _NOFOLLOW | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
+                if os.fstat(f.fileno()).st_uid not in (os.geteuid(), 0):
+                    return ""  # not the log we write: quote nothing someone else wrote
                 f.seek(0, os.SEEK_END)
                 f.seek(max(0, f.tell() - STDERR_TAIL))
                 tail = f.read().decode("utf-8", "replace").strip()

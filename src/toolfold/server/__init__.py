@@ -25,12 +25,14 @@ from ._guard import (
     GuardConfig,
     allowed_hosts,
 )
+from ._http import HEADER_TIMEOUT, http_protocol
 from ._janitor import OrphanJanitor
 from ._sessions import SessionPool, session_pool
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
+    "HEADER_TIMEOUT",
     "LOOPBACK_HOSTS",
     "CommandRejectedError",
     "CommandRunner",
@@ -44,6 +46,7 @@ __all__ = [
     "ViewerState",
     "allowed_hosts",
     "create_app",
+    "http_protocol",
     "session_pool",
     "stop_streams",
 ]

@@ -68,6 +68,8 @@ unless ``?limit=`` says otherwise (each carries up to one output window)."""
 MAX_CALLS_LIMIT = 1000
 """Largest ``?limit=``."""
 
+_LIMIT = re.compile(r"[0-9]{1,9}")
+
 _LANE_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 CommandRunner = Callable[[str, str], Awaitable[str]]
@@ -338,10 +340,17 @@ def create_app(
         if problem is not None:
             return _error(400, f"{problem}; GET /v1/sessions lists the sessions")
         raw_limit = request.query_params.get("limit", str(DEFAULT_CALLS_LIMIT))
-        if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_CALLS_LIMIT:
+        # At most 9 ASCII digits before int(): a 5,000-digit number is past Python's
+        # int-conversion limit (a ValueError, which would be a 500).
+        if _LIMIT.fullmatch(raw_limit) is None or not 1 <= int(raw_limit) <= MAX_CALLS_LIMIT:
+            given = (
+                raw_limit
+                if len(raw_limit) <= 24
+                else f"{raw_limit[:20]}... ({len(raw_limit):,} characters)"
+            )
             return _error(
                 400,
-                f"limit must be an integer from 1 to {MAX_CALLS_LIMIT}, got {raw_limit!r} "
+                f"limit must be an integer from 1 to {MAX_CALLS_LIMIT}, got {given!r} "
                 f"(the default is {DEFAULT_CALLS_LIMIT})",
             )
         if state.sessions is None:

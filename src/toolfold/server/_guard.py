@@ -36,6 +36,7 @@ or as Starlette middleware: ``Starlette(..., middleware=[Middleware(Guard, confi
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import re
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -73,8 +74,16 @@ _IPV6 = re.compile(r"[0-9a-f:.]+")
 _JSON_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # Everything but the four bracket bytes: deleting these leaves only the nesting.
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-# A JSON string literal (escapes included), in the unrolled form that does not backtrack.
-_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+# Opening brackets become 1 and closing ones -1 (0xff read as a signed byte).
+_DEPTH_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+# A backslash and the byte after it: an escape inside a string (outside one, JSON has
+# no backslash, and a parser stops there before it can nest any deeper).
+_ESCAPE_PAIR = re.compile(rb"\\.", re.S)
+# A string once its escapes are gone: an unterminated one runs to the end of the body.
+# Every match succeeds from its quote, so nothing is ever rescanned (the old
+# `"[^"\\]*(?:\\.[^"\\]*)*"` failed on an unterminated string and was tried again
+# from every later quote: quadratic).
+_STRING = re.compile(rb'"[^"]*"?')
 
 
 def _name(value: str) -> str | None:
@@ -162,23 +171,19 @@ class _Refused(Exception):
 
 
 def _json_too_deep(body: bytes, limit: int) -> bool:
-    """Whether the JSON text ``body`` nests arrays/objects more than ``limit`` deep.
+    """Whether the JSON text ``body`` nests arrays/objects more than ``limit`` deep: how
+    deep a parser reading it would recurse, unclosed brackets included.
 
-    Brackets inside strings do not count. Linear in ``len(body)``; the scan in Python
-    runs only when the body holds more than ``limit`` opening brackets at all.
+    Brackets inside strings do not count. Three linear passes in C (escape pairs out,
+    strings out, brackets to +1/-1) and a running sum: every byte is looked at a fixed
+    number of times whatever the body holds, so a hostile body costs what a benign one
+    of its size does.
     """
-    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
-    if brackets.count(b"[") + brackets.count(b"{") <= limit:
+    outside = _STRING.sub(b"", _ESCAPE_PAIR.sub(b"", body))
+    steps = outside.translate(_DEPTH_STEPS, _NOT_BRACKETS)
+    if steps.count(1) <= limit:
         return False
-    depth = 0
-    for byte in brackets:
-        if byte in b"[{":
-            depth += 1
-            if depth > limit:
-                return True
-        else:
-            depth -= 1
-    return False
+    return max(itertools.accumulate(memoryview(steps).cast("b"))) > limit
 
 
 class Guard:
@@ -348,6 +353,15 @@ def _port(scope: Scope) -> str:
     return str(server[1]) if server and len(server) > 1 and server[1] is not None else "0"
 
 
+# No page may frame ours (clickjacking: a page on another port of 127.0.0.1 is "same
+# site" and could overlay the viewer's buttons). CSP for current browsers, the older
+# header for the rest.
+_NO_FRAMING = [
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
 def _uncached(send: Send, cookie: str | None) -> Send:
     """``send`` adding ``Cache-Control: no-store`` unless the app chose a policy: a
     response behind the token must not be served from a cache to someone without it
@@ -364,6 +378,7 @@ def _uncached(send: Send, cookie: str | None) -> Send:
                 headers.append((b"referrer-policy", b"no-referrer"))
             if not any(name.lower() == b"cache-control" for name, _ in headers):
                 headers.append((b"cache-control", b"no-store"))
+            headers.extend(_NO_FRAMING)
             message = {**message, "headers": headers}
         await send(message)
 
@@ -381,6 +396,7 @@ async def _refuse(send: Send, refused: _Refused) -> None:
                 (b"content-length", str(len(body)).encode()),
                 # Whatever the client still sends of its body is never read.
                 (b"connection", b"close"),
+                *_NO_FRAMING,
                 *refused.headers,
             ],
         }

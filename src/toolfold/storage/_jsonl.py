@@ -24,7 +24,7 @@ from pathlib import Path
 
 import orjson
 
-from toolfold._fsperm import make_private_dirs
+from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_file
 
 from ._base import Session
 from ._base_repository import Repository
@@ -97,7 +97,7 @@ class JsonlRepository(Repository):
     def _create_files(self, name: str) -> None:
         path = self._main_path(name)
         try:
-            make_private_dirs(self._dir)
+            self._make_dir()
             if path.exists():
                 raise SessionExistsError(f"session {name!r} already exists in {self.location}")
             # A side directory without a main log is what an interrupted delete leaves:
@@ -115,8 +115,16 @@ class JsonlRepository(Repository):
             raise SessionExistsError(
                 f"session {name!r} already exists in {self.location}"
             ) from None
+        except UnsafePathError as exc:
+            raise BackendError(str(exc)) from exc
         except OSError as exc:
             raise BackendError(f"cannot create session file {path} ({exc})") from exc
+
+    def _make_dir(self) -> None:
+        """The store directory: created (0700, with missing parents) if missing, and
+        judged by toolfold._fsperm's rule. (The CLI refuses an explicit store whose
+        parent is missing before it gets here.)"""
+        make_private_dirs(self._dir)
 
     async def _open_session(self, name: str, *, create: bool) -> Session:
         path = self._main_path(name)
@@ -150,9 +158,11 @@ class JsonlRepository(Repository):
     def _load(self, name: str) -> _Loaded:
         path = self._main_path(name)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | _CLOEXEC)
+            fd = open_private_file(path, os.O_RDWR | os.O_APPEND, create=False)
         except FileNotFoundError:
             raise SessionNotFoundError(f"no session {name!r} in {self.location}") from None
+        except UnsafePathError as exc:
+            raise BackendError(str(exc)) from exc
         except OSError as exc:
             raise BackendError(f"cannot open {path} ({exc})") from exc
         try:

@@ -72,6 +72,7 @@ def _sync_dir(path: Path) -> None:
 
 _datasync = getattr(os, "fdatasync", os.fsync)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def _unlink(file: _File) -> bool:
@@ -594,7 +595,7 @@ def _atomic_create(path: Path, content: bytes, sync: bool, *, exclusive: bool) -
     when ``exclusive``: then an existing file raises FileExistsError)."""
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}{TMP_SUFFIX}")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC, PRIVATE_FILE)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, PRIVATE_FILE)
         try:
             os.fchmod(fd, PRIVATE_FILE)  # it holds commands and output; whatever the umask
             view = memoryview(content)

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from toolfold._fsperm import PRIVATE_DIR
+from toolfold._fsperm import open_private_dir, open_private_file
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session
@@ -20,7 +20,6 @@ from ._errors import (
     StorageError,
 )
 from ._jsonl_files import (
-    _CLOEXEC,
     FORMAT_VERSION,
     SIDE_DIR_SUFFIX,
     SIDE_PREFIX,
@@ -159,7 +158,7 @@ class JsonlSession(Session):
             if created:
                 self._create_side(file, sync, line)
             if file.fd is None:
-                file.fd = os.open(file.path, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+                file.fd = open_private_file(file.path, os.O_WRONLY | os.O_APPEND, create=False)
             if created:
                 return
         except OSError as exc:
@@ -195,8 +194,8 @@ class JsonlSession(Session):
         # would have to guess about, and the first commit of a scope (an operation's
         # start) costs the flushes of the rename, not one more for an append.
         if not self._side_dir.is_dir():
-            self._side_dir.mkdir(mode=PRIVATE_DIR, exist_ok=True)
-            os.chmod(self._side_dir, PRIVATE_DIR)  # whatever the umask
+            # 0700 whatever the umask, and never a link someone planted in its place.
+            os.close(open_private_dir(self._dir, self._side_dir.name))
             if sync:
                 _sync_dir(self._dir)
         header = orjson.dumps(

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from toolfold._fsperm import create_private_file, make_private_dirs
+from toolfold._fsperm import UnsafePathError, create_private_file, make_private_dirs
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session, check_expect
@@ -255,13 +255,7 @@ class SqliteRepository(Repository):
         return conn
 
     def _open_writer_connection(self) -> sqlite3.Connection:
-        try:
-            make_private_dirs(self.path.parent)
-            # The database holds commands and their output: 0600, and SQLite gives its
-            # -wal and -shm files the database file's mode.
-            create_private_file(self.path)
-        except OSError as exc:
-            raise BackendError(f"cannot create {self.path}: {exc}") from exc
+        self._claim_files()
         try:
             conn = sqlite3.connect(
                 self.path,
@@ -324,6 +318,26 @@ class SqliteRepository(Repository):
         if level != self._sync_level:
             conn.execute(f"PRAGMA synchronous = {level}")
             self._sync_level = level
+
+    def _claim_files(self) -> None:
+        """Make the database and its -wal and -shm files exist under toolfold._fsperm's
+        rule before SQLite opens them by name (and would follow a link, or adopt a file
+        another user planted and can read). They hold commands and their output: 0600.
+        Creating -wal and -shm ahead leaves no name for anyone to plant in a shared
+        (sticky) directory; SQLite treats empty ones as absent. A -journal is only judged:
+        an empty one left behind would be harmless, but it is not ours to add."""
+        try:
+            if not os.path.lexists(self.path.parent):
+                make_private_dirs(self.path.parent)
+            create_private_file(self.path)  # judges the directories above it too
+            for suffix in ("-wal", "-shm", "-journal"):
+                side = self.path.with_name(self.path.name + suffix)
+                if suffix != "-journal" or os.path.lexists(side):
+                    create_private_file(side)
+        except UnsafePathError as exc:
+            raise BackendError(str(exc)) from exc
+        except OSError as exc:
+            raise BackendError(f"cannot create {self.path}: {exc}") from exc
 
     def _open_reader_connection(self) -> sqlite3.Connection:
         # mode=ro: nothing is created or written (no schema, no journal mode change).
