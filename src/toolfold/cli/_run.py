@@ -27,7 +27,7 @@ from toolfold.execenv import (
     Transport,
 )
 from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext, ToolResult
-from toolfold.history import new_run_record, run_record_address, settled_record
+from toolfold.history import mark_activity, new_run_record, run_record_address, settled_record
 from toolfold.output import OutputPolicy, output_text
 from toolfold.storage import StorageError, set_value, storage_failure
 
@@ -229,6 +229,7 @@ async def _context(settings: RunSettings) -> tuple[ToolContext, str]:
     remote = settings.remote
     if remote is None:
         spill_dir = settings.spec.spill_dir(settings.session)
+        mark_activity(spill_dir)  # the viewer's landing page orders sessions by it
         local = LocalExecEnv(spill_dir, sandbox=settings.sandbox)
         return ToolContext(env=local, cwd=Path.cwd()), str(spill_dir)
     env = remote.env(settings.session)

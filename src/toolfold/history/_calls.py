@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolfold._fsperm import make_private_dirs
 from toolfold.harness import Durability, pending_tool_output, recover
 from toolfold.storage import SESSION, Session, ValueAddress, set_value, value
 
@@ -61,6 +62,19 @@ def run_record(tool_call_id: str, command: str, spill_dir: str, started_at: str)
     return set_value(
         run_record_address(tool_call_id), new_run_record(command, spill_dir, started_at)
     )
+
+
+def mark_activity(spill_dir: str | os.PathLike[str]) -> None:
+    """Say that a call starts in the session whose spill directory this is: the
+    directory is created (private, as the exec env makes it) and its modification time
+    set to now. The viewer's landing page orders sessions by that time — one ``stat``
+    per session instead of a read of every session in the store. Best effort: a
+    directory that cannot be touched only leaves the order stale."""
+    try:
+        make_private_dirs(spill_dir)
+        os.utime(spill_dir, follow_symlinks=False)
+    except OSError:
+        pass
 
 
 def settled_record(tool_call_id: str, record: Mapping[str, Any], state: Mapping[str, Any]) -> Any:
@@ -314,6 +328,7 @@ __all__ = [
     "check_session_name",
     "list_calls",
     "lookup_call",
+    "mark_activity",
     "new_run_record",
     "pending_output",
     "process_alive",

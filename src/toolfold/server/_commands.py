@@ -26,7 +26,13 @@ from toolfold.harness import (
     ToolContext,
     ToolResult,
 )
-from toolfold.history import check_session_name, new_run_record, run_record_address, settled_record
+from toolfold.history import (
+    check_session_name,
+    mark_activity,
+    new_run_record,
+    run_record_address,
+    settled_record,
+)
 from toolfold.output import ToolOutput
 from toolfold.storage import StorageError, set_value, storage_failure
 
@@ -200,6 +206,8 @@ class HarnessCommands:
                 "pick a lane name that is also a session name"
             )
         spill = self._session_spill_dir(lane)
+        if spill is not None:
+            mark_activity(spill)
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         record = new_run_record(command, str(spill) if spill else "", started)
         hold = contextlib.AsyncExitStack()

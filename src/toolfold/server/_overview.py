@@ -104,23 +104,26 @@ async def _session_summary(
             shown = await list_calls(
                 session, last=max(1, min(unsettled, MAX_UNSETTLED_CHECKED)), messages=False
             )
-            for call in shown:
-                if not call.settled and (
-                    process_alive(call.record) or running_here(name, call.tool_call_id)
-                ):
-                    running += 1
+            live = {
+                c.tool_call_id
+                for c in shown
+                if not c.settled and (process_alive(c.record) or running_here(name, c.tool_call_id))
+            }
+            running = len(live)
             call = shown[-1]
             record = call.record if isinstance(call.record, dict) else {}
             last = {
                 "tool_call_id": call.tool_call_id,
                 "tool_name": call.tool_name,
                 "command": call.summary,
-                "status": call.status,
+                "status": "running" if call.tool_call_id in live else call.status,
                 "started_at": record.get("started_at"),
                 "ended_at": record.get("ended_at"),
             }
-    if unsettled:
-        statuses["unsettled"] = unsettled
+    if running:
+        statuses["running"] = running
+    if unsettled > running:
+        statuses["unsettled"] = unsettled - running
     return {
         "name": name,
         "calls": total,

@@ -239,7 +239,15 @@ def read_lines(file: SpillFile, start: int, count: int) -> tuple[list[str], int,
     """Up to ``count`` lines from byte ``start``: ``(lines, next_offset, cut)``, where
     ``cut`` says one line was longer than a page's byte budget (its start is shown and
     the next page goes on inside it). Invalid UTF-8 shows as U+FFFD."""
-    data = file.read(start, MAX_PAGE_BYTES)
+    # Read as far as the lines need (64 KiB at a time), not a whole budget up front.
+    data = b""
+    while len(data) < MAX_PAGE_BYTES:
+        more = file.read(start + len(data), min(CHUNK, MAX_PAGE_BYTES - len(data)))
+        if not more:
+            break
+        data += more
+        if data.count(b"\n") >= count:
+            break
     if not data:
         return [], start, False
     parts = data.split(b"\n")

@@ -563,6 +563,7 @@
 
   function switchLane(lane) {
     viewer.lane = lane;
+    loadLanes();
     viewer.lastSettled = undefined;
     cards.clear();
     liveTimes.clear();
