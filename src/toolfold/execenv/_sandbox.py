@@ -152,7 +152,7 @@ class Sandbox:
         if self.profile == "workspace-write":
             extra = "".join(f", {p}" for p in self.writable)
             where = f"only the working directory{extra} and a private /tmp"
-        net = "has the network" if self.network else "has no network"
+        net = "have the network" if self.network else "have no network"
         return (
             f"commands may write {where}, {net}, and do not see ~/.ssh, ~/.aws or other credentials"
         )
