@@ -36,6 +36,16 @@ def test_a_missing_writable_path_is_named(tmp_path: Path) -> None:
         box.argv(["true"], cwd=str(tmp_path))
 
 
+async def test_a_workspace_at_the_root_is_refused(tmp_path: Path) -> None:
+    env = LocalExecEnv(tmp_path / "spill", sandbox=Sandbox("workspace-write"))
+    with pytest.raises(ExecConfigError, match="started in / would leave the whole file system"):
+        await env.exec("touch /escaped", cwd="/")
+    assert not Path("/escaped").exists()
+    ro = LocalExecEnv(tmp_path / "spill", sandbox=Sandbox("read-only"))
+    result = await asyncio.wait_for(ro.exec("pwd", cwd="/"), BOUND)
+    assert result.text == "/\n"
+
+
 def test_secret_environment_is_removed_unless_kept() -> None:
     env = {
         "PATH": "/usr/bin",

@@ -169,6 +169,11 @@ class Sandbox:
         writable path that does not exist.
         """
         real_cwd = _real(cwd)
+        if self.profile == "workspace-write" and real_cwd == "/":
+            raise ExecConfigError(
+                "a workspace-write sandbox started in / would leave the whole file system "
+                "writable; run the command in a project directory, or use read-only"
+            )
         args = [self.bwrap, "--unshare-all"]
         if _supports(self.bwrap, "--disable-userns"):
             args += ["--unshare-user", "--disable-userns"]
