@@ -33,11 +33,13 @@ def test_run_is_unconfined_by_default_and_confined_when_asked(host_dir: Path) ->
     assert boxed.returncode == 0, boxed.stderr
     assert f"{host_dir}/outside: Read-only file system" in boxed.stdout
     assert not (host_dir / "outside").exists() and (ws / "inside").read_text() == "b\n"
-    # The store is hidden from the command, though it is next to the workspace.
+    # The store cannot be read by the command, though it is next to the workspace.
     peek = toolfold(
-        "run", "--store", store, "--sandbox", "read-only", "--", f"ls {host_dir}/store", cwd=ws
-    )
-    assert peek.stdout.startswith("\n") or "toolfold.db" not in peek.stdout, peek.stdout
+        "run", "--store", store, "--sandbox", "read-only", "--",
+        f"head -c 15 {host_dir}/store/toolfold.db; ls -A {host_dir}/store/spill", cwd=ws,
+    )  # fmt: skip
+    assert "toolfold.db' for reading: Permission denied" in peek.stdout, peek.stdout
+    assert "SQLite format" not in peek.stdout and "run-" not in peek.stdout
 
 
 @pytest.mark.parametrize(
@@ -122,3 +124,23 @@ def test_a_proxy_without_builtin_tools_runs_no_command_and_needs_no_bwrap(tmp_pa
         "mcp", "proxy", "--store", "sqlite:s.db", "--", "/bin/true", cwd=tmp_path, env=env
     )
     assert "cannot confine" not in done.stderr
+
+
+def test_a_store_file_in_the_workspace_is_hidden_not_the_workspace(host_dir: Path) -> None:
+    ws = host_dir / "ws"
+    ws.mkdir()
+    first = toolfold("run", "--store", "sqlite:t.db", "--", "echo first", cwd=ws)
+    assert first.returncode == 0, first.stderr
+    store = (ws / "t.db").read_bytes()
+    done = toolfold(
+        "run", "--store", "sqlite:t.db", "--sandbox", "workspace-write", "--",
+        "echo made > made; wc -c < t.db; ls spill 2>&1 | head -1; rm -f t.db; echo rm=$?",
+        cwd=ws,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("t.db: Permission denied")  # the store cannot be opened inside
+    assert "exec-" not in done.stdout  # the spill directory lists as empty inside
+    assert "rm: cannot remove 't.db'" in done.stdout and "rm=1" in done.stdout, done.stdout
+    assert (ws / "made").read_text() == "made\n"
+    assert (ws / "t.db").read_bytes()[:16] == store[:16] == b"SQLite format 3\x00"

@@ -18,15 +18,15 @@ from sandbox_escapes import ATTEMPTS, SECRET, Attempt, Scene, no_escape_marker, 
 
 @contextlib.asynccontextmanager
 async def server(s: Scene, profile: str) -> AsyncIterator[ClientSession]:
-    """``toolfold mcp --sandbox PROFILE`` in the workspace, its store in ``s.store`` (so
-    its spill directory is ``s.spill``), with tokens in its environment."""
+    """``toolfold mcp --sandbox PROFILE`` in the workspace, its store ``s.store_file``
+    (so its spill directory is ``s.spill``), with tokens in its environment."""
     params = StdioServerParameters(
         command=TOOLFOLD[0],
         args=[
             *TOOLFOLD[1:],
             "mcp",
             "--store",
-            f"sqlite:{s.store / 'server.db'}",
+            f"sqlite:{s.store_file}",
             "--session",
             "s1",
             "--sandbox",
@@ -49,7 +49,8 @@ async def test_escape_attempts_through_the_mcp_bash_tool_are_refused(
     profile: str, host_dir: Path, fake_home: Path
 ) -> None:
     with scene(host_dir, fake_home, profile) as s:
-        s.records = "server.db"
+        s.store_file.unlink()  # the server's own database takes its place
+        s.records = s.store_file.name  # it records each command, ESCAPED included
         async with server(s, profile) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
             for name in ("bash", "read", "grep", "pytest"):
@@ -78,6 +79,7 @@ def _outside_workspace(snap: dict[str, object], s: Scene) -> dict[str, object]:
 
 async def test_read_refuses_a_secret_through_mcp(host_dir: Path, fake_home: Path) -> None:
     with scene(host_dir, fake_home, "workspace-write") as s:
+        s.store_file.unlink()
         async with server(s, "workspace-write") as client:
             result = await client.call_tool("read", {"path": "key"})
             refused = await client.call_tool("read", {"path": str(s.store / "toolfold.db")})

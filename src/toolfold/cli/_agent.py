@@ -20,7 +20,7 @@ from toolfold.storage import Session, set_value
 from ._agent_view import AgentPrinter
 from ._errors import CliError
 from ._run import _store_flag
-from ._sandbox import MODEL_SANDBOX, SandboxChoice
+from ._sandbox import MODEL_SANDBOX, SandboxChoice, store_paths
 from ._store import StoreSpec, open_store
 
 API_KEY_ENV = "OPENAI_API_KEY"
@@ -130,7 +130,7 @@ async def drive(
 
     from ._tools import offered_tools
 
-    sandbox = recorded_sandbox(record).build(hidden=[spec.home])
+    sandbox = recorded_sandbox(record).build(hidden=store_paths(spec))
     env = LocalExecEnv(spec.spill_dir(session_name), sandbox=sandbox)
     loop = ToolLoop(
         offered_tools(),

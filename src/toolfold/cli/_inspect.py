@@ -20,6 +20,7 @@ from ._calls import CallView, call_count, find_call, list_calls, pending_output,
 from ._errors import CliError, StoreOpenError
 from ._images import image_summary, save_images
 from ._run import model_text
+from ._sandbox import store_paths
 from ._store import (
     StoreSpec,
     open_existing_session,
@@ -244,7 +245,7 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         # Tools re-run for an agent run are confined as its model's commands were; a
         # `run` session's command was the user's own.
         sandbox = (
-            recorded_sandbox(agent_run).build(hidden=[spec.home]) if agent_run is not None else None
+            recorded_sandbox(agent_run).build(hidden=store_paths(spec)) if agent_run is not None else None
         )
         harness = Harness(
             cli_tools(),

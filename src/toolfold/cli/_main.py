@@ -11,7 +11,7 @@ import click
 
 from ._errors import CliError
 from ._main_mcp import mcp
-from ._sandbox import sandbox_choice, sandbox_options
+from ._sandbox import sandbox_choice, sandbox_options, store_paths
 from ._shared import (
     CONTEXT,
     SIZE,
@@ -143,7 +143,7 @@ def run(
     )
     spec = resolve_store(store)
     # Checked here, so a host that cannot confine fails before anything is recorded.
-    sandbox = choice.build(hidden=[spec.home]) if remote is None else None
+    sandbox = choice.build(hidden=store_paths(spec)) if remote is None else None
     policy = output_policy(retain, max_bytes, max_lines)
     cap = spill_cap(max_spill)
     ttl = lease_seconds(lease)
@@ -286,7 +286,7 @@ def agent(
     spec = resolve_store(store)
     name = session if session is not None else "agent-" + new_session_name().removeprefix("run-")
     _check_session_name(name)
-    choice.build(hidden=[spec.home])  # a host that cannot confine fails here, up front
+    choice.build(hidden=store_paths(spec))  # a host that cannot confine fails here, up front
     settings = AgentSettings(spec, name, task, model, base_url, system, max_turns, choice)
     _exit(_arun(agent_command(settings), spec))
 

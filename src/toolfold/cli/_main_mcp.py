@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ._errors import CliError
-from ._sandbox import sandbox_choice, sandbox_options
+from ._sandbox import sandbox_choice, sandbox_options, store_paths
 from ._shared import (
     CONTEXT,
     SIZE,
@@ -123,7 +123,7 @@ def mcp(
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
     tasks = _task_options(task_after, task_ttl, task_poll)
-    sandbox = choice.build(hidden=[spec.home])
+    sandbox = choice.build(hidden=store_paths(spec))
     options = McpOptions(
         spec,
         name,
@@ -267,7 +267,7 @@ def mcp_proxy(
     if headers and not upstream_url:
         raise CliError("--upstream-header needs --upstream-url (a stdio upstream has no headers)")
     # Without --with-builtin no command runs here (toolfold_read only pages spill files).
-    sandbox = choice.build(hidden=[spec.home]) if with_builtin else None
+    sandbox = choice.build(hidden=store_paths(spec)) if with_builtin else None
     options = ProxyOptions(
         spec,
         name,

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ._errors import CliError
+from ._store import StoreSpec
 
 if TYPE_CHECKING:
     from toolfold.execenv import Sandbox
@@ -52,7 +53,7 @@ class SandboxChoice:
 
     def build(self, hidden: Iterable[Path | str] = ()) -> Sandbox | None:
         """The checked ``Sandbox`` (``None`` for ``off``), hiding ``hidden`` too (the
-        store's directory). Raises ``SandboxOptionError`` (one line) when the host
+        store's files, ``store_paths``). Raises ``SandboxOptionError`` (one line) when the host
         cannot confine: naming the package or the sysctl, and ``--sandbox off``."""
         if self.profile == "off":
             return None
@@ -73,6 +74,19 @@ class SandboxChoice:
 
 MODEL_SANDBOX = SandboxChoice("workspace-write")
 """The default for commands a model chooses (``mcp``, ``agent``)."""
+
+
+def store_paths(spec: StoreSpec) -> list[Path]:
+    """What of the store a confined command must not reach: the SQLite file and its
+    journal files, a JSONL directory, and the spill directories. Not the store's whole
+    directory: for ``--store sqlite:toolfold.db`` that is the workspace itself."""
+    paths = [spec.home / "spill"]
+    if spec.kind == "sqlite":
+        db = Path(spec.url.removeprefix("sqlite:"))
+        paths += [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))]
+    elif spec.kind == "jsonl":
+        paths.append(spec.home)
+    return paths
 
 
 def sandbox_options(default: str, whose: str) -> Callable[[F], F]:

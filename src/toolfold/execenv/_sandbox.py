@@ -195,6 +195,11 @@ class Sandbox:
         covered: list[str] = []  # hidden directories: nothing below them needs a mount
         visible = [real_cwd, *self.writable_paths(cwd)]
         for path in sorted(self.hidden_paths(hide), key=len):  # parents first
+            if _within(real_cwd, path):
+                raise ExecConfigError(
+                    f"the working directory {real_cwd} is inside {path}, which the sandbox "
+                    "hides; run the command in another directory"
+                )
             if any(_within(path, d) for d in covered) or (
                 # already invisible behind the private /tmp
                 any(_within(path, t) for t in ("/tmp", "/var/tmp"))
