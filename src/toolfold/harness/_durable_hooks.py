@@ -202,7 +202,9 @@ class DurableHooks(ExecutionHooks):
         inv = op.invocation(call.tool_call_id, sink.open_stream())
         self._calls[(call.run_id, call.tool_call_id)] = inv
         sink.on_change(inv.notify)
-        inv.notify()  # the first durable batch (a base) as soon as pacing allows
+        # The first durable batch (a base) once the call has run one checkpoint interval;
+        # a call that ends sooner is written by its settlement alone.
+        inv.notify()
         return context.with_memos(inv)
 
     async def before_settle(self, call: CallInfo, sink: ToolOutput, result: ToolResult) -> None:
