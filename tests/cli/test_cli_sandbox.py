@@ -23,6 +23,7 @@ NO_BWRAP = (
 def test_run_is_unconfined_by_default_and_confined_when_asked(host_dir: Path) -> None:
     ws = host_dir / "ws"
     ws.mkdir()
+    (host_dir / "store").mkdir()
     store = f"sqlite:{host_dir / 'store' / 'toolfold.db'}"
     command = f"echo a > {host_dir}/outside; echo b > inside; echo done"
     plain = toolfold("run", "--store", store, "--", command, cwd=ws)
@@ -105,6 +106,7 @@ def test_exec_host_says_its_profile_in_the_hello(tmp_path: Path) -> None:
 def test_run_through_an_exec_host_confines_there(host_dir: Path) -> None:
     ws = host_dir / "ws"
     ws.mkdir()
+    (host_dir / "store").mkdir()
     done = toolfold(
         "run", "--store", f"sqlite:{host_dir / 'store' / 't.db'}", "--exec-host", "env",
         "--remote-command", f"{EXEC_HOST} --spill-dir {host_dir / 'remote-spill'}",
