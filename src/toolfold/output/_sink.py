@@ -9,7 +9,7 @@ import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfold.chord import MAX_DEPTH, ChordError, Op, track, utf16_len
+from toolfold.chord import MAX_DEPTH, ChordError, Op, track
 
 from ._cutnotice import cut_marker, cut_notice
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
@@ -18,6 +18,15 @@ from ._json import dumps, loads
 from ._opstream import OpStream
 from ._retention import OutputPolicy, TextWindow, clean_text
 from ._state import USAGE_KEYS, ImageContent, ToolOutputState, Truncation, Usage, text_blocks
+from ._text_ops import (
+    MARKER_PATH,
+    MAX_FOOTER_CHARS,
+    TAIL_PATH,
+    TEXT_PATH,
+    slot_ops,
+    split_footer,
+    string_ops,
+)
 from ._textwindow import TextDelta
 
 if TYPE_CHECKING:
@@ -26,77 +35,12 @@ if TYPE_CHECKING:
 _MIN_BACKLOG_BYTES = 64 * 1024
 """A stream's backlog may always grow to this before it collapses into a base batch."""
 
-MAX_FOOTER_CHARS = 4096
-"""Longest footer a tool may set (it sits outside the window)."""
-
 MAX_OUTPUT_DEPTH = MAX_DEPTH - 8
 """Deepest container nesting of a call's output state (``details`` sits one level down).
 
 Below Chord's ``MAX_DEPTH`` because hosts embed the state deeper: a lane view holds it three
 levels down (``tools.<id>.output``), and its transcript holds the details the same way. A
 deeper ``details`` value is refused when it is written, naming its path."""
-
-
-def _split_footer(text: str, truncation: Truncation) -> str:
-    """The part of a recovered text that lies outside its window (a footer).
-
-    The state stores window + footer as one string; ``truncation.output_bytes`` is
-    the window's size, so whatever follows it is the footer. Seeding it back into the
-    window would count it as retained output and evict a line (tail) or cut it off
-    (head). Anything that does not split cleanly is treated as having no footer.
-    """
-    window_bytes = truncation.get("output_bytes")
-    if type(window_bytes) is not int or window_bytes < 0:
-        return ""
-    raw = text.encode("utf-8", "surrogatepass")
-    if len(raw) <= window_bytes:
-        return ""
-    try:
-        window = raw[:window_bytes].decode("utf-8")
-    except UnicodeDecodeError:
-        return ""
-    footer = text[len(window) :]
-    return footer if len(footer) <= MAX_FOOTER_CHARS else ""
-
-
-_TEXT = ("content", 0, "text")
-"""Where the text block lives in the state (under head_tail: the head part)."""
-_MARKER = ("content", 1, "text")
-_TAIL = ("content", 2, "text")
-"""Under ``retain="head_tail"``: the cut marker and the tail part (plus any footer)."""
-
-
-def _slot_ops(
-    path: tuple[str, int, str],
-    deltas: list[TextDelta],
-    text: Callable[[], str],
-    suffix: str,
-    old_suffix: str,
-) -> list[Op]:
-    """The ops of one text slot holding ``text()`` + ``suffix`` (a footer or notice) given
-    what the window reported since the last flush (``text`` is only read, joining the
-    window, when the whole slot has to be set)."""
-    if (
-        any(kind == "s" for kind, _ in deltas)
-        or not suffix.startswith(old_suffix)
-        or (old_suffix and any(kind == "a" for kind, _ in deltas))
-    ):
-        # An append behind a footer, or a changed footer: set the whole text.
-        return [["s", list(path), text() + suffix]]
-    ops: list[Op] = [[kind, list(path), value] for kind, value in deltas]
-    if len(suffix) > len(old_suffix):
-        ops.append(["a", list(path), suffix[len(old_suffix) :]])
-    return ops
-
-
-def _string_ops(old: str, new: str, path: tuple[str, int, str] = _TEXT) -> list[Op]:
-    """``t`` + ``a`` (or ``a``, or ``s``) turning ``old`` into ``new`` at the text path,
-    found by Chord's own string diff over the whole of ``old`` (used for ``replace``,
-    which does not say what it kept)."""
-    tracker = track({"text": old}, max_overlap_scan=max(utf16_len(old), 1))
-    tracker.flush()
-    tracker.state["text"] = new
-    return [[op[0], list(path), *op[2:]] for op in tracker.flush()]
 
 
 _STATE_OVERHEAD = 1024
@@ -198,10 +142,10 @@ class ToolOutput:
                 head = content[0]["text"]
                 window_part = dict(truncation)
                 window_part["output_bytes"] = truncation["output_bytes"] - len(head.encode())
-                footer = _split_footer(text, window_part)  # type: ignore[arg-type]
+                footer = split_footer(text, window_part)  # type: ignore[arg-type]
                 self._window.seed(head, text[: len(text) - len(footer)], truncation)
             else:
-                footer = _split_footer(text, truncation)
+                footer = split_footer(text, truncation)
                 self._window.seed(text[: len(text) - len(footer)], truncation)
             self._footer = footer
         except (
@@ -666,11 +610,11 @@ class ToolOutput:
         if not deltas and suffix == old_suffix:
             return
         if self._replaced_from is not None:
-            ops = _string_ops(self._replaced_from, self._window.text + suffix)
+            ops = string_ops(self._replaced_from, self._window.text + suffix)
             self._replaced_from = None
         else:
             window = self._window
-            ops = _slot_ops(_TEXT, deltas, lambda: window.text, suffix, old_suffix)
+            ops = slot_ops(TEXT_PATH, deltas, lambda: window.text, suffix, old_suffix)
         self._text_ops.extend(ops)
         self._suffix = suffix
 
@@ -688,24 +632,24 @@ class ToolOutput:
             old_head, head = self._replaced_head, window.head
             if head.startswith(old_head):
                 if len(head) > len(old_head):
-                    ops.append(["a", list(_TEXT), head[len(old_head) :]])
+                    ops.append(["a", list(TEXT_PATH), head[len(old_head) :]])
             else:
-                ops.append(["s", list(_TEXT), head])
+                ops.append(["s", list(TEXT_PATH), head])
             if marker != self._marker:
-                ops.append(["s", list(_MARKER), self._marker_line(marker)])
-            ops.extend(_string_ops(self._replaced_from, window.tail + suffix, _TAIL))
+                ops.append(["s", list(MARKER_PATH), self._marker_line(marker)])
+            ops.extend(string_ops(self._replaced_from, window.tail + suffix, TAIL_PATH))
             self._replaced_from = None
         else:
             tail: list[TextDelta] = []
             for part, delta in parts:
                 if part == 0:
-                    ops.append([delta[0], list(_TEXT), delta[1]])
+                    ops.append([delta[0], list(TEXT_PATH), delta[1]])
                 else:
                     tail.append(delta)
             if marker != self._marker:
-                ops.append(["s", list(_MARKER), self._marker_line(marker)])
+                ops.append(["s", list(MARKER_PATH), self._marker_line(marker)])
             if tail or suffix != old_suffix:
-                ops.extend(_slot_ops(_TAIL, tail, lambda: window.tail, suffix, old_suffix))
+                ops.extend(slot_ops(TAIL_PATH, tail, lambda: window.tail, suffix, old_suffix))
         self._marker = marker
         self._text_ops.extend(ops)
         self._suffix = suffix
