@@ -110,6 +110,8 @@ async def test_list_changes_and_updates_pass_through_and_are_announced(tmp_path:
     with anyio.fail_after(120):
         async with session_on(params, tmp_path / "proxy.err", message_handler=on_message) as client:
             result = client.initialize_result
+            # A tools/list_changed is news to a client that holds a tool list.
+            await client.list_tools()
             changed = await client.call_tool("change", {"uri": "memo://one"})
             await _until(
                 lambda: all(any(isinstance(n, k) for n in notes) for k in kinds),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfold._extras import missing_extra
 from toolfold._units import plural
+from toolfold.history import list_calls
 from toolfold.output import OutputPolicy
 
 from ._errors import CliError
@@ -195,6 +196,7 @@ async def proxy_command(options: ProxyOptions) -> int:
         raise CliError(missing_extra("toolfold mcp proxy", "mcp", exc.name)) from exc
     spec = options.spec
     async with open_store(spec, create=True) as repo:
+        existed = options.session in await repo.list_sessions()
         session = await repo.open_session(options.session, create=True)
         spill_dir = spec.spill_dir(options.session)
         settings = McpSettings(
@@ -231,6 +233,11 @@ async def proxy_command(options: ProxyOptions) -> int:
             flush=True,
         )
         await serve_stdio(host)
+        if not existed and not await list_calls(session):
+            # A client that only listed tools (an inspector, a health check) leaves
+            # no empty session behind.
+            await session.close()
+            await repo.delete_session(options.session)
     return 0
 
 

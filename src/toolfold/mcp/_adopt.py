@@ -81,9 +81,10 @@ def _encoded(texts: Iterable[str]) -> Iterator[bytes]:
             yield text[start : start + STEP].encode("utf-8", "surrogatepass")
 
 
-def bound_text(texts: list[str], policy: OutputPolicy, open_spill: OpenSpill) -> View:
-    """``texts`` (joined by newlines) cut to ``policy``'s window and cleaned; when the
-    window leaves something out, ``spill_path`` names a file with the raw bytes."""
+def bound_text(texts: list[str], policy: OutputPolicy, open_spill: OpenSpill) -> tuple[View, int]:
+    """``texts`` (joined by newlines) cut to ``policy``'s window and cleaned, and the
+    index of the window's first line; when the window leaves something out,
+    ``spill_path`` names a file with the raw bytes."""
     limits = ShellOutputLimits(
         max_bytes=policy.max_bytes,
         max_lines=policy.max_lines,
@@ -122,7 +123,7 @@ def bound_text(texts: list[str], policy: OutputPolicy, open_spill: OpenSpill) ->
     metadata = ShellOutputMetadata(
         truncation=truncation, spill_path=path, last_line_bytes=snap.last_line_bytes
     )
-    return View(text=snap.text, metadata=metadata)
+    return View(text=snap.text, metadata=metadata), snap.start[0]
 
 
 def bound_json(value: Any, limit: int, open_spill: OpenSpill) -> tuple[int, Path | None]:

@@ -235,6 +235,11 @@ async def capped_stdio_client(
                     process.kill()
                     await process.wait()
                 await read_out.aclose()
+                # Closed now, not by the garbage collector after the event loop has
+                # closed (which prints "Event loop is closed" from its __del__).
+                transport = getattr(getattr(process, "_process", None), "_transport", None)
+                if transport is not None:
+                    transport.close()
             group.cancel_scope.cancel()
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.session import ServerSession
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 T = TypeVar("T")
 
@@ -85,8 +86,10 @@ def _bounded_log(message: types.LoggingMessageNotification) -> types.LoggingMess
 class ClientLink:
     """The proxy's client, as seen from the upstream (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, passes: Callable[[Any], Awaitable[bool]] | None = None) -> None:
         self.session: ServerSession | None = None
+        self._passes = passes
+        """Asked of each notification first: ``False`` leaves it out."""
         self._asking = 0
         self._queue: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self._serial = 0
@@ -162,12 +165,22 @@ class ClientLink:
 
     async def roots(self, context: Any) -> types.ListRootsResult | types.ErrorData:
         """An upstream's ``roots/list``, asked of the client."""
-        return await self._ask(lambda s: s.list_roots())
+
+        async def ask(session: ServerSession) -> types.ListRootsResult:
+            with warnings.catch_warnings():
+                # Deprecated by the SDK for a protocol version clients do not speak
+                # yet; the warning would be noise on the proxy's stderr.
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                return await session.list_roots()
+
+        return await self._ask(ask)
 
     async def notified(self, message: Any) -> None:
         """An upstream's notification (or transport fault): the ones in ``PASSED_ON``
         go to the outbox (see the module docstring)."""
         if self.session is None or not isinstance(message, PASSED_ON):
+            return
+        if self._passes is not None and not await self._passes(message):
             return
         self._serial += 1
         key = _key(message, self._serial)

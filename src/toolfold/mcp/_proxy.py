@@ -18,18 +18,18 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+import warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO
 
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import BaseModel, ConfigDict
 
 from toolfold._units import format_bytes
@@ -42,12 +42,12 @@ from toolfold.tools import READ, builtin_tools
 from ._adopt import bound_json, bound_text
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
+from ._layout import Layout, compose
+from ._passthrough import Passthrough
 from ._progress import ForwardedProgress
 from ._tasks import CreateTaskResult
 from ._tools import WINDOW_ENDS
 from ._upstream import Upstream, UpstreamError
-
-T = TypeVar("T")
 
 PREFIX = "toolfold_"
 """Prefix of the proxy's own tools, so they never collide with an upstream's."""
@@ -85,10 +85,11 @@ class UpstreamArgs(BaseModel):
 
 @dataclass
 class _Passed:
-    """What a proxied result carries besides its text: blocks that are neither text nor
-    image, the (possibly replaced) ``structuredContent``, and the upstream's ``_meta``."""
+    """What a proxied result carries besides its text: the order of its blocks (and the
+    blocks that are neither text nor image), the (possibly replaced)
+    ``structuredContent``, and the upstream's ``_meta``."""
 
-    blocks: list[types.ContentBlock]
+    layout: Layout
     structured: Any
     meta: dict[str, Any] | None
 
@@ -99,7 +100,7 @@ def _internal_name(name: str) -> str:
     return clean if clean[:1].isalpha() else f"u_{clean}"[:64]
 
 
-class ProxyHost(McpHost):
+class ProxyHost(Passthrough, McpHost):
     """An MCP server in front of one upstream MCP server (see the module docstring)."""
 
     def __init__(
@@ -123,15 +124,28 @@ class ProxyHost(McpHost):
         self._forwards: dict[str, ForwardedProgress] = {}
         self._subscribed: set[str] = set()
         upstream.on_start.append(self._resubscribe)
-        self.client = ClientLink()
-        for name, callback in self.client.callbacks().items():
-            upstream.callbacks.setdefault(name, callback)
+        self._tools_stale = True
+        """The client holds no fresh tool list (see ``_passes``)."""
+        self.client = ClientLink(passes=self._passes)
+        # Sampling, elicitation and roots callbacks follow the client's capabilities
+        # (``Passthrough.seen``): until a request shows them, the upstream gets none.
+        upstream.callbacks["message_handler"] = self.client.notified
         upstream.gate = self.client.gate
 
     def server(self) -> Server[Any]:
         """The low-level server: tools (a slow call answered as a task, for a client
-        that negotiated tasks), plus resources and prompts passed through."""
-        server: Server[Any] = Server(
+        that negotiated tasks), plus resources, prompts, completions and the log level
+        passed through."""
+        with warnings.catch_warnings():
+            # The SDK marks the logging capability deprecated in a protocol version
+            # newer than what clients speak today; the proxy forwards log messages.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server = self._server()
+        self.serve_tasks(server)
+        return server
+
+    def _server(self) -> Server[Any]:
+        return Server(
             "toolfold-proxy",
             version=package_version(),
             instructions=PROXY_INSTRUCTIONS,
@@ -144,9 +158,9 @@ class ProxyHost(McpHost):
             on_unsubscribe_resource=self._unsubscribe,
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
+            on_set_logging_level=self._set_level,
+            on_completion=self._complete,
         )
-        self.serve_tasks(server)
-        return server
 
     def initialization_options(self, server: Server[Any]) -> InitializationOptions:
         # The upstream's list-change notifications are passed on (``ClientLink``).
@@ -282,17 +296,29 @@ class ProxyHost(McpHost):
     def _adopt(
         self, name: str, call_id: str, result: types.CallToolResult, out: ToolOutput
     ) -> None:
-        texts = [b.text for b in result.content if isinstance(b, types.TextContent)]
-        blocks: list[types.ContentBlock] = []
+        texts: list[str] = []
+        layout = Layout()
         dropped: list[str] = []
+        images = 0
         for block in result.content:
-            if isinstance(block, types.ImageContent):
-                self._adopt_image(block, out, dropped)
-            elif not isinstance(block, types.TextContent):
-                self._adopt_block(name, block, blocks, dropped)
-        view = bound_text(texts, self.policy, partial(self._spill, name, ".txt"))
+            if isinstance(block, types.TextContent):
+                texts.append(block.text)
+                layout.add_text(block.text)
+            elif isinstance(block, types.ImageContent):
+                if self._adopt_image(block, out, dropped):
+                    layout.slots.append(("image", images))
+                    images += 1
+            else:
+                kept = self._adopt_block(name, block, dropped)
+                if kept is not None:
+                    layout.slots.append(("other", kept))
+        view, layout.window_line = bound_text(
+            texts, self.policy, partial(self._spill, name, ".txt")
+        )
         del texts
         out.feed(Replace(view))
+        layout.window = out.text
+        layout.cut = view.metadata.truncation.truncated
         t = view.metadata.truncation
         spill = view.metadata.spill_path
         notes = list(dropped)
@@ -326,25 +352,21 @@ class ProxyHost(McpHost):
             current = out.text
             sep = "\n" if current and not current.endswith("\n") else ""
             out.footer(sep + "\n".join(notes))
-        self._passed[call_id] = _Passed(blocks, structured, meta)
+        self._passed[call_id] = _Passed(layout, structured, meta)
 
     def _adopt_block(
-        self,
-        name: str,
-        block: types.ContentBlock,
-        blocks: list[types.ContentBlock],
-        dropped: list[str],
-    ) -> None:
+        self, name: str, block: types.ContentBlock, dropped: list[str]
+    ) -> types.ContentBlock | None:
         # Audio, embedded resources, links: passed on as they came unless bigger than
         # the window, then moved to a spill file (as JSON) like structuredContent.
         data = block.model_dump(by_alias=True, exclude_none=True, mode="json")
         size, moved = bound_json(data, self.policy.max_bytes, partial(self._spill, name, ".json"))
         if moved is None:
-            blocks.append(block)
-        else:
-            dropped.append(f"[A {block.type} block ({size:,} bytes) was saved to {moved}]")
+            return block
+        dropped.append(f"[A {block.type} block ({size:,} bytes) was saved to {moved}]")
+        return None
 
-    def _adopt_image(self, block: types.ImageContent, out: ToolOutput, dropped: list[str]) -> None:
+    def _adopt_image(self, block: types.ImageContent, out: ToolOutput, dropped: list[str]) -> bool:
         # Judged by its base64 length first: an image far over the bound is left out
         # without decoding it (which would hold a second copy).
         size = len(block.data) * 3 // 4
@@ -353,11 +375,13 @@ class ProxyHost(McpHost):
                 f"[An image was left out: about {size:,} bytes, over the "
                 f"{self.policy.max_image_bytes:,}-byte bound for one image]"
             )
-            return
+            return False
         try:
             out.image({"type": "image", "data": block.data, "mime_type": block.mime_type})
         except OutputError as exc:
             dropped.append(f"[An image was left out: {exc}]")
+            return False
+        return True
 
     def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
         passed = self._passed.pop(call_id, None)
@@ -369,89 +393,60 @@ class ProxyHost(McpHost):
         # session: what `toolfold mcp` puts there) goes in _meta, cut or not.
         meta = dict(passed.meta or {}) if passed else {}
         meta[META_KEY] = base.structured_content
+        content = list(base.content)
+        first = content[0] if content else None
+        if passed is not None and isinstance(first, types.TextContent):
+            content = compose(passed.layout, first.text, content[1:]) or content
         return base.model_copy(
             update={
-                "content": [*base.content, *(passed.blocks if passed else [])],
+                "content": content,
                 "structured_content": passed.structured if passed else None,
                 "meta": meta,
             }
         )
 
-    # -- passthrough -----------------------------------------------------------------
+    # -- the client's requests ---------------------------------------------------------
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        self.client.seen(ctx)
+        self.seen(ctx)
+        # Before the upstream is asked: a change it announces after this is news.
+        self._tools_stale = False
         return await super()._list_tools(ctx, params)
+
+    async def _known(self, name: str) -> None:
+        # An unknown tool's error names every tool: the upstream's, not only the ones
+        # called so far.
+        if await self.resolve(name) is None:
+            known = ", ".join(sorted({*(t.name for t in self._listed), *self.harness.tools}))
+            raise MCPError(
+                types.INVALID_PARAMS, f"unknown tool {name!r}; this server offers: {known}"
+            )
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        self.client.seen(ctx)
+        self.seen(ctx)
+        await self._known(params.name)
         return await super()._call_tool(ctx, params)
 
     async def _call_tool_or_task(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | CreateTaskResult:
-        self.client.seen(ctx)
+        self.seen(ctx)
+        await self._known(params.name)
         return await super()._call_tool_or_task(ctx, params)
 
-    async def _forward(
-        self, ctx: ServerRequestContext[Any], fn: Callable[[ClientSession], Awaitable[T]]
-    ) -> T:
-        self.client.seen(ctx)
-        try:
-            return await self.upstream.call(fn)
-        except UpstreamError as exc:
-            raise MCPError(types.INTERNAL_ERROR, str(exc)) from exc
-
-    async def _list_resources(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return await self._forward(ctx, lambda s: s.list_resources(params=params))
-
-    async def _list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return await self._forward(ctx, lambda s: s.list_resource_templates(params=params))
-
-    async def _read_resource(
-        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        return await self._forward(ctx, lambda s: s.read_resource(params.uri))
-
-    async def _subscribe(
-        self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
-    ) -> types.EmptyResult:
-        done = await self._forward(ctx, lambda s: s.subscribe_resource(params.uri))
-        self._subscribed.add(params.uri)
-        return done
-
-    async def _unsubscribe(
-        self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
-    ) -> types.EmptyResult:
-        self._subscribed.discard(params.uri)
-        return await self._forward(ctx, lambda s: s.unsubscribe_resource(params.uri))
-
-    async def _resubscribe(self, session: ClientSession) -> None:
-        # A restarted upstream has forgotten the client's subscriptions: make them
-        # again before any call reaches it. One it now refuses is dropped.
-        for uri in sorted(self._subscribed):
-            try:
-                await session.subscribe_resource(uri)
-            except MCPError:
-                self._subscribed.discard(uri)
-
-    async def _list_prompts(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListPromptsResult:
-        return await self._forward(ctx, lambda s: s.list_prompts(params=params))
-
-    async def _get_prompt(
-        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
-    ) -> types.GetPromptResult:
-        return await self._forward(ctx, lambda s: s.get_prompt(params.name, params.arguments))
+    async def _passes(self, message: Any) -> bool:
+        # A tools/list_changed is news only once per listing: until the client lists
+        # the tools again, further ones say nothing it will not learn then (an
+        # upstream that registers its tools one by one sends one per tool).
+        if isinstance(message, types.ToolListChangedNotification):
+            if self._tools_stale:
+                return False
+            self._tools_stale = True
+        return True
 
     async def aclose(self, grace: float = 10.0) -> None:
         await super().aclose(grace)

@@ -1,0 +1,169 @@
+"""``toolfold mcp proxy`` as real clients see it: capabilities, notifications, block
+order, schemas, logging and completion, errors, the store, and a quiet exit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+from mcp_helpers import proxy, session_on, store_url, text_of
+
+from toolfold.storage import open_repository
+
+HOSTILE = Path(__file__).with_name("hostile_upstream.py")
+
+
+def _everything(tmp_path: Path, server: Path) -> Any:
+    return proxy(tmp_path, str(server), "stdio")
+
+
+async def test_the_upstream_sees_only_the_capabilities_the_client_has(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    with anyio.fail_after(120):
+        async with session_on(_everything(tmp_path, everything_server), tmp_path / "e") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+    assert "echo" in names
+    # server-everything offers these only to a client with sampling, elicitation, roots
+    for needs in ("trigger-sampling-request", "trigger-elicitation-request", "get-roots-list"):
+        assert needs not in names
+
+
+async def test_a_tool_list_change_is_announced_once(
+    tmp_path: Path, everything_server: Path
+) -> None:
+    changes: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changes.append(message)
+
+    async def sampling(context: Any, params: Any) -> types.CreateMessageResult:
+        text = types.TextContent(type="text", text="ok")
+        return types.CreateMessageResult(role="assistant", content=text, model="m")
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    callbacks = {"message_handler": on_message, "sampling_callback": sampling}
+    with anyio.fail_after(120):
+        async with session_on(
+            _everything(tmp_path, everything_server),
+            tmp_path / "e",
+            list_roots_callback=roots,
+            **callbacks,
+        ) as client:
+            await client.list_tools()  # the upstream starts, and registers more tools
+            for _ in range(3):
+                await client.call_tool("echo", {"message": "after the start"})
+            names = {t.name for t in (await client.list_tools()).tools}
+    # server-everything sends one list change per tool it adds for these capabilities
+    assert "trigger-sampling-request" in names and "get-roots-list" in names
+    assert len(changes) <= 1
+
+
+async def test_block_order_is_the_upstreams(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with session_on(proxy(tmp_path, sys.executable, str(HOSTILE)), tmp_path / "e") as c:
+            result = await c.call_tool("blocks", {})
+    kinds = [b.type for b in result.content]
+    assert kinds == ["text", "image", "text"]
+    assert text_of(result) == "The image below is a red dot."
+    last = result.content[2]
+    assert isinstance(last, types.TextContent) and last.text == "The image above is a red dot."
+
+
+async def test_a_cut_across_blocks_keeps_each_in_place_with_the_footer_last(
+    tmp_path: Path,
+) -> None:
+    params = proxy(tmp_path, sys.executable, str(HOSTILE), options=("--max-lines", "1"))
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            result = await client.call_tool("blocks", {})
+    # One line of window: the first text block; the second is cut, the image stays.
+    kinds = [b.type for b in result.content]
+    assert kinds == ["text", "image"]
+    first = text_of(result)
+    assert first.startswith("The image below is a red dot.\n[Showing the first 1 of 2 lines")
+
+
+async def test_toolfold_schemas_are_portable(tmp_path: Path) -> None:
+    def types_in(schema: Any) -> list[Any]:
+        if isinstance(schema, dict):
+            found = [schema["type"]] if "type" in schema else []
+            return found + [t for v in schema.values() for t in types_in(v)]
+        if isinstance(schema, list):
+            return [t for v in schema for t in types_in(v)]
+        return []
+
+    with anyio.fail_after(60):
+        async with session_on(proxy(tmp_path, sys.executable, str(HOSTILE)), tmp_path / "e") as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+    schema = tools["toolfold_read"].output_schema
+    assert schema and types_in(schema)
+    assert all(isinstance(t, str) for t in types_in(schema)), types_in(schema)
+
+
+async def test_logging_and_completion_reach_an_upstream_that_offers_them(
+    tmp_path: Path,
+) -> None:
+    logs: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(str(params.data))
+
+    params = proxy(tmp_path, sys.executable, str(HOSTILE))
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e", logging_callback=on_log) as client:
+            result = client.initialize_result
+            await client.set_logging_level("debug")
+            done = await client.complete(
+                types.PromptReference(type="ref/prompt", name="greet"),
+                {"name": "name", "value": "ada"},
+            )
+            await client.call_tool("echo", {"text": "sync"})
+    assert result is not None and result.capabilities.logging is not None
+    assert result.capabilities.completions is not None
+    assert "level set to debug" in logs
+    assert done.completion.values == ["ada-done"]
+
+
+async def test_an_unknown_tool_error_names_the_upstreams_tools(tmp_path: Path) -> None:
+    params = proxy(tmp_path, sys.executable, str(HOSTILE))
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("no_such_tool", {})
+    message = raised.value.message
+    assert "unknown tool 'no_such_tool'" in message
+    assert "bad_utf8" in message and "echo" in message and "toolfold_read" in message
+
+
+async def test_a_session_without_calls_leaves_nothing_in_the_store(tmp_path: Path) -> None:
+    params = proxy(tmp_path, sys.executable, str(HOSTILE), session="bare")
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            await client.list_tools()
+        async with session_on(proxy(tmp_path, sys.executable, str(HOSTILE)), tmp_path / "e") as c:
+            await c.call_tool("echo", {"text": "kept"})
+    repo = open_repository(store_url(tmp_path))
+    try:
+        sessions = await repo.list_sessions()
+    finally:
+        await repo.close()
+    assert "bare" not in sessions and "p1" in sessions
+
+
+async def test_no_event_loop_noise_on_exit(tmp_path: Path, everything_server: Path) -> None:
+    errlog = tmp_path / "proxy.err"
+    with anyio.fail_after(120):
+        async with session_on(_everything(tmp_path, everything_server), errlog) as client:
+            await client.call_tool("echo", {"message": "bye"})
+    said = errlog.read_text()
+    for noise in ("Event loop is closed", "Traceback", "Warning"):
+        assert noise not in said, said
