@@ -46,6 +46,7 @@ from ._headtail import HeadTailCapture, capture_for
 from ._ledger import OrphanReport, stop_orphans
 from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
 from ._local import LocalExecEnv, ShellExecResult
+from ._output_view import ShellOutputMetadata, ShellOutputTruncation, ShellOutputView
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
 from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
 from ._session import CaptureSession, UpdateConsumer
@@ -55,10 +56,7 @@ from ._updates import (
     Append,
     Metadata,
     Replace,
-    ShellOutputMetadata,
-    ShellOutputTruncation,
     ShellOutputUpdate,
-    ShellOutputView,
     Slide,
     apply_shell_output_update,
     update_cost,

@@ -40,8 +40,8 @@ from ._errors import BackgroundLimitError, ExecConfigError, ExecError, HandleErr
 from ._headtail import capture_for
 from ._ledger import start_time, write_ledger
 from ._limits import ShellOutputLimits
+from ._output_view import ShellOutputTruncation, ShellOutputView
 from ._session import CaptureSession, UpdateConsumer
-from ._updates import ShellOutputTruncation, ShellOutputView
 
 DEFAULT_MAX_RUNNING = 8
 DEFAULT_IDLE_TIMEOUT = 3600.0

@@ -26,7 +26,8 @@ from typing import Literal
 
 from ._errors import ExecConfigError, ExecError
 from ._limits import ShellOutputLimits
-from ._updates import ShellOutputTruncation, utf8_len
+from ._output_view import ShellOutputTruncation
+from ._updates import utf8_len
 from ._window import (
     count_lines,
     head_first_line_exceeds,

@@ -21,10 +21,7 @@ cancellation of ``exec`` propagates ``CancelledError`` unchanged after teardown.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._updates import ShellOutputView
+from ._output_view import ShellOutputView
 
 
 class ExecError(Exception):

@@ -21,6 +21,7 @@ from ._background import (
 )
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._limits import CaptureOptions
+from ._output_view import ShellOutputMetadata, ShellOutputView
 from ._pipes import PipeReader, output_pipe
 from ._pty import open_pty, take_controlling_terminal
 from ._reaper import (
@@ -37,7 +38,6 @@ from ._reaper import (
 from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
-from ._updates import ShellOutputMetadata, ShellOutputView
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,10 +13,16 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # _session imports the spill, which makes its pipe here
-    from ._session import CaptureSession
+
+class PipeConsumer(Protocol):
+    """Where the reader puts what it reads (a ``CaptureSession``). A protocol, not an
+    import: the session imports the spill, which makes its pipe here."""
+
+    def tee(self, pipe_fd: int, size: int) -> int: ...
+    def feed(self, data: bytes, *, spilled: int = 0) -> None: ...
+
 
 _F_SETPIPE_SZ = 1031  # Linux fcntl: resize a pipe's kernel buffer
 READ_SIZE = 1 << 20
@@ -61,7 +67,7 @@ class PipeReader:
         self,
         loop: asyncio.AbstractEventLoop,
         fds: list[int],
-        session: CaptureSession,
+        session: PipeConsumer,
         on_closed: Callable[[], None],
     ) -> None:
         self._loop = loop

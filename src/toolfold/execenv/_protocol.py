@@ -28,7 +28,8 @@ from ._errors import (
 )
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
 from ._local import ShellExecResult
-from ._updates import Replace, ShellOutputTruncation, update_from_dict, update_to_dict
+from ._output_view import ShellOutputTruncation
+from ._updates import Replace, update_from_dict, update_to_dict
 from ._window import DEFAULT_HEAD_SHARE
 
 PROTOCOL_VERSION = 2

@@ -27,6 +27,7 @@ from ._errors import (
 )
 from ._limits import CaptureOptions
 from ._local import ShellExecResult
+from ._output_view import ShellOutputView
 from ._protocol import (
     MAX_LINE_BYTES,
     PROTOCOL_VERSION,
@@ -39,7 +40,7 @@ from ._protocol import (
 from ._remote_background import RemoteBackground
 from ._session import UpdateConsumer
 from ._transport import Transport
-from ._updates import ShellOutputView, apply_shell_output_update, update_from_dict
+from ._updates import apply_shell_output_update, update_from_dict
 
 _STDERR_TAIL = 4096
 _NOT_FOUND = re.compile(

@@ -14,18 +14,10 @@ from ._capture import CaptureSnapshot, OutputCapture
 from ._errors import CallbackError, ExecError, SpillError
 from ._headtail import HeadTailCapture, capture_for
 from ._limits import CaptureOptions
+from ._output_view import ShellOutputMetadata, ShellOutputView
 from ._publisher import AdaptivePublisher, Clock
 from ._spill import SpillFile, human_size
-from ._updates import (
-    Append,
-    Metadata,
-    Replace,
-    ShellOutputMetadata,
-    ShellOutputUpdate,
-    ShellOutputView,
-    Slide,
-    update_cost,
-)
+from ._updates import Append, Metadata, Replace, ShellOutputUpdate, Slide, update_cost
 
 UpdateConsumer = Callable[[ShellOutputUpdate], Awaitable[None] | None]
 
