@@ -44,11 +44,27 @@ MAX_UNSETTLED_CHECKED = 20
 
 def _activity(spill_dirs: SpillDirs | None, names: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
-    if spill_dirs is None:
+    if spill_dirs is None or not names:
+        return out
+    wanted = set(names)
+    parent = spill_dirs(names[0]).parent
+    if all(spill_dirs(n) == parent / n for n in names[:8]):
+        # The usual layout (<home>/spill/<session>): one listing of the parent, then a
+        # stat of the directories that exist only.
+        try:
+            with os.scandir(parent) as entries:
+                for entry in entries:
+                    if entry.name in wanted:
+                        try:
+                            out[entry.name] = entry.stat(follow_symlinks=False).st_mtime
+                        except OSError:
+                            continue
+        except OSError:
+            pass
         return out
     for name in names:
         try:
-            out[name] = os.stat(spill_dirs(name)).st_mtime
+            out[name] = os.stat(spill_dirs(name), follow_symlinks=False).st_mtime
         except (OSError, ValueError):
             continue
     return out
