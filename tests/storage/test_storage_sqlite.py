@@ -17,6 +17,7 @@ from toolfold.storage import (
     ListElement,
     Session,
     _sqlite,
+    _sqlite_file,
     append_entry,
     append_list,
     ephemeral_scope,
@@ -59,7 +60,7 @@ async def test_injected_failure_mid_transaction_rolls_back(
 ) -> None:
     repo, s = await _seeded(tmp_path / "t.db")
     before = await _state(s)
-    real = _sqlite.apply_write
+    real = _sqlite_file.apply_write
     calls = 0
 
     def failing(cur: sqlite3.Cursor, session: str, write: Any, seq: int, data: Any) -> None:
@@ -69,7 +70,7 @@ async def test_injected_failure_mid_transaction_rolls_back(
             raise sqlite3.OperationalError("disk I/O error (injected)")
         real(cur, session, write, seq, data)
 
-    monkeypatch.setattr(_sqlite, "apply_write", failing)
+    monkeypatch.setattr(_sqlite_file, "apply_write", failing)
     settle = [append_entry("result"), retire_scope(OP), set_value(value("ns", "done"), True)]
     with pytest.raises(
         BackendError, match=r"SQLite failed on .*t\.db: disk I/O error \(injected\)"
@@ -78,7 +79,7 @@ async def test_injected_failure_mid_transaction_rolls_back(
     assert isinstance(e.value.__cause__, sqlite3.OperationalError)
     assert calls == 3
     assert await _state(s) == before  # the retirement's DELETEs were rolled back too
-    monkeypatch.setattr(_sqlite, "apply_write", real)
+    monkeypatch.setattr(_sqlite_file, "apply_write", real)
     r = await s.commit(settle)
     assert r.seqs[0] >= 5 + 3  # seqs 5..7 may have been burnt, never reused
     await repo.close()
@@ -174,19 +175,19 @@ async def test_each_commit_is_synced_by_its_scopes_policy(
     levels = {"commit": 2, "none": 1}  # FULL, NORMAL
     s = await repo.open_session("s", create=True)
     seen: list[int] = []
-    original = _sqlite.apply_write
+    original = _sqlite_file.apply_write
 
     def spying(cur: sqlite3.Cursor, *args: Any) -> None:
         seen.append(cur.connection.execute("PRAGMA synchronous").fetchone()[0])
         original(cur, *args)
 
-    _sqlite.apply_write = spying  # type: ignore[assignment]
+    _sqlite_file.apply_write = spying  # type: ignore[assignment]
     try:
         await s.commit([append_list(list_address("out", "x", ephemeral_scope("op")), 1)])
         await s.commit([set_value(value("k", "v"), 1)])
         await s.commit([append_list(list_address("out", "x", ephemeral_scope("op")), 2)])
     finally:
-        _sqlite.apply_write = original  # type: ignore[assignment]
+        _sqlite_file.apply_write = original  # type: ignore[assignment]
     assert seen == [levels[side], levels[main], levels[side]]
     await repo.close()
 
@@ -198,14 +199,14 @@ async def test_commits_run_off_the_event_loop(
     s = await repo.open_session("s", create=True)
     in_worker = threading.Event()
     release = threading.Event()
-    real = _sqlite.apply_write
+    real = _sqlite_file.apply_write
 
     def blocking(*args: Any) -> None:
         in_worker.set()
         release.wait()  # the worker thread blocks; the loop must not
         real(*args)
 
-    monkeypatch.setattr(_sqlite, "apply_write", blocking)
+    monkeypatch.setattr(_sqlite_file, "apply_write", blocking)
     commit = asyncio.create_task(s.commit([append_entry("x")]))
     await asyncio.to_thread(in_worker.wait)
     other = asyncio.Event()
@@ -293,7 +294,7 @@ async def test_settlement_gives_retired_pages_back_and_truncates_the_wal(tmp_pat
         assert path.stat().st_size < grown / 10
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA page_size").fetchone()[0] == _sqlite.PAGE_SIZE
+        assert conn.execute("PRAGMA page_size").fetchone()[0] == _sqlite_file.PAGE_SIZE
         assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     finally:
@@ -315,5 +316,5 @@ async def test_a_small_settlement_leaves_the_wal_alone(tmp_path: Path) -> None:
         def free(conn: sqlite3.Connection) -> int:
             return int(conn.execute("PRAGMA freelist_count").fetchone()[0])
 
-        assert await repo._run(free) < _sqlite.TIDY_FREE_PAGES
+        assert await repo._run(free) < _sqlite_file.TIDY_FREE_PAGES
         assert [e.value for e in await s.read_entries()] == [{"r": k} for k in range(20)]
