@@ -16,7 +16,6 @@ from toolfold.storage import (
     FsyncPolicy,
     ListElement,
     Session,
-    _sqlite,
     _sqlite_file,
     append_entry,
     append_list,
