@@ -100,3 +100,14 @@ async def test_an_mcp_call_shows_up_live_in_serve_and_settles_there(tmp_path: Pa
         with contextlib.suppress(ProcessLookupError):
             os.killpg(serve.pid, signal.SIGKILL)
         serve.wait()
+
+
+async def test_an_mcp_call_marks_its_session_active_for_the_landing_page(tmp_path: Path) -> None:
+    # The viewer's landing page orders sessions by their spill directory's time, which a
+    # call's start sets: a session recorded by `toolfold mcp` sorts by its last call too.
+    async with connect(tmp_path) as client:
+        spill = tmp_path / "store" / "spill" / "s1"
+        os.utime(spill, (0, 0))  # as if the session had been idle since 1970
+        result = await client.call_tool("bash", {"command": "echo hi"})
+        assert text_of(result).startswith("hi"), text_of(result)
+        assert spill.stat().st_mtime > 0

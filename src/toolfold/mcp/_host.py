@@ -35,6 +35,7 @@ from toolfold.execenv import LocalExecEnv, Sandbox, stop_orphans
 from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
 from toolfold.history import (
     list_calls,
+    mark_activity,
     new_run_record,
     process_alive,
     run_record_address,
@@ -397,9 +398,10 @@ class McpHost:
     async def _run(
         self, call_id: str, name: str, args: dict[str, Any], cancel: asyncio.Event
     ) -> ToolResult:
-        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         run_id = f"run-{call_id}"
         record = new_run_record(_summary(name, args), str(self.settings.spill_dir), started)
+        mark_activity(self.settings.spill_dir)  # the viewer's landing page orders by it
         # Committed with the call's lease, and its totals with its settlement: no commit
         # of their own (docs/BENCHMARKS.md, "The cost of a small call").
         self._hooks.record_call(
