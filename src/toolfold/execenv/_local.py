@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolfold import _otel
+
 from ._background import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_RUNNING,
@@ -38,6 +40,7 @@ from ._reaper import (
 from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
+from ._tracing import traced_exec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,10 +257,12 @@ class LocalExecEnv:
         if yield_after is not None:
             self.background.admit()
         adopted = False
+        tracer = _otel.tracer()
         try:
-            result = await self._run(
+            run = self._run(
                 command, cwd, env, timeout, cancel, options, on_update, yield_after, bool(tty)
             )
+            result = await (run if tracer is None else traced_exec(tracer, "local", run))
             adopted = result.handle is not None
             return result
         finally:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolfold import _otel
+
 from ._errors import (
     CallbackError,
     ExecConfigError,
@@ -39,6 +41,7 @@ from ._protocol import (
 )
 from ._remote_background import RemoteBackground
 from ._session import UpdateConsumer
+from ._tracing import traced_exec
 from ._transport import Transport
 from ._updates import apply_shell_output_update, update_from_dict
 
@@ -468,6 +471,31 @@ class RemoteExecEnv:
             raise ExecConfigError(
                 f"exec timeout must be a number of seconds > 0 or None, got {timeout!r}"
             )
+        tracer = _otel.tracer()
+        if tracer is not None:
+            return await traced_exec(
+                tracer,
+                "remote",
+                self._exec(
+                    command, cwd, env, timeout, cancel, capture, on_update, yield_after, tty
+                ),
+            )
+        return await self._exec(
+            command, cwd, env, timeout, cancel, capture, on_update, yield_after, tty
+        )
+
+    async def _exec(
+        self,
+        command: str,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | None,
+        timeout: float | None,
+        cancel: asyncio.Event | None,
+        capture: CaptureOptions | None,
+        on_update: UpdateConsumer | None,
+        yield_after: float | None,
+        tty: bool,
+    ) -> ShellExecResult:
         options = capture if capture is not None else CaptureOptions()
         pending = _Pending(what=repr(command[:80]), on_update=on_update)
         message = await self._request(

@@ -14,6 +14,8 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import orjson
 
+from toolfold import _otel
+from toolfold._otel import AttrValue
 from toolfold.durability import (
     INTERRUPTED_STOP,
     CallRecord,
@@ -40,6 +42,7 @@ from ._context import ToolContext
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import INTERRUPTION_MARKER, ToolResult, describe_call
 from ._tools import Tool
+from ._tracing import settle_span, tool_span
 from .events import (
     MessageEnd,
     MessageStart,
@@ -101,6 +104,8 @@ class DurableHooks(ExecutionHooks):
         self._calls: dict[tuple[str, str], DurableInvocation] = {}
         self._seeds: dict[tuple[str, str], JSON] = {}
         self._records: dict[tuple[str, str], _HostRecord] = {}
+        # Calls re-run by resume() right now (their spans say toolfold.resumed).
+        self._resuming: set[tuple[str, str]] = set()
         self.resumed_messages: list[JSON] = []
         """Transcript entries of the assistant messages :meth:`resume` settled."""
         self.skipped: list[LeaseHeldError] = []
@@ -222,6 +227,13 @@ class DurableHooks(ExecutionHooks):
         host = self._records.pop((call.run_id, call.tool_call_id), None)
         extra = host.settled(result) if host is not None and host.settled is not None else ()
         await op.settle(call.tool_call_id, message, with_writes=extra)
+        span = _otel.recording_span()
+        if span is not None:  # the call's execute_tool span (docs/observability.md)
+            span.set_attributes(
+                _durable_attributes(
+                    op, inv, resumed=(call.run_id, call.tool_call_id) in self._resuming
+                )
+            )
 
     async def resume(self, harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
         """Finish every operation left unsettled in the session (after a crash).
@@ -299,11 +311,15 @@ class DurableHooks(ExecutionHooks):
             self._seeds[key] = await load_memo_seed(
                 self.session, op.operation_id, record.invocation_id
             )
-            return await harness.call(
-                ToolCall(record.tool_call_id, record.tool_name, record.args),
-                run_id=op.run_id,
-                turn_id=turn_id,
-            )
+            self._resuming.add(key)
+            try:
+                return await harness.call(
+                    ToolCall(record.tool_call_id, record.tool_name, record.args),
+                    run_id=op.run_id,
+                    turn_id=turn_id,
+                )
+            finally:
+                self._resuming.discard(key)
         recovered = await recover(
             self.session, pending_tool_output(op.operation_id, record.invocation_id)
         )
@@ -312,6 +328,25 @@ class DurableHooks(ExecutionHooks):
         return await self._settle_interrupted(harness, op, record, turn_id, state)
 
     async def _settle_interrupted(
+        self,
+        harness: ResumeHost,
+        op: DurableOperation,
+        record: CallRecord,
+        turn_id: str,
+        state: JSON,
+    ) -> ToolResult:
+        tracer = _otel.tracer()
+        if tracer is None:
+            return await self._settle_checkpoint(harness, op, record, turn_id, state)
+        # The call gets its execute_tool span here too: nothing re-runs it, but a trace
+        # of the resume shows it settled from its checkpoint, interrupted.
+        with tool_span(tracer, record.tool_name, record.tool_call_id) as span:
+            result = await self._settle_checkpoint(harness, op, record, turn_id, state)
+            settle_span(span, result, None)
+            span.set_attributes(_durable_attributes(op, None, resumed=True))
+        return result
+
+    async def _settle_checkpoint(
         self,
         harness: ResumeHost,
         op: DurableOperation,
@@ -351,6 +386,20 @@ class DurableHooks(ExecutionHooks):
             bus.publish(ToolEnd(*ids, is_error=True))
         bus.publish(ToolSettled(*ids, message=message))
         return result
+
+
+def _durable_attributes(
+    op: DurableOperation, inv: DurableInvocation | None, *, resumed: bool
+) -> dict[str, AttrValue]:
+    attributes: dict[str, AttrValue] = {
+        "toolfold.operation.id": op.operation_id,
+        "toolfold.resumed": resumed,
+    }
+    if inv is not None:
+        attributes["toolfold.durable.checkpoints"] = inv.stream.stats.batches
+    if op.lease is not None:
+        attributes["toolfold.lease.holder"] = op.lease.owner
+    return attributes
 
 
 async def resume(harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:

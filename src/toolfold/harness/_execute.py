@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from toolfold import _otel
 from toolfold.chord import JSONValueError, check_json, describe
 from toolfold.durability import Durability
 from toolfold.execenv import AdaptivePublisher, Clock
@@ -23,6 +24,7 @@ from ._errors import ToolDefinitionError, ToolError
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
 from ._tools import EXECUTE_ARGS, Tool
+from ._tracing import settle_span, tool_span
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
 if TYPE_CHECKING:
@@ -259,6 +261,47 @@ async def _drive(
     clock: Clock | None,
     pacing: Pacing,
 ) -> ToolResult:
+    tracer = _otel.tracer()
+    # Not awaited yet: the span (when one is wanted) opens first, in this task, so it is
+    # a child of the caller's current span and the parent of whatever the tool opens.
+    run = _run(
+        name=name,
+        policy=policy,
+        body=body,
+        call=call,
+        bus=bus,
+        context=context,
+        cancel=cancel,
+        hooks=hooks,
+        clock=clock,
+        pacing=pacing,
+    )
+    if tracer is None:
+        result, interrupted = await run
+    else:
+        with tool_span(tracer, name, call.tool_call_id) as span:
+            result, interrupted = await run
+            settle_span(span, result, policy)
+    if interrupted:
+        raise asyncio.CancelledError
+    return result
+
+
+async def _run(
+    *,
+    name: str,
+    policy: OutputPolicy,
+    body: Body,
+    call: CallInfo,
+    bus: EventBus,
+    context: ToolContext | None,
+    cancel: asyncio.Event | None,
+    hooks: ExecutionHooks | None,
+    clock: Clock | None,
+    pacing: Pacing,
+) -> tuple[ToolResult, bool]:
+    """The call's lifecycle; returns its result and whether the driving task was
+    cancelled (the caller re-raises after describing the call)."""
     hooks = hooks if hooks is not None else ExecutionHooks()
     ctx = (context if context is not None else ToolContext()).for_call(
         run_id=call.run_id, turn_id=call.turn_id, tool_call_id=call.tool_call_id
@@ -322,9 +365,7 @@ async def _drive(
             unrebase()
         if not ended and not bus.closed:
             bus.publish(ToolEnd(*ids, is_error=True))
-    if interrupted:
-        raise asyncio.CancelledError
-    return result
+    return result, interrupted
 
 
 async def execute_tool_call(

@@ -1,0 +1,69 @@
+"""The ``execute_tool`` span of a call: its name and attributes (docs/observability.md).
+
+The names follow OpenTelemetry's GenAI semantic conventions for tool execution (span
+``execute_tool {gen_ai.tool.name}``, kind INTERNAL, ``gen_ai.operation.name``,
+``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type``, ``error.type``);
+what only toolfold knows goes under ``toolfold.*``. Nothing here runs unless a tracer
+provider is configured (``toolfold._otel``).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
+
+from toolfold import _otel
+from toolfold._otel import AttrValue
+
+from ._result import ToolResult
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+    from toolfold.output import OutputPolicy
+
+
+def tool_span(tracer: Tracer, tool_name: str, tool_call_id: str) -> AbstractContextManager[Span]:
+    """The ``execute_tool`` span of one call, current in the calling task."""
+    return _otel.span(
+        tracer,
+        f"execute_tool {tool_name}",
+        {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": tool_name,
+            "gen_ai.tool.call.id": tool_call_id,
+            # "function": the tool runs on the client side (the harness), as the
+            # convention defines it, whatever it does there.
+            "gen_ai.tool.type": "function",
+        },
+    )
+
+
+def result_attributes(result: ToolResult, policy: OutputPolicy | None) -> dict[str, AttrValue]:
+    """What the settled result says: the outcome and the output's truncation."""
+    attributes: dict[str, AttrValue] = {
+        "toolfold.outcome": result.outcome,
+        "toolfold.interrupted": result.outcome == "interrupted",
+    }
+    if policy is not None:
+        attributes["toolfold.output.retain"] = policy.retain
+    state = result.state
+    if state is not None:
+        cut = state["truncation"]
+        attributes["toolfold.output.total_bytes"] = cut["total_bytes"]
+        attributes["toolfold.output.total_lines"] = cut["total_lines"]
+        attributes["toolfold.output.kept_bytes"] = cut["output_bytes"]
+        attributes["toolfold.output.kept_lines"] = cut["output_lines"]
+        attributes["toolfold.output.truncated"] = cut["truncated"]
+        if cut["truncated_by"] is not None:
+            attributes["toolfold.output.truncated_by"] = cut["truncated_by"]
+        attributes["toolfold.output.spilled"] = "spill_path" in state
+    return attributes
+
+
+def settle_span(span: Span, result: ToolResult, policy: OutputPolicy | None) -> None:
+    """Put the settled result on the call's span (``error.type`` = the outcome when it
+    is not ``ok``: a low-cardinality value, as the convention asks)."""
+    span.set_attributes(result_attributes(result, policy))
+    if result.outcome != "ok":
+        _otel.fail(span, result.outcome)
