@@ -17,6 +17,7 @@ so the exec env may use it without learning about the harness.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -33,7 +34,10 @@ AttrValue = str | bool | int | float
 SCOPE = "toolfold"
 """The instrumentation scope name of every toolfold span."""
 
-_cached: tuple[object, Tracer] | None = None
+_cached: tuple[object, Tracer | None] | None = None
+_UNKNOWN = object()
+# A provider named by this variable is made by the API's getter on first use.
+_ENV_PROVIDER = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 
 
 def _trace_module() -> Any:
@@ -48,13 +52,20 @@ def tracer() -> Tracer | None:
     trace = _trace_module()
     if trace is None:
         return None
-    provider = trace.get_tracer_provider()
-    if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+    # The API's own getter reads os.environ on every call while no provider is set
+    # (several µs); the global it returns is read directly when it exists, and the
+    # getter is the fallback for an API that no longer has it.
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is None and not _ENV_PROVIDER:
         return None
+    if provider is None or provider is _UNKNOWN:
+        provider = trace.get_tracer_provider()
     cached = _cached
     if cached is not None and cached[0] is provider:
         return cached[1]
-    made: Tracer = provider.get_tracer(SCOPE, _version())
+    made: Tracer | None = None
+    if not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        made = provider.get_tracer(SCOPE, _version())
     _cached = (provider, made)
     return made
 
@@ -71,10 +82,9 @@ def _version() -> str | None:
 def recording_span() -> Span | None:
     """The current span when it records (a toolfold span is open in this context), else
     ``None``: what a layer uses to add attributes to the span it runs inside."""
-    trace = _trace_module()
-    if trace is None:
+    if tracer() is None:  # cheaper than looking the current span up
         return None
-    current: Span = trace.get_current_span()
+    current: Span = _trace_module().get_current_span()
     return current if current.is_recording() else None
 
 
