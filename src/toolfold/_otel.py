@@ -55,7 +55,7 @@ def tracer() -> Tracer | None:
     # The API's own getter reads os.environ on every call while no provider is set
     # (several µs); the global it returns is read directly when it exists, and the
     # getter is the fallback for an API that no longer has it.
-    provider = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
+    provider: Any = getattr(trace, "_TRACER_PROVIDER", _UNKNOWN)
     if provider is None and not _ENV_PROVIDER:
         return None
     if provider is None or provider is _UNKNOWN:
