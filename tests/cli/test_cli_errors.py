@@ -112,6 +112,29 @@ def test_corrupt_jsonl_record_is_named(tmp_path: Path) -> None:
             "Invalid value for '--retain': 'middle' is not one of 'head', 'tail'",
         ),
         (["--session", "a b"], "invalid session name 'a b': use 1-128 characters"),
+        (
+            ["--head-share", "0.5"],
+            "--head-share applies to --retain head_tail; add --retain head_tail or drop "
+            "--head-share",
+        ),
+        (
+            ["--retain", "head_tail", "--head-share", "1"],
+            "--head-share must be a fraction between 0 and 1 (exclusive), got 1; "
+            "the default is 0.2",
+        ),
+        (
+            ["--retain", "head_tail", "--head-share", "nan"],
+            "--head-share must be a fraction between 0 and 1 (exclusive), got nan",
+        ),
+        (
+            ["--retain", "head_tail", "--head-share", "a fifth"],
+            "Invalid value for '--head-share': 'a fifth' is not a valid float",
+        ),
+        (
+            ["--retain", "head_tail", "--max-lines", "1"],
+            "--max-lines must be between 2 and 1,000,000 with --retain head_tail, got 1; "
+            "the default is 2,000",
+        ),
     ],
 )
 def test_invalid_run_options(store: tuple[Path, str], args: list[str], message: str) -> None:
@@ -121,6 +144,43 @@ def test_invalid_run_options(store: tuple[Path, str], args: list[str], message: 
     assert message in line
     # Refused before the store is opened: not one byte of it changed.
     assert (home / "toolfold.db").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--head-share", "0.5"],
+            "--head-share applies to --bash-retain head_tail; add --bash-retain head_tail "
+            "or drop --head-share",
+        ),
+        (
+            ["--bash-retain", "tail", "--head-share", "0.5"],
+            "--head-share applies to --bash-retain head_tail",
+        ),
+        (
+            ["--bash-retain", "head_tail", "--head-share", "-0.2"],
+            "--head-share must be a fraction between 0 and 1 (exclusive), got -0.2; "
+            "the default is 0.2",
+        ),
+        (
+            ["proxy", "--retain", "head_tail", "--head-share", "0", "--", "true"],
+            "--head-share must be a fraction between 0 and 1 (exclusive), got 0",
+        ),
+    ],
+)
+def test_invalid_mcp_head_share(store: tuple[Path, str], args: list[str], message: str) -> None:
+    home, url = store
+    before = (home / "toolfold.db").read_bytes()
+    if args[0] == "proxy":
+        command = ["mcp", "proxy", "--store", url, *args[1:]]
+    else:
+        command = ["mcp", "--store", url, *args]
+    line = one_error_line(toolfold(*command, cwd=home))
+    assert message in line
+    # Refused before the store is opened or anything is served.
+    assert (home / "toolfold.db").read_bytes() == before
+    _intact(home, url)
 
 
 @pytest.mark.parametrize("url", ["foo:bar", "sqlit:x.db", "ftp://host/x", "x.sqlite"])

@@ -131,3 +131,17 @@ def test_head_tail_run_shows_the_start_and_the_end_and_where_to_read_on(tmp_path
     # The stored call folds to the same text (its three text blocks joined).
     shown = toolfold("show", "ht", "1", "--store", store, cwd=tmp_path)
     assert shown.returncode == 0 and shown.stdout == out
+
+
+def test_head_share_gives_the_start_that_share_of_the_window(tmp_path: Path) -> None:
+    store = f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
+    args = ["--retain", "head_tail", "--max-lines", "100", "--head-share", "0.75"]
+    proc = toolfold(
+        "run", "--store", store, "--session", "hs", *args, "--", "seq 1 1000", cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    head, rest = proc.stdout.split("[... ", 1)
+    # 75 of the 100 lines for the start, so the cut starts at line 76; 25 for the end.
+    assert head == "".join(f"{i}\n" for i in range(1, 76))
+    assert "read on from line 76 (offset=76)" in rest.split(" ...]", 1)[0]
+    assert rest.split(" ...]\n", 1)[1].startswith("".join(f"{i}\n" for i in range(976, 1001)))

@@ -206,3 +206,24 @@ def test_mcp_bash_retain_sets_the_builtin_bash_window_and_keeps_its_caps() -> No
     assert tool.output.max_bytes == BASH.output.max_bytes
     assert tool.output.max_lines == BASH.output.max_lines
     assert output_policy("head_tail", None, 10).retain == "head_tail"
+
+
+def test_head_share_sizes_the_head_of_a_head_tail_window_and_nothing_else() -> None:
+    from toolfold.cli._mcp import _with_retain
+    from toolfold.tools import BASH
+
+    assert output_policy("head_tail", None, 10, 0.5).head_share == 0.5
+    assert output_policy("head_tail", None, 10).head_share == 0.2
+    tool = _with_retain(BASH, "head_tail", 0.75)
+    assert tool.output.head_share == 0.75 and BASH.output.head_share == 0.2
+    assert _with_retain(BASH, "head_tail").output.head_share == BASH.output.head_share
+    for retain in ("head", "tail"):
+        with pytest.raises(InvalidLimitError, match="--head-share applies to --retain head_tail"):
+            output_policy(retain, None, None, 0.5)
+    for bad in (0.0, 1.0, -1.0, 2.5, float("nan"), float("inf")):
+        with pytest.raises(InvalidLimitError, match="between 0 and 1 \\(exclusive\\)"):
+            output_policy("head_tail", None, None, bad)
+    # head_tail needs one line and one byte for each part; head and tail take 1.
+    with pytest.raises(InvalidLimitError, match="--max-bytes must be between 2 and"):
+        output_policy("head_tail", 1, None)
+    assert output_policy("tail", 1, 1).max_lines == 1

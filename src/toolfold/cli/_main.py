@@ -101,6 +101,7 @@ def run(
     session: str | None,
     store: str | None,
     retain: str,
+    head_share: float | None,
     max_bytes: int | None,
     max_lines: int | None,
     max_spill: int | None,
@@ -144,7 +145,7 @@ def run(
     spec = resolve_store(store)
     # Checked here, so a host that cannot confine fails before anything is recorded.
     sandbox = choice.build(hidden=store_paths(spec)) if remote is None else None
-    policy = output_policy(retain, max_bytes, max_lines)
+    policy = output_policy(retain, max_bytes, max_lines, head_share)
     cap = spill_cap(max_spill)
     ttl = lease_seconds(lease)
     name = session if session is not None else new_session_name()

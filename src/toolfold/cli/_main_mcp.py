@@ -15,6 +15,7 @@ from ._shared import (
     _exit,
     _session_and_store,
     _window,
+    head_share_option,
 )
 from ._store import resolve_store
 from ._tasks_options import TaskOptions
@@ -42,6 +43,7 @@ MCP_SESSION_HELP = (
     type=click.Choice(["head", "tail", "head_tail"]),
     help="Window of the built-in bash tool's output (default: tail); head_tail keeps the start and the end.",
 )
+@head_share_option("--bash-retain")
 @click.option("--http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Address to listen on (--http)."
@@ -87,6 +89,7 @@ def mcp(
     tool_specs: tuple[str, ...],
     no_builtin: bool,
     bash_retain: str | None,
+    head_share: float | None,
     http: bool,
     host: str,
     port: int,
@@ -115,6 +118,7 @@ def mcp(
     if ctx.invoked_subcommand is not None:
         return
     from ._mcp import McpOptions, mcp_command
+    from ._run import head_share_value
 
     choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
     spec = resolve_store(store)
@@ -123,6 +127,9 @@ def mcp(
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
     tasks = _task_options(task_after, task_ttl, task_poll)
+    bash_head_share = (
+        None if head_share is None else head_share_value(head_share, bash_retain, "--bash-retain")
+    )
     sandbox = choice.build(hidden=store_paths(spec))
     options = McpOptions(
         spec,
@@ -136,6 +143,7 @@ def mcp(
         bash_retain,
         sandbox,
         allow_commands,
+        bash_head_share,
     )
     _exit(_arun(mcp_command(options), spec))
 
@@ -214,6 +222,7 @@ def mcp_proxy(
     session: str | None,
     store: str | None,
     retain: str,
+    head_share: float | None,
     max_bytes: int | None,
     max_lines: int | None,
     upstream_url: str | None,
@@ -247,7 +256,7 @@ def mcp_proxy(
             f"{'both' if command else 'neither'}"
         )
     spec = resolve_store(store)
-    policy = output_policy(retain, max_bytes, max_lines)
+    policy = output_policy(retain, max_bytes, max_lines, head_share)
     name = session if session is not None else _new_mcp_session()
     _check_session_name(name)
     if max_message_bytes < 1024:

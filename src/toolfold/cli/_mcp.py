@@ -43,11 +43,17 @@ class McpOptions:
     sandbox: Sandbox | None = None
     allow_commands: bool = False
     """Serve the tools that run commands even on a non-loopback ``bind``."""
+    bash_head_share: float | None = None
+    """``--head-share``: the head's share of ``bash``'s caps with ``--bash-retain
+    head_tail`` (``None``: the tool's own)."""
 
 
-def _with_retain(tool: Any, retain: str) -> Any:
-    """``tool`` with its output window's mode set to ``retain`` (its caps kept)."""
-    return dataclasses.replace(tool, output=dataclasses.replace(tool.output, retain=retain))
+def _with_retain(tool: Any, retain: str, head_share: float | None = None) -> Any:
+    """``tool`` with its output window's mode set to ``retain`` and, when given, the
+    head's share of a ``head_tail`` window to ``head_share`` (its caps kept)."""
+    share = tool.output.head_share if head_share is None else head_share
+    output = dataclasses.replace(tool.output, retain=retain, head_share=share)
+    return dataclasses.replace(tool, output=output)
 
 
 COMMAND_TOOLS = (
@@ -113,7 +119,8 @@ async def mcp_command(options: McpOptions) -> int:
     try:
         tools = server_tools(load_tools(options.tool_specs), builtin=options.builtin)
         if options.bash_retain is not None:
-            tools = [_with_retain(t, options.bash_retain) if t.name == "bash" else t for t in tools]
+            retain, share = options.bash_retain, options.bash_head_share
+            tools = [_with_retain(t, retain, share) if t.name == "bash" else t for t in tools]
     except McpHostError as exc:
         raise CliError(str(exc)) from exc
     tools = _beyond_loopback(options, tools)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
+    DEFAULT_HEAD_SHARE,
     DEFAULT_MAX_SPILL,
     DEFAULT_REMOTE_COMMAND,
     RETAIN_MODES,
@@ -69,26 +70,51 @@ def lease_seconds(seconds: float | None) -> float:
     return seconds
 
 
-def output_policy(retain: str, max_bytes: int | None, max_lines: int | None) -> OutputPolicy:
+def head_share_value(head_share: float | None, retain: str | None, retain_flag: str) -> float:
+    """``--head-share``, checked: a fraction strictly between 0 and 1, and only with
+    ``retain_flag head_tail`` (the other windows have no head part to size)."""
+    if head_share is None:
+        return DEFAULT_HEAD_SHARE
+    if retain != "head_tail":
+        raise InvalidLimitError(
+            f"--head-share applies to {retain_flag} head_tail; add {retain_flag} head_tail "
+            "or drop --head-share"
+        )
+    if not 0 < head_share < 1:
+        raise InvalidLimitError(
+            f"--head-share must be a fraction between 0 and 1 (exclusive), got {head_share:g}; "
+            f"the default is {DEFAULT_HEAD_SHARE:g}"
+        )
+    return head_share
+
+
+def output_policy(
+    retain: str, max_bytes: int | None, max_lines: int | None, head_share: float | None = None
+) -> OutputPolicy:
     """The ``bash`` output policy for ``run``'s limits; ``InvalidLimitError`` names a bad one."""
     default = OutputPolicy()
     if retain not in RETAIN_MODES:
         raise InvalidLimitError(f"--retain must be 'head', 'tail' or 'head_tail', got {retain!r}")
+    share = head_share_value(head_share, retain, "--retain")
     checked: dict[str, int] = {}
     for flag, given, fallback, top in (
         ("--max-bytes", max_bytes, default.max_bytes, MAX_WINDOW_BYTES),
         ("--max-lines", max_lines, default.max_lines, MAX_WINDOW_LINES),
     ):
         n = fallback if given is None else given
-        if n < 1 or n > top:
+        low = 2 if retain == "head_tail" else 1  # one for the head, one for the tail
+        if n < low or n > top:
             raise InvalidLimitError(
-                f"{flag} must be between 1 and {top:,}, got {n}; the default is {fallback:,}"
+                f"{flag} must be between {low} and {top:,}"
+                + (" with --retain head_tail" if low == 2 else "")
+                + f", got {n}; the default is {fallback:,}"
             )
         checked[flag] = n
     return OutputPolicy(
         retain=next(mode for mode in RETAIN_MODES if mode == retain),
         max_bytes=checked["--max-bytes"],
         max_lines=checked["--max-lines"],
+        head_share=share,
     )
 
 

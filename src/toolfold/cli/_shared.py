@@ -59,18 +59,32 @@ def _session_and_store(help_session: str) -> Callable[[F], F]:
     )
 
 
+def head_share_option(retain_flag: str) -> Callable[[F], F]:
+    """``--head-share FRACTION``: the head's share of the caps under ``retain_flag
+    head_tail`` (checked with the other limits, so a bad one is a ``toolfold: error:``)."""
+    return click.option(
+        "--head-share",
+        "head_share",
+        type=float,
+        metavar="FRACTION",
+        help=f"With {retain_flag} head_tail: the share of each window cap the start keeps, "
+        "between 0 and 1 (default 0.2); the rest keeps the end.",
+    )
+
+
 def _window(retain: str, what: str) -> Callable[[F], F]:
-    """``--retain`` (default ``retain``), ``--max-bytes`` and ``--max-lines``: the
-    window ``what`` is cut to (``run`` and ``mcp proxy``)."""
+    """``--retain`` (default ``retain``), ``--head-share``, ``--max-bytes`` and
+    ``--max-lines``: the window ``what`` is cut to (``run`` and ``mcp proxy``)."""
     return _options(
         click.option(
             "--retain",
             type=click.Choice(["head", "tail", "head_tail"]),
             default=retain,
             show_default=True,
-            help=f"Keep the start, the end, or both (head_tail: the first 20%, the rest for "
-            f"the end, cut in the middle) of {what} in the window.",
+            help=f"Keep the start, the end, or both (head_tail: the first 20% (--head-share), "
+            f"the rest for the end, cut in the middle) of {what} in the window.",
         ),
+        head_share_option("--retain"),
         click.option(
             "--max-bytes",
             **SIZE,
