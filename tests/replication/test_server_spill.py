@@ -235,3 +235,77 @@ def test_a_line_longer_than_a_page_is_cut_and_the_next_page_goes_on(tmp_path: Pa
         assert got == ["a" * 10, "next"] and not cut and nxt == len(data)
     finally:
         file.close()
+
+
+def test_find_answers_the_next_line_holding_the_text_anywhere_in_the_file(
+    stored: dict[str, Any],
+) -> None:
+    data = Path(_record(stored, "main")["spill_path"]).read_bytes()
+    with stored["server"].client() as client:
+
+        def find(text: str, **params: Any) -> dict[str, Any]:
+            r = client.get(_url(stored), params={"find": text, **params})
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        # Deep in the file, far past any page; then "next" from the line after it.
+        assert find("299999")["line"] == 299999 and "stopped_at_line" not in find("299999")
+        assert find("1234")["line"] == 1234
+        assert find("1234", from_line=1235)["line"] == 11234
+        assert find("1234", from_line=291235)["line"] is None
+        assert find("no such text")["line"] is None
+        assert find("5", from_line=400000)["line"] is None
+        # A needle across the boundary of the first 64 KiB chunk (and across a newline).
+        needle = data[65530:65542]
+        at = data.find(needle)
+        assert at < 65536 < at + len(needle) and b"\n" in needle
+        assert find(needle.decode())["line"] == data.count(b"\n", 0, at) + 1
+        # Bad queries: a clear 400 each.
+        for params, says in (
+            ({"find": ""}, "find must be 1 to 1024 bytes"),
+            ({"find": "x" * 1025}, "find must be 1 to 1024 bytes"),
+            ({"find": "1", "from_line": "x"}, "from_line must be an integer"),
+            ({"find": "1", "from_line": "0"}, "from_line must be an integer"),
+        ):
+            r = client.get(_url(stored), params=params)
+            assert r.status_code == 400 and says in r.json()["error"], r.text
+
+
+def test_a_find_stops_at_its_scan_bound_and_says_where_to_go_on(
+    stored: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolfold.server import _output
+
+    monkeypatch.setattr(_output, "MAX_FIND_BYTES", 100_000)
+    asks = 0
+    line = 1
+    with stored["server"].client() as client:
+        while True:
+            r = client.get(_url(stored), params={"find": "299999", "from_line": line})
+            assert r.status_code == 200, r.text
+            asks += 1
+            answer = r.json()
+            if answer["line"] is not None:
+                break
+            assert answer["stopped_at_line"] > line
+            line = answer["stopped_at_line"]
+        # ~2 MB of file scanned 100 kB at a time: many answers, the same match.
+        assert answer["line"] == 299999 and asks >= 19
+        r = client.get(_url(stored), params={"find": "nowhere", "from_line": 1})
+        assert r.json()["line"] is None and r.json()["stopped_at_line"] > 1
+        # Near the end, the scan reaches it within the bound: no match, nothing to go on.
+        r = client.get(_url(stored), params={"find": "nowhere", "from_line": 299990})
+        assert r.json() == {"find": "nowhere", "from_line": 299990, "line": None}
+
+
+def test_find_holds_a_line_longer_than_its_bound_to_one_answer(tmp_path: Path) -> None:
+    from toolfold.server._spill import find_line
+
+    file = _open(tmp_path, b"x" * 300_000 + b"needle\nnext needle\n")
+    try:
+        assert find_line(file, 0, 1, b"needle", 100_000) == (None, 1)
+        assert find_line(file, 0, 1, b"needle", 1 << 20) == (1, None)
+        assert find_line(file, 300_007, 2, b"needle", 1 << 20) == (2, None)
+        assert find_line(file, 0, 1, b"absent", 1 << 20) == (None, None)
+    finally:
+        file.close()

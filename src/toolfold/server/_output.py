@@ -5,6 +5,10 @@ The answer is one page of the call's spill file, as JSON:
 - ``?offset=B&length=N``: bytes ``[B, B+N)`` (``N`` at most ``MAX_PAGE_BYTES``) as text;
 - ``?line=L&lines=N``: ``N`` lines from 1-based line ``L`` (at most ``MAX_PAGE_LINES``,
   and at most ``MAX_PAGE_BYTES`` of them), found through the cached ``LineIndex``;
+- ``?find=TEXT&from_line=L``: the next line at or after ``L`` containing ``TEXT`` (a
+  literal, case-sensitive substring of the UTF-8 bytes): ``{"line": N}`` or, with no
+  match, ``{"line": null}``. One answer scans at most ``MAX_FIND_BYTES``; when that
+  runs out first, ``"stopped_at_line"`` says where to go on from (``from_line=`` it);
 - ``?download=1``: the raw file, streamed (``Content-Disposition: attachment``).
 
 The path is the one the store recorded for the call; ``_spill.open_spill`` decides
@@ -34,16 +38,24 @@ from ._spill import (
     SpillDirs,
     SpillFile,
     SpillRefusedError,
+    find_line,
     open_spill,
     read_lines,
 )
 
-__all__ = ["DEFAULT_PAGE_LINES", "output_route"]
+__all__ = ["DEFAULT_PAGE_LINES", "MAX_FIND_BYTES", "MAX_FIND_NEEDLE", "output_route"]
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 DEFAULT_PAGE_LINES = 200
 """Lines a line page carries unless ``?lines=`` says otherwise."""
+
+MAX_FIND_BYTES = 256 * 1024 * 1024
+"""Most bytes one ``?find=`` answer scans (a worker thread is busy that long); the
+client goes on from ``stopped_at_line``."""
+
+MAX_FIND_NEEDLE = 1024
+"""Longest ``?find=`` text, in UTF-8 bytes."""
 
 
 def _error(status: int, message: str, **extra: Any) -> JSONResponse:
@@ -154,6 +166,8 @@ def _download(file: SpillFile, call_id: str) -> Response:
 def _page(request: Request, file: SpillFile, index: LineIndex) -> Response:
     """One page of ``file`` (runs in a worker thread: it reads the disk)."""
     params = request.query_params
+    if "find" in params:
+        return _find(request, file, index)
     if "line" in params:
         line = _int_param(request, "line", 1, 1, 1 << 62)
         count = _int_param(request, "lines", DEFAULT_PAGE_LINES, 1, MAX_PAGE_LINES)
@@ -192,3 +206,25 @@ def _page(request: Request, file: SpillFile, index: LineIndex) -> Response:
             "eof": offset + len(data) >= file.size,
         }
     )
+
+
+def _find(request: Request, file: SpillFile, index: LineIndex) -> Response:
+    """The next line holding ``?find=`` from ``?from_line=`` (worker thread: it reads)."""
+    needle = request.query_params["find"].encode("utf-8", "replace")
+    if not needle or len(needle) > MAX_FIND_NEEDLE:
+        return _error(
+            400,
+            f"find must be 1 to {MAX_FIND_NEEDLE} bytes of text, got {len(needle)} bytes",
+        )
+    line = _int_param(request, "from_line", 1, 1, 1 << 62)
+    if isinstance(line, str):
+        return _error(400, line)
+    start, _total = index.line_offset(file, line)
+    match, stop = find_line(file, start, line, needle, MAX_FIND_BYTES)
+    answer: dict[str, Any] = {"find": request.query_params["find"], "from_line": line}
+    answer["line"] = match
+    if stop is not None:
+        # A line longer than the bound would stop at its own start again: go past it
+        # (the rest of that one line is not searched).
+        answer["stopped_at_line"] = max(stop, line + 1)
+    return JSONResponse(answer)

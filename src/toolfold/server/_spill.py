@@ -30,6 +30,7 @@ __all__ = [
     "SpillDirs",
     "SpillFile",
     "SpillRefusedError",
+    "find_line",
     "open_spill",
     "read_lines",
 ]
@@ -260,3 +261,34 @@ def read_lines(file: SpillFile, start: int, count: int) -> tuple[list[str], int,
         lines, cut = [data], True
     consumed = min(sum(len(x) + 1 for x in lines), len(data))
     return [x.decode("utf-8", "replace") for x in lines], start + consumed, cut
+
+
+def find_line(
+    file: SpillFile, start: int, line: int, needle: bytes, budget: int
+) -> tuple[int | None, int | None]:
+    """Scan ``file`` forward from byte ``start`` (where 1-based ``line`` begins) for
+    ``needle``: ``(match, stop)``. ``match`` is the line the first match starts on;
+    ``stop`` (when ``match`` is ``None``) is the line where ``budget`` bytes of scanning
+    ran out, to go on from (``None``: the end of the file was reached).
+
+    At most one chunk plus the needle's length is held: each chunk keeps the last
+    ``len(needle) - 1`` bytes of the one before, so a match across two chunks is found."""
+    keep = len(needle) - 1
+    buf = b""
+    pos = start  # file offset of buf[0]
+    scanned = 0
+    while True:
+        if scanned >= budget:
+            return None, line + buf.count(b"\n")
+        data = file.read(pos + len(buf), min(CHUNK, budget - scanned))
+        if not data:
+            return None, None
+        scanned += len(data)
+        buf += data
+        at = buf.find(needle)
+        if at >= 0:
+            return line + buf.count(b"\n", 0, at), None
+        drop = max(0, len(buf) - keep)
+        line += buf.count(b"\n", 0, drop)
+        pos += drop
+        buf = buf[drop:]
