@@ -320,3 +320,73 @@ async def test_a_resume_after_kill_9_traces_the_replayed_and_the_interrupted_cal
     assert interrupted["error.type"] == "interrupted"
     assert found["c2"].name == "execute_tool deploy"
     assert interrupted["toolfold.output.total_bytes"] == len("deploying\n")
+
+
+def test_spans_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path) -> None:
+    """The whole path a user sets up: the SDK's OTLP/HTTP exporter posts protobuf to a
+    receiver (a small one here: no collector installs from the package index), which
+    decodes what arrived."""
+    import http.server
+    import threading
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+        ExportTraceServiceResponse,
+    )
+
+    received: list[tuple[str, str, bytes]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            body = self.rfile.read(length)
+            received.append((self.path, self.headers["Content-Type"], body))
+            reply = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    provider = TracerProvider()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace.set_tracer_provider(provider)
+    try:
+        context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+        harness = Harness([bash_tool(output=OutputPolicy(max_lines=5))], context=context)
+        asyncio.run(harness.run([ToolCall("c1", "bash", {"command": "seq 1 100"})]))
+        provider.force_flush()
+    finally:
+        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
+        provider.shutdown()
+        server.shutdown()
+        server.server_close()
+    exported: dict[str, Any] = {}
+    for path, content_type, body in received:
+        assert path == "/v1/traces" and content_type == "application/x-protobuf"
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    exported[span.name] = (scope_spans.scope.name, span)
+    scope, call = exported["execute_tool bash"]
+    assert scope == "toolfold"
+    attrs = {kv.key: kv.value for kv in call.attributes}
+    assert attrs["gen_ai.tool.call.id"].string_value == "c1"
+    assert attrs["toolfold.outcome"].string_value == "ok"
+    assert attrs["toolfold.output.total_lines"].int_value == 100
+    assert attrs["toolfold.output.kept_lines"].int_value == 5
+    assert attrs["toolfold.output.truncated"].bool_value is True
+    _, command = exported["toolfold.exec"]
+    assert command.parent_span_id == call.span_id and command.trace_id == call.trace_id
