@@ -142,6 +142,9 @@ async def test_a_bounded_bash_call_has_an_execute_tool_span_with_its_truncation(
     assert exec_attrs["toolfold.output.total_lines"] == 100
     assert exec_attrs["toolfold.exec.timed_out"] is False
     assert "seq" not in str(exec_attrs)  # the command line is not recorded
+    spill = result.state["spill_path"] if result.state is not None else None
+    assert spill is not None and exec_attrs["toolfold.output.spill_bytes"] == 292
+    assert Path(spill).stat().st_size == 292  # every byte seq printed
 
 
 async def test_a_command_that_times_out_has_its_exec_span_say_so(

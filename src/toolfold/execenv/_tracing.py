@@ -8,6 +8,8 @@ harness's ``execute_tool`` span when a tool runs it).
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -59,5 +61,10 @@ async def traced_exec(tracer: Tracer, where: str, run: Awaitable[R]) -> R:
         }
         if result.exit_code is not None:
             attributes["process.exit.code"] = result.exit_code
+        if where == "local" and result.spill_path is not None:
+            # The spill file is this machine's (a remote one is the exec host's).
+            with contextlib.suppress(OSError):
+                size = os.stat(result.spill_path, follow_symlinks=False).st_size
+                attributes["toolfold.output.spill_bytes"] = size
         span.set_attributes(attributes)
     return result
