@@ -68,6 +68,11 @@ def test_read_hint_points_at_the_missing_part() -> None:
         _state(True, "/s/x.log", last_line_partial=True), retain="head", reader="read"
     )
     assert "offset=10" in partial
+    # head_tail: the middle is what is missing; it starts at the first cut line.
+    both = read_hint(_state(True, "/s/x.log", cut_line=401), retain="head_tail", reader="read")
+    assert "offset=401;" in both
+    first = _state(True, "/s/x.log", cut_line=1, first_line_exceeds_limit=True)
+    assert "offset=1;" in read_hint(first, retain="head_tail", reader="read")
     assert read_hint(_state(False, "/s/x.log"), retain="tail", reader="read") == ""
     assert read_hint(_state(True, None), retain="tail", reader="read") == ""
     assert read_hint(_state(True, "/s/x.log"), retain="tail", reader=None) == ""

@@ -18,14 +18,17 @@ def read_hint(state: Any, *, retain: str, reader: str | None) -> str:
 
     The tool's own footer already names the spill file; this adds the call to make,
     with the offset where the missing part starts (tail window: line 1; head window:
-    the first line not shown)."""
+    the first line not shown; head_tail window: the first cut line, as its marker says)."""
     if reader is None or not isinstance(state, dict):
         return ""
     truncation = state.get("truncation")
     spill = state.get("spill_path")
     if not isinstance(truncation, dict) or not truncation.get("truncated") or not spill:
         return ""
-    if retain == "head" or truncation.get("first_line_exceeds_limit"):
+    cut_line = truncation.get("cut_line")
+    if retain == "head_tail" and isinstance(cut_line, int) and cut_line >= 1:
+        offset = cut_line
+    elif retain == "head" or truncation.get("first_line_exceeds_limit"):
         shown = int(truncation.get("output_lines", 0))
         offset = max(1, shown if truncation.get("last_line_partial") else shown + 1)
     else:
