@@ -209,6 +209,33 @@ def test_show_full_output_reaches_a_line_deep_in_a_big_spill_with_bounded_memory
     # Find within the page, and the download link names the route.
     page.fill("#full-find", "big spill")
     assert page.inner_text("#full-find-count").startswith("1 on this page")
+    # Enter finds in the whole file through the server: from line 1, the first line
+    # holding the text is far past the loaded page; Enter again goes to the next one.
+    page.fill("#full-line", "1")
+    page.press("#full-line", "Enter")
+    page.wait_for_function("() => window.toolfoldViewer.full.line === 1")
+    page.fill("#full-find", "345678 of")
+    page.press("#full-find", "Enter")
+    page.wait_for_function(
+        "() => window.toolfoldViewer.full.first === '000345678 of the big spill file'",
+        timeout=120_000,
+    )
+    assert "found on line 345,678" in page.inner_text("#full-find-count")
+    assert "lines 345,678–" in page.inner_text("#full-status")
+    page.press("#full-find", "Enter")
+    page.wait_for_function(
+        "() => window.toolfoldViewer.full.first === '001345678 of the big spill file'",
+        timeout=120_000,
+    )
+    page.fill("#full-find", "nowhere in the file")
+    page.fill("#full-line", str(BIG_LINES - 10))
+    page.press("#full-line", "Enter")
+    page.wait_for_function("() => window.toolfoldViewer.full.eof === true")
+    page.press("#full-find", "Enter")
+    page.wait_for_function(
+        "() => document.getElementById('full-find-count').textContent.startsWith('not found')"
+    )
+    assert page.inner_text("#full-find-count") == "not found from line 7,999,990 to the end"
     href = page.get_attribute("#full-download", "href")
     assert href.endswith("/output?download=1") and "/sessions/big/calls/" in href
     page.keyboard.press("Escape")

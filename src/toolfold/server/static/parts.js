@@ -233,7 +233,8 @@
   // ---- the full-output panel ------------------------------------------------
   const PAGE_LINES = 500;
   const full = { session: null, call: null, line: 1, loads: 0, lines: 0, first: null,
-                 error: null, eof: false, size: null, totalLines: null, cut: false };
+                 error: null, eof: false, size: null, totalLines: null, cut: false,
+                 findQuery: null, findLine: null };
   P.full = full;
   let seq = 0;
 
@@ -293,13 +294,55 @@
   }
   P.loadPage = loadPage;
 
-  let findAt = -1;
+  // Typing counts the matches on the page; Enter asks the server for the next line
+  // holding the text in the whole file (from this page's first line, or after the
+  // last match: "next") and opens the page that starts there. A scan the server
+  // bounds (it answers where it stopped) goes on by itself until a match or the end.
   function runFind(next) {
     const q = $("full-find").value;
     const pre = $("full-text");
-    if (!next) findAt = -1;
-    $("full-find-count").textContent = q ? countIn(pre.textContent, q) + " on this page" : "";
-    if (next) findAt = findIn(pre, q, findAt + 1);
+    if (!next) {
+      $("full-find-count").textContent = q ? countIn(pre.textContent, q) + " on this page" : "";
+      return;
+    }
+    if (q) findInFile(q);
+  }
+
+  async function findInFile(q) {
+    const mine = ++seq;
+    let from = full.findQuery === q && full.findLine !== null ? full.findLine + 1 : full.line;
+    const start = from;
+    full.findQuery = q;
+    full.findLine = null;
+    for (;;) {
+      $("full-find-count").textContent = "searching from line " + from.toLocaleString("en-US") + "…";
+      let r = null;
+      let body;
+      try {
+        r = await fetch(outputUrl("find=" + encodeURIComponent(q) + "&from_line=" + from));
+        body = await r.json();
+      } catch (e) { body = { error: String(e) }; }
+      if (mine !== seq) return;
+      if (!r || !r.ok) {
+        $("full-find-count").textContent = (body && body.error) || "HTTP " + (r ? r.status : "?");
+        return;
+      }
+      if (typeof body.line === "number") {
+        full.findLine = body.line;
+        await loadPage(body.line);
+        if (full.findLine !== body.line) return;
+        findIn($("full-text"), q, 0);
+        $("full-find-count").textContent = "found on line " + body.line.toLocaleString("en-US") +
+          " (Enter: next)";
+        return;
+      }
+      if (typeof body.stopped_at_line !== "number") {
+        full.findLine = null;
+        $("full-find-count").textContent = "not found from line " + start.toLocaleString("en-US") + " to the end";
+        return;
+      }
+      from = body.stopped_at_line;
+    }
   }
 
   P.openFull = function (session, call, title) {
@@ -307,6 +350,8 @@
     full.call = call;
     full.totalLines = null;
     full.error = null;
+    full.findQuery = null;
+    full.findLine = null;
     $("full-title").textContent = title;
     $("full-download").href = outputUrl("download=1");
     const panel = $("full");
