@@ -11,22 +11,48 @@ import re
 import pytest
 from execenv_helpers import reference_view
 
-from toolfold.execenv import CaptureClosedError, OutputCapture, ShellOutputLimits, _capture
+from toolfold.execenv import (
+    CaptureClosedError,
+    HeadTailCapture,
+    OutputCapture,
+    ShellOutputLimits,
+    _capture,
+    capture_for,
+)
+
+RETAINS = ["head", "tail", "head_tail"]
 
 
-def _fed(chunks: list[bytes], lim: ShellOutputLimits) -> OutputCapture:
-    cap = OutputCapture(lim)
+def _fed(chunks: list[bytes], lim: ShellOutputLimits) -> OutputCapture | HeadTailCapture:
+    cap = capture_for(lim)
     for chunk in chunks:
         cap.feed(chunk)
     cap.close()
     return cap
 
 
+def _held(cap: OutputCapture | HeadTailCapture) -> list[tuple[OutputCapture, int]]:
+    """Each single-mode capture inside ``cap`` with the most characters of a line it may
+    hold: a head one max_bytes + 1 (the one past the cap says "cut"), a tail one
+    4 x max_bytes (trimmed back to 2 x). A head_tail capture is three of them: a head
+    under the whole caps, a head under the head's share and a tail under the rest."""
+    parts = [cap._whole, cap._head, cap._tail] if isinstance(cap, HeadTailCapture) else [cap]
+    return [
+        (
+            part,
+            part.limits.max_bytes + 1
+            if part.limits.retain == "head"
+            else 4 * part.limits.max_bytes,
+        )
+        for part in parts
+    ]
+
+
 def test_an_8bit_csi_split_right_after_the_first_character_is_held_back_whole() -> None:
     # U+009B at index 1 of a read, its parameters cut by the read boundary: the partial
     # sequence must wait for the next read, not be cleaned as a lone C1 control (which
     # would leave its parameters "31m" in the view).
-    for retain in ("head", "tail"):
+    for retain in RETAINS:
         cap = _fed(["a\x9b3".encode(), b"1m\n"], ShellOutputLimits(retain=retain))
         assert cap.snapshot().text == "a\n"
 
@@ -220,7 +246,7 @@ def test_a_head_capture_stops_decoding_as_soon_as_its_view_is_final() -> None:
     assert (snap.truncation.total_lines, snap.truncation.total_bytes) == (4, 23)
 
 
-@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize("retain", RETAINS)
 @pytest.mark.parametrize("piece", [b"\xff", b"\xff\n"])
 def test_output_that_cleanup_grows_past_the_cap_over_several_reads_exceeds_it(
     retain: str, piece: bytes
@@ -229,7 +255,7 @@ def test_output_that_cleanup_grows_past_the_cap_over_several_reads_exceeds_it(
     # in two) are 2 or 4 raw bytes but 6 or 8 cleaned ones, over a 4-byte cap. exceeds_cap
     # is what starts the spill file, so a view cut like this one must say so, or the
     # output would be lost.
-    cap = OutputCapture(ShellOutputLimits(max_bytes=4, max_lines=5, retain=retain))
+    cap = capture_for(ShellOutputLimits(max_bytes=4, max_lines=5, retain=retain))
     cap.feed(piece)
     assert not cap.exceeds_cap
     cap.feed(piece)
@@ -237,21 +263,27 @@ def test_output_that_cleanup_grows_past_the_cap_over_several_reads_exceeds_it(
     assert cap.snapshot().truncation.truncated
 
 
-@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize("retain", RETAINS)
 def test_a_long_line_in_many_reads_is_held_in_bounded_memory(retain: str) -> None:
     # The module's promise: memory does not depend on the size of the output. A head
     # capture keeps max_bytes + 1 characters of a line (the one past the cap says "cut"),
-    # a tail capture at most 4 x max_bytes (trimmed back to 2 x).
+    # a tail capture at most 4 x max_bytes (trimmed back to 2 x); head_tail each of its
+    # three captures' bound (11, 3 and 32 characters here).
     lim = ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)
-    cap = OutputCapture(lim)
+    cap = capture_for(lim)
+    bounds = [bound for _, bound in _held(cap)]
+    assert bounds == {"head": [11], "tail": [40], "head_tail": [11, 3, 32]}[retain]
     # Reads of 4 characters, then also of 32 (longer than the 2 x max_bytes a trim keeps).
     pieces = [f"{i:04d}" * (8 if i % 2 and i >= 100 else 1) for i in range(200)]
     for piece in pieces:
         cap.feed(piece.encode())
-        assert len(cap._cur) <= (11 if retain == "head" else 40)
+        for part, bound in _held(cap):
+            assert len(part._cur) <= bound
     cap.close()
     whole = "".join(pieces)
-    assert cap.snapshot().text == (whole[:10] if retain == "head" else whole[-10:])
+    # head_tail: 2 bytes (20 % of 10) of the start, the last 8 of the end.
+    view = {"head": whole[:10], "tail": whole[-10:], "head_tail": whole[:2] + whole[-8:]}
+    assert cap.snapshot().text == view[retain]
 
 
 def test_a_head_capture_full_by_its_line_count_stops_decoding_too() -> None:
@@ -278,15 +310,17 @@ def test_a_head_capture_full_by_its_line_count_stops_decoding_too() -> None:
         [b"abcd\n" * 7 + b"xy", b"z\n", b"efgh\n" * 4 + b"ij"],
     ],
 )
-@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize("retain", RETAINS)
 def test_many_lines_are_held_in_bounded_memory(reads: list[bytes], retain: str) -> None:
     # A tail capture trims its completed lines from 4 x max_bytes back to 2 x max_bytes
-    # characters; a head capture keeps max_bytes + 1 characters once its view is decided.
+    # characters; a head capture keeps max_bytes + 1 characters once its view is decided;
+    # a head_tail capture holds no more than its three captures do.
     lim = ShellOutputLimits(max_bytes=10, max_lines=5, retain=retain)
-    cap = OutputCapture(lim)
+    cap = capture_for(lim)
     for data in reads:
         cap.feed(data)
-        assert len(cap._done) <= (11 if retain == "head" else 40)
+        for part, bound in _held(cap):
+            assert len(part._done) <= bound
     cap.close()
     assert cap.snapshot().text == reference_view(b"".join(reads), 10, 5, retain).text
 
@@ -299,7 +333,7 @@ def test_a_head_view_starts_at_the_start_of_the_stream() -> None:
         assert cap.snapshot().start == (0, 0)
 
 
-@pytest.mark.parametrize("retain", ["head", "tail"])
+@pytest.mark.parametrize("retain", RETAINS)
 @pytest.mark.parametrize(
     ("raw", "lines", "size"), [(b"", 0, 0), (b"a\nb", 2, 3), (b"a\nb\n", 2, 4), (b"\xc3\xa9", 1, 2)]
 )
@@ -321,17 +355,33 @@ class _CountingEscape:
         return self.pattern.sub(repl, text)
 
 
+SPLIT = [b"plain text\n", "é, split".encode()[:1], "é, split".encode()[1:]]
+"""A plain line, then a read ending inside "é" and one starting by completing it."""
+
+
 @pytest.mark.parametrize(
-    ("retain", "max_bytes", "reads"),
+    ("retain", "max_bytes", "reads", "skips", "passes"),
     [
-        ("head", 10, [b"plain text\n", "é, split".encode()[:1], "é, split".encode()[1:]]),
+        ("head", 10, SPLIT, [False], 1),
         # Large reads that skip, by the byte rule and by the line rule.
-        ("tail", 10, [b"a\n" + b"x" * 60 + b"\n" + b"z"]),
-        ("tail", 100, [b"a\n" * 100]),
+        ("tail", 10, [b"a\n" + b"x" * 60 + b"\n" + b"z"], [True], 0),
+        ("tail", 100, [b"a\n" * 100], [True], 0),
+        # head_tail: its captures (a head under the whole caps, a head under 2 bytes and
+        # 1 line, a tail under the rest) each check the completing read once while they
+        # still decode; the small head is decided by the first read, so it does not.
+        ("head_tail", 10, SPLIT, [False, False, False], 2),
+        # Its tail skips as the tail mode does; the heads stop decoding once decided.
+        ("head_tail", 10, [b"a\n" + b"x" * 60 + b"\n" + b"z"], [False, False, True], 0),
+        ("head_tail", 100, [b"a\n" * 100], [False, False, True], 0),
     ],
 )
 def test_plain_reads_never_go_through_the_escape_regex(
-    monkeypatch: pytest.MonkeyPatch, retain: str, max_bytes: int, reads: list[bytes]
+    monkeypatch: pytest.MonkeyPatch,
+    retain: str,
+    max_bytes: int,
+    reads: list[bytes],
+    skips: list[bool],
+    passes: int,
 ) -> None:
     # The common case, and the fast one: a read without control bytes (\t \n \r aside)
     # needs no cleanup pass. Only a read whose first byte completes a code point held from
@@ -339,7 +389,7 @@ def test_plain_reads_never_go_through_the_escape_regex(
     counter = _CountingEscape(_capture._ESCAPE)
     monkeypatch.setattr(_capture, "_ESCAPE", counter)
     cap = _fed(reads, ShellOutputLimits(max_bytes=max_bytes, max_lines=5, retain=retain))
-    assert cap._skipped is (retain == "tail")
-    assert counter.passes == (1 if retain == "head" else 0)
+    assert [part._skipped for part, _ in _held(cap)] == skips
+    assert counter.passes == passes
     raw = b"".join(reads)
     assert cap.snapshot().text == reference_view(raw, max_bytes, 5, retain).text
