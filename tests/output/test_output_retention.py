@@ -1,4 +1,5 @@
-"""Head/tail windows: the incremental window equals the window of everything written."""
+"""Head, tail and head_tail windows: the incremental window equals the window of
+everything written."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolfold.execenv import head_tail_caps
 from toolfold.output import OutputPolicy, OutputPolicyError
+from toolfold.output._headtail import HeadTailWindow
 from toolfold.output._retention import (
     TextWindow,
     count_lines,
@@ -26,19 +29,35 @@ ACTION = st.one_of(
 
 
 def reference(
-    full: str, retain: str, max_bytes: int, max_lines: int
+    full: str, retain: str, max_bytes: int, max_lines: int, head_share: float = 0.2
 ) -> tuple[str, dict[str, object]]:
-    """The window and totals computed from the whole text in one go."""
-    if retain == "tail":
+    """The window and totals computed from the whole text in one go. head_tail is the
+    two others put together: the whole text while it fits both caps, else the head
+    window under the head's share of the caps followed by the tail window under the rest
+    (the view without the marker the sink puts between them)."""
+    fits = utf8_len(full) <= max_bytes and count_lines(full) <= max_lines
+    partial = False
+    if retain == "head_tail" and not fits:
+        head_bytes, head_lines, tail_bytes, tail_lines = head_tail_caps(
+            max_bytes, max_lines, head_share
+        )
+        head, _ = head_window(full, head_bytes, head_lines)
+        tail, partial = tail_window(full, tail_bytes, tail_lines)
+        view = head + tail
+        # The marker goes between the parts, so a head ending inside a line and the
+        # tail are two lines of the view.
+        lines = count_lines(head) + count_lines(tail)
+    elif retain == "tail":
         view, partial = tail_window(full, max_bytes, max_lines)
     else:
         view, _ = head_window(full, max_bytes, max_lines)
-        partial = False
+    if retain != "head_tail" or fits:
+        lines = count_lines(view)
     totals = {
         "total_bytes": utf8_len(full),
         "total_lines": count_lines(full),
         "output_bytes": utf8_len(view),
-        "output_lines": count_lines(view),
+        "output_lines": lines,
         "truncated": utf8_len(full) > utf8_len(view),
         "last_line_partial": partial,
     }
@@ -94,19 +113,26 @@ def test_pure_windows_match_their_definitions(text: str, max_bytes: int, max_lin
 @settings(max_examples=800)
 @given(
     actions=st.lists(ACTION, max_size=25),
-    retain=st.sampled_from(["head", "tail"]),
+    retain=st.sampled_from(["head", "tail", "head_tail"]),
     max_bytes=st.integers(1, 40),
     max_lines=st.integers(1, 6),
+    head_share=st.sampled_from([0.2, 0.5, 0.9]),
     read_every=st.integers(1, 5),
 )
 def test_incremental_window_equals_window_of_everything(
     actions: list[tuple[str, str]],
-    retain: Literal["head", "tail"],
+    retain: Literal["head", "tail", "head_tail"],
     max_bytes: int,
     max_lines: int,
+    head_share: float,
     read_every: int,
 ) -> None:
-    window = TextWindow(OutputPolicy(retain=retain, max_bytes=max_bytes, max_lines=max_lines))
+    if retain == "head_tail":  # one byte and one line for each part at least
+        max_bytes, max_lines = max(max_bytes, 2), max(max_lines, 2)
+    policy = OutputPolicy(
+        retain=retain, max_bytes=max_bytes, max_lines=max_lines, head_share=head_share
+    )
+    window = HeadTailWindow(policy) if retain == "head_tail" else TextWindow(policy)
     full = ""
     for i, (kind, chunk) in enumerate(actions):
         if kind == "write":
@@ -116,14 +142,14 @@ def test_incremental_window_equals_window_of_everything(
             window.replace(chunk)
             full = chunk
         if i % read_every == 0:
-            view, totals = reference(full, retain, max_bytes, max_lines)
+            view, totals = reference(full, retain, max_bytes, max_lines, head_share)
             assert window.text == view
             truncation = window.truncation()
             for key, value in totals.items():
                 assert truncation[key] == value, key  # type: ignore[literal-required]
             assert truncation["output_bytes"] <= max_bytes
             assert truncation["output_lines"] <= max_lines
-    view, _ = reference(full, retain, max_bytes, max_lines)
+    view, _ = reference(full, retain, max_bytes, max_lines, head_share)
     assert window.text == view
 
 
