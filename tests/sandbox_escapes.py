@@ -268,10 +268,9 @@ is counted in, so ``record_dead`` finds the process from outside a sandbox too (
 ``$!`` and ``$$`` are pids of the sandbox's own namespace)."""
 
 
-def record_dead(record: str) -> bool:
-    """True when the process a ``PID NS`` record names (its pid in pid namespace NS, the
-    last ``NSpid`` of a process) is dead: gone or a zombie. The same check serves a
-    command on the host and one in a sandbox."""
+def _record_status(record: str) -> tuple[int, str] | None:
+    """The host pid and ``State`` of the process a ``PID NS`` record names (its pid in pid
+    namespace NS, the last ``NSpid`` of a process), or None when it has no /proc entry."""
     pid_text, ns = record.split()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -284,5 +283,19 @@ def record_dead(record: str) -> bool:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         if fields.get("NSpid", "").split()[-1:] == [pid_text]:
-            return fields.get("State", "").split()[:1] in (["Z"], ["X"])
-    return True
+            return int(entry.name), fields.get("State", "")
+    return None
+
+
+def record_dead(record: str) -> bool:
+    """True when the process a ``PID NS`` record names is dead: gone or a zombie. The
+    same check serves a command on the host and one in a sandbox."""
+    found = _record_status(record)
+    return found is None or found[1].split()[:1] in (["Z"], ["X"])
+
+
+def record_pid(record: str) -> int | None:
+    """The host pid of the process a ``PID NS`` record names, or None when it is gone
+    (reaped: no /proc entry, not even a zombie's)."""
+    found = _record_status(record)
+    return None if found is None else found[0]

@@ -48,11 +48,8 @@ async def run(
     return result, updates
 
 
-@pytest.fixture(params=[None, "workspace-write"], ids=["host", "sandboxed"])
-def env(tmp_path: Path, request: pytest.FixtureRequest) -> LocalExecEnv:
-    # Every test also runs confined: bounds, spill, cancellation and timeouts must not
-    # change inside the sandbox (tmp_path, where the tests keep pid files, is writable).
-    sandbox = None if request.param is None else Sandbox(request.param, writable=(str(tmp_path),))
+@pytest.fixture
+def env(tmp_path: Path, sandbox: Sandbox | None) -> LocalExecEnv:
     return LocalExecEnv(tmp_path / "spill" / "session-1", kill_grace=0.5, sandbox=sandbox)
 
 
