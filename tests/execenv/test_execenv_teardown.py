@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from sandbox_escapes import PID_RECORD, record_pid
 from toolfold.execenv import (
     ExecConfigError,
     LocalExecEnv,
+    Sandbox,
     ShellOutputUpdate,
     ShellOutputView,
     apply_shell_output_update,
@@ -65,7 +67,12 @@ async def exits(pid: int) -> bool:
 
 
 @pytest.fixture
-def env(tmp_path: Path) -> LocalExecEnv:
+def env(tmp_path: Path, sandbox: Sandbox | None) -> LocalExecEnv:
+    return LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=sandbox)
+
+
+@pytest.fixture
+def host_env(tmp_path: Path) -> LocalExecEnv:
     return LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
 
 
@@ -79,12 +86,14 @@ def survivors() -> Iterator[list[int]]:
             os.kill(pid, signal.SIGKILL)
 
 
+# Unconfined only (this and the next): in a sandbox the leftovers die with the shell's
+# pid namespace, so none holds the output after the shell exited.
 async def test_background_process_holding_the_pipes_is_killed_after_the_shell_exits(
-    env: LocalExecEnv,
+    host_env: LocalExecEnv,
 ) -> None:
     # Without the exit grace this waits for `sleep` (the timeout is far away).
     result = await asyncio.wait_for(
-        env.exec("sleep 1000 & echo $!; echo hi; exit 3", timeout=BOUND * 10), BOUND
+        host_env.exec("sleep 1000 & echo $!; echo hi; exit 3", timeout=BOUND * 10), BOUND
     )
     pid = int(result.text.split()[0])
     assert result.text.endswith("hi\n")
@@ -93,9 +102,9 @@ async def test_background_process_holding_the_pipes_is_killed_after_the_shell_ex
     assert await exits(pid)
 
 
-async def test_background_process_ignoring_sigterm_is_killed_too(env: LocalExecEnv) -> None:
+async def test_background_process_ignoring_sigterm_is_killed_too(host_env: LocalExecEnv) -> None:
     result = await asyncio.wait_for(
-        env.exec("(trap '' TERM; echo $BASHPID; exec sleep 1000) & true"),
+        host_env.exec("(trap '' TERM; echo $BASHPID; exec sleep 1000) & true"),
         BOUND,
     )
     lines = result.text.split()
@@ -105,13 +114,14 @@ async def test_background_process_ignoring_sigterm_is_killed_too(env: LocalExecE
     assert await exits(int(lines[0]))
 
 
+# Unconfined only: a sandbox's pid namespace, daemons included, dies with the command.
 async def test_background_processes_that_let_go_of_the_output_keep_running(
-    env: LocalExecEnv, survivors: list[int]
+    host_env: LocalExecEnv, survivors: list[int]
 ) -> None:
     # The two documented ways to leave a daemon behind: redirect its output (it stays in
     # the group but holds no pipe), or also give it its own session with setsid.
     result = await asyncio.wait_for(
-        env.exec(
+        host_env.exec(
             "sleep 1000 > /dev/null 2>&1 & echo $!; "
             "setsid sleep 1000 > /dev/null 2>&1 < /dev/null & echo $!"
         ),
@@ -142,11 +152,14 @@ async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
     monkeypatch.setattr(loop, "subprocess_exec", gated_spawn)
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
-    task = asyncio.create_task(env.exec(f"sleep 1000 & echo $$ $! > {fifo}; wait"))
-    # The shell is running and has forked a child, while exec is still starting.
-    shell_pid, child_pid = map(
-        int, (await asyncio.wait_for(asyncio.to_thread(fifo.read_text), BOUND)).split()
+    task = asyncio.create_task(
+        env.exec(f"sleep 1000 & echo $$ {PID_RECORD} $! {PID_RECORD} > {fifo}; wait")
     )
+    # The shell is running and has forked a child, while exec is still starting.
+    words = (await asyncio.wait_for(asyncio.to_thread(fifo.read_text), BOUND)).split()
+    shell, child = " ".join(words[:2]), " ".join(words[2:])
+    shell_pid, child_pid = record_pid(shell), record_pid(child)
+    assert shell_pid is not None and child_pid is not None
     survivors.extend([shell_pid, child_pid])
     assert not task.done()
     for _ in range(1000):  # bounded: the spawn returns a few loop turns after the fork
@@ -169,6 +182,7 @@ def test_exit_grace_is_validated(tmp_path: Path) -> None:
         LocalExecEnv(tmp_path, exit_grace=-1)
 
 
+# Unconfined only (this and the next): in a sandbox nothing outlives the shell's exit.
 async def test_output_of_a_background_job_that_ends_within_the_grace_is_kept(
     tmp_path: Path,
 ) -> None:
