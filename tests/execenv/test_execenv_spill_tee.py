@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_escapes import PID_RECORD, record_dead
 from toolfold.execenv import (
     CaptureOptions,
     LocalExecEnv,
+    Sandbox,
     ShellOutputLimits,
     SpillError,
     _spill,
@@ -31,14 +33,6 @@ SIZE = 8_000_000
 PRODUCER = f'python3 -c "import sys; sys.stdout.buffer.write((bytes(range(256)) * {SIZE // 256 + 1})[:{SIZE}])"'
 EXPECTED = (bytes(range(256)) * (SIZE // 256 + 1))[:SIZE]
 SMALL = CaptureOptions(limits=ShellOutputLimits(max_bytes=4096, max_lines=50))
-
-
-def dead(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
 
 
 @pytest.fixture
@@ -56,9 +50,9 @@ def spliced(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 async def test_past_the_cap_the_kernel_copies_the_output_into_the_spill(
-    tmp_path: Path, spliced: list[int]
+    tmp_path: Path, sandbox: Sandbox | None, spliced: list[int]
 ) -> None:
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert result.exit_code == 0
     assert result.truncation.total_bytes == SIZE
@@ -71,10 +65,10 @@ async def test_past_the_cap_the_kernel_copies_the_output_into_the_spill(
 
 
 async def test_without_tee_the_same_file_is_written(
-    tmp_path: Path, spliced: list[int], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, spliced: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_spill, "_tee_function", lambda: None)  # as on a system without tee(2)
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert result.truncation.total_bytes == SIZE
     assert Path(result.spill_path or "").read_bytes() == EXPECTED
@@ -82,7 +76,7 @@ async def test_without_tee_the_same_file_is_written(
 
 
 async def test_a_refused_tee_falls_back_to_writing_without_losing_a_byte(
-    tmp_path: Path, spliced: list[int], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, spliced: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
 
@@ -91,14 +85,14 @@ async def test_a_refused_tee_falls_back_to_writing_without_losing_a_byte(
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))  # e.g. not a pipe
 
     monkeypatch.setattr(_spill, "_tee_function", lambda: refused)
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert Path(result.spill_path or "").read_bytes() == EXPECTED
     assert len(calls) == 1 and spliced == []  # asked once, then copied
 
 
 async def test_a_file_system_without_splice_gets_a_copy_of_the_teed_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     refused: list[int] = []
 
@@ -107,7 +101,7 @@ async def test_a_file_system_without_splice_gets_a_copy_of_the_teed_bytes(
         raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
 
     monkeypatch.setattr(_spill.os, "splice", no_splice)
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert result.spill_note is None
     assert Path(result.spill_path or "").read_bytes() == EXPECTED
@@ -116,27 +110,27 @@ async def test_a_file_system_without_splice_gets_a_copy_of_the_teed_bytes(
 
 
 async def test_a_failing_kernel_copy_fails_the_exec_and_kills_the_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(src: int, fd: int, size: int) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(_spill, "_splice_all", broken)
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5)
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, sandbox=sandbox)
     pidfile = tmp_path / "pid"
     with pytest.raises(SpillError, match=r"writing spill file .*exec-.*Input/output error"):
-        await asyncio.wait_for(env.exec(f"echo $$ > {pidfile}; exec yes"), BOUND)
-    assert dead(int(pidfile.read_text()))
+        await asyncio.wait_for(env.exec(f"echo $$ {PID_RECORD} > {pidfile}; exec yes"), BOUND)
+    assert record_dead(pidfile.read_text())
 
 
 async def test_a_full_disk_under_the_kernel_copy_stops_the_spill_not_the_command(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def full(src: int, fd: int, size: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(_spill, "_splice_all", full)
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert result.exit_code == 0
     assert result.truncation.total_bytes == SIZE  # the view and totals go on
@@ -148,7 +142,7 @@ async def test_a_full_disk_under_the_kernel_copy_stops_the_spill_not_the_command
 
 
 async def test_a_full_spill_pipe_pauses_reading_until_the_writer_caught_up(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sandbox: Sandbox | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The writer thread is held in its first splice until the reader has paused (the
     # spill's pipe filled up); then everything must still arrive, in order.
@@ -167,20 +161,22 @@ async def test_a_full_spill_pipe_pauses_reading_until_the_writer_caught_up(
 
     monkeypatch.setattr(_spill, "_splice_all", held)
     monkeypatch.setattr(_spill.SpillFile, "_pause", pause)
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     result = await asyncio.wait_for(env.exec(PRODUCER, capture=SMALL), BOUND)
     assert Path(result.spill_path or "").read_bytes() == EXPECTED
     if sys.platform == "linux":
         assert pauses and pauses[0] == _spill._TEE_PIPE_SIZE // 2  # the pipe filled first
 
 
-async def test_interleaved_stdout_and_stderr_each_keep_their_order(tmp_path: Path) -> None:
+async def test_interleaved_stdout_and_stderr_each_keep_their_order(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     # One process alternating between the two pipes faster than a read's round trip.
     # Between the pipes the order is the order of the reads (neither asyncio's pipe
     # transports nor this reader can see which of two writes came first once both are
     # waiting); within each pipe nothing may be lost or reordered, gathering or not.
     n = 300
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     cmd = f"for i in $(seq 1 {n}); do echo out$i; echo err$i >&2; done"
     result = await asyncio.wait_for(
         env.exec(cmd, capture=CaptureOptions(limits=ShellOutputLimits(max_lines=3 * n))), BOUND
@@ -191,12 +187,14 @@ async def test_interleaved_stdout_and_stderr_each_keep_their_order(tmp_path: Pat
     assert len(lines) == 2 * n
 
 
-async def test_a_trickle_read_in_gathered_reads_loses_nothing(tmp_path: Path) -> None:
+async def test_a_trickle_read_in_gathered_reads_loses_nothing(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     # Many small flushed writes on one pipe: the reader waits a moment after each small
     # read (fewer reads; how many is timing, measured in benchmarks/) and must still see
     # every byte and the end of file, then the other pipe's last line after them.
     n = 20_000
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     cmd = f'python3 -c "for i in range(1, {n + 1}): print(i, flush=True)"; echo done >&2'
     result = await asyncio.wait_for(env.exec(cmd, capture=SMALL), BOUND)
     assert result.exit_code == 0
