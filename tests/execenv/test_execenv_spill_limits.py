@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 
 from tmpfs_fixture import fill, small_tmpfs
-from toolfold.execenv import CaptureOptions, LocalExecEnv, ShellOutputLimits, SpillError
+from toolfold.execenv import (
+    CaptureOptions,
+    LocalExecEnv,
+    Sandbox,
+    ShellOutputLimits,
+    SpillError,
+)
 from toolfold.execenv._spill import free_space_reserve
 
 BOUND = 60.0
@@ -30,8 +36,9 @@ def options(max_spill: int) -> CaptureOptions:
 
 async def test_at_the_cap_spilling_stops_and_the_window_and_totals_stay_exact(
     tmp_path: Path,
+    sandbox: Sandbox | None,
 ) -> None:
-    env = LocalExecEnv(tmp_path / "spill")
+    env = LocalExecEnv(tmp_path / "spill", sandbox=sandbox)
     n = 50_000  # 4.1 MB
     result = await asyncio.wait_for(env.exec(command(n), capture=options(1_000_000)), BOUND)
     assert result.exit_code == 0
@@ -49,9 +56,11 @@ async def test_the_default_cap_is_one_gibibyte() -> None:
         CaptureOptions(max_spill=0)
 
 
-async def test_spilling_leaves_room_on_a_small_disk(tmp_path: Path) -> None:
+async def test_spilling_leaves_room_on_a_small_disk(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     with small_tmpfs(tmp_path / "mnt", size="8m") as mnt:
-        env = LocalExecEnv(mnt / "spill")
+        env = LocalExecEnv(mnt / "spill", sandbox=sandbox)
         n = 200_000  # 16.4 MB into an 8 MiB file system
         result = await asyncio.wait_for(env.exec(command(n), capture=options(1 << 30)), BOUND)
         assert result.exit_code == 0
@@ -66,11 +75,13 @@ async def test_spilling_leaves_room_on_a_small_disk(tmp_path: Path) -> None:
         assert st.f_bavail * st.f_frsize >= reserve - 4096  # the store keeps its room
 
 
-async def test_no_spill_at_all_when_the_disk_is_already_full(tmp_path: Path) -> None:
+async def test_no_spill_at_all_when_the_disk_is_already_full(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     with small_tmpfs(tmp_path / "mnt", size="4m") as mnt:
         (mnt / "spill").mkdir()
         fill(mnt)
-        env = LocalExecEnv(mnt / "spill")
+        env = LocalExecEnv(mnt / "spill", sandbox=sandbox)
         result = await asyncio.wait_for(env.exec(command(1000), capture=options(1 << 30)), BOUND)
         assert result.exit_code == 0 and result.truncation.total_lines == 1000
         assert result.spill_path is None
@@ -80,9 +91,10 @@ async def test_no_spill_at_all_when_the_disk_is_already_full(tmp_path: Path) -> 
 
 async def test_a_disk_that_fills_up_while_spilling_stops_the_spill_not_the_command(
     tmp_path: Path,
+    sandbox: Sandbox | None,
 ) -> None:
     with small_tmpfs(tmp_path / "mnt", size="8m") as mnt:
-        env = LocalExecEnv(mnt / "spill")
+        env = LocalExecEnv(mnt / "spill", sandbox=sandbox)
         # 2 MB, then another process takes every free byte, then 2 MB more.
         cmd = f"{command(25_000)}; cat /dev/zero > {mnt}/filler 2>/dev/null; {command(25_000)}"
         result = await asyncio.wait_for(env.exec(cmd, capture=options(1 << 30)), BOUND)
@@ -96,8 +108,9 @@ async def test_a_disk_that_fills_up_while_spilling_stops_the_spill_not_the_comma
 
 async def test_spill_files_are_0600_in_0700_directories_whatever_the_umask(
     tmp_path: Path,
+    sandbox: Sandbox | None,
 ) -> None:
-    env = LocalExecEnv(tmp_path / "a" / "b" / "spill")
+    env = LocalExecEnv(tmp_path / "a" / "b" / "spill", sandbox=sandbox)
     old = os.umask(0)
     try:
         result = await asyncio.wait_for(env.exec(command(100), capture=options(1 << 30)), BOUND)
@@ -111,7 +124,7 @@ async def test_spill_files_are_0600_in_0700_directories_whatever_the_umask(
 
 @pytest.mark.parametrize("planted", ["spill", "parent"])
 async def test_a_planted_symlink_is_refused_and_nothing_is_written_through_it(
-    tmp_path: Path, planted: str
+    tmp_path: Path, sandbox: Sandbox | None, planted: str
 ) -> None:
     # The attack: someone who can write where the store lives plants a link where
     # toolfold would create its spill directory, to collect (or misplace) the output.
@@ -121,17 +134,19 @@ async def test_a_planted_symlink_is_refused_and_nothing_is_written_through_it(
     link = spill if planted == "spill" else spill.parent
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(target, target_is_directory=True)
-    env = LocalExecEnv(spill)
+    env = LocalExecEnv(spill, sandbox=sandbox)
     with pytest.raises(SpillError, match=r"is a symbolic link .*follows no link it did not"):
         await asyncio.wait_for(env.exec(command(1000)), BOUND)
     assert list(target.rglob("*")) == []
 
 
-async def test_a_spill_directory_owned_by_someone_else_is_refused(tmp_path: Path) -> None:
+async def test_a_spill_directory_owned_by_someone_else_is_refused(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
     spill = tmp_path / "spill"
     spill.mkdir()
     os.chown(spill, 65534, 65534)  # the tests run as root; "nobody" plays the attacker
-    env = LocalExecEnv(spill)
+    env = LocalExecEnv(spill, sandbox=sandbox)
     with pytest.raises(SpillError, match=r"is owned by uid 65534, not you"):
         await asyncio.wait_for(env.exec(command(1000)), BOUND)
     assert list(spill.iterdir()) == []
