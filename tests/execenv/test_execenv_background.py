@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_escapes import PID_RECORD, record_pid
 from toolfold.execenv import (
     BackgroundLimitError,
     CaptureOptions,
@@ -37,6 +38,18 @@ PY = sys.executable
 def gone(pid: int) -> bool:
     """Dead and reaped: no /proc entry (a zombie would still have one)."""
     return not Path(f"/proc/{pid}").exists()
+
+
+def namespace_gone(namespace: str) -> bool:
+    """No process is left in pid namespace ``namespace`` (``pid:[N]``), not even a zombie."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/pid") == namespace:
+                    return False
+            except OSError:
+                continue
+    return True
 
 
 def group_gone(pgid: int) -> bool:
@@ -74,7 +87,14 @@ async def output_until(env: LocalExecEnv, started_text: str, handle: str, until:
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[LocalExecEnv]:
+async def env(tmp_path: Path, sandbox: Sandbox | None) -> AsyncIterator[LocalExecEnv]:
+    local = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=sandbox)
+    yield local
+    await local.aclose()
+
+
+@pytest.fixture
+async def host_env(tmp_path: Path) -> AsyncIterator[LocalExecEnv]:
     local = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
     yield local
     await local.aclose()
@@ -129,7 +149,10 @@ async def test_a_command_that_ends_within_the_yield_returns_as_today(env: LocalE
     assert env.background.running == 0
 
 
-async def test_a_dev_server_started_queried_read_and_stopped(env: LocalExecEnv) -> None:
+# Unconfined only: each sandboxed command has a loopback of its own, so the second call
+# cannot reach the server (and a stopped command reports 128+N there, not None).
+async def test_a_dev_server_started_queried_read_and_stopped(host_env: LocalExecEnv) -> None:
+    env = host_env
     started = await asyncio.wait_for(
         env.exec(f"exec {PY} -u -m http.server --bind 127.0.0.1 0", yield_after=0.2), BOUND
     )
@@ -235,8 +258,10 @@ async def test_read_p_and_a_progress_bar_on_a_terminal(env: LocalExecEnv, tmp_pa
     assert "hello ada" in done.text and done.exit_code == 0
 
 
-async def test_nothing_is_lost_between_reads_and_the_spill_is_exact(tmp_path: Path) -> None:
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+async def test_nothing_is_lost_between_reads_and_the_spill_is_exact(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=sandbox)
     limits = ShellOutputLimits(max_bytes=4096, max_lines=100)
     # A deterministic writer: numbered lines, flushed in bursts, until told to stop.
     script = (
@@ -279,8 +304,9 @@ async def test_nothing_is_lost_between_reads_and_the_spill_is_exact(tmp_path: Pa
 
 async def test_a_gigabyte_in_the_background_stays_bounded_and_spills_exactly(
     tmp_path: Path,
+    sandbox: Sandbox | None,
 ) -> None:
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=sandbox)
     size = 1_000_000_000
     command = f"read -r go; yes 'toolfold background line' | head -c {size}"
     want = hashlib.sha256()
@@ -324,8 +350,10 @@ async def test_a_gigabyte_in_the_background_stays_bounded_and_spills_exactly(
     await env.aclose()
 
 
-async def test_the_limits_each_answer_with_one_clear_error(tmp_path: Path) -> None:
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, max_background=1)
+async def test_the_limits_each_answer_with_one_clear_error(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, max_background=1, sandbox=sandbox)
     first = await asyncio.wait_for(env.exec("exec sleep 1000", yield_after=0.1), BOUND)
     assert first.handle is not None
     with pytest.raises(BackgroundLimitError) as refused:
@@ -351,8 +379,8 @@ async def test_the_limits_each_answer_with_one_clear_error(tmp_path: Path) -> No
         await env.exec("echo late", yield_after=0.1)
 
 
-async def test_an_idle_command_is_stopped(tmp_path: Path) -> None:
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, idle_timeout=0.2)
+async def test_an_idle_command_is_stopped(tmp_path: Path, sandbox: Sandbox | None) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, idle_timeout=0.2, sandbox=sandbox)
     started = await asyncio.wait_for(env.exec("exec sleep 1000", yield_after=0.1), BOUND)
     assert started.handle is not None
     [info] = env.background.commands()
@@ -404,7 +432,7 @@ async def test_cancel_within_the_yield_kills_it_and_nothing_is_left(
 
     result = await asyncio.wait_for(
         env.exec(
-            "echo $$; setsid sleep 1000 & exec sleep 1000",
+            f"echo $$ {PID_RECORD}; setsid sleep 1000 & exec sleep 1000",
             yield_after=BOUND,
             cancel=cancel,
             on_update=on_update,
@@ -412,8 +440,12 @@ async def test_cancel_within_the_yield_kills_it_and_nothing_is_left(
         BOUND,
     )
     assert result.cancelled and result.handle is None
-    pid = int(result.text.split()[0])
-    assert gone(pid) and group_gone(pid)
+    pid, namespace = result.text.split()[:2]
+    assert namespace.startswith("pid:["), result.text
+    if env.sandbox is None:
+        assert gone(int(pid)) and group_gone(int(pid))
+    else:  # $$ is the sandbox's own pid: nothing at all is left in its namespace
+        assert namespace_gone(namespace)
     assert env.background.running == 0
 
 
@@ -431,21 +463,28 @@ async def test_task_cancellation_of_a_waiting_read_leaves_the_command_running(
     assert info.running
 
 
-async def test_closing_the_environment_stops_escaped_processes_too(tmp_path: Path) -> None:
-    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+async def test_closing_the_environment_stops_escaped_processes_too(
+    tmp_path: Path, sandbox: Sandbox | None
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2, sandbox=sandbox)
     started = await asyncio.wait_for(
-        env.exec("setsid sh -c 'echo $$; exec sleep 1000' & echo $$; wait", yield_after=0.1),
+        env.exec(
+            f"setsid sh -c 'echo $$ {PID_RECORD}; exec sleep 1000' & echo $$ {PID_RECORD}; wait",
+            yield_after=0.1,
+        ),
         BOUND,
     )
     assert started.handle is not None
     text = started.text
-    while len(text.split()) < 2:
+    while len(text.splitlines()) < 2:
         text += (await env.background.read(started.handle, wait=BOUND, until="\n")).text
-    pids = [int(p) for p in text.split()]
-    marker = f"TOOLFOLD_EXEC_ID={_exec_id_of(pids[0])}"
+    records = text.splitlines()
+    first = record_pid(records[0])  # the host's pid (inside a sandbox too)
+    assert first is not None and all(record_pid(r) is not None for r in records)
+    marker = f"TOOLFOLD_EXEC_ID={_exec_id_of(first)}"
     closed = await env.aclose()
     assert [c.ended for c in closed] == ["closed"]
-    assert all(gone(p) for p in pids)
+    assert all(record_pid(r) is None for r in records)
     assert marked_processes(marker) == []
 
 

@@ -101,7 +101,8 @@ class ExecHost:
             "python": sys.executable,
             "cwd": os.getcwd(),
             "spill_dir": str(Path(self.spill_dir).expanduser()),
-            # The profile this host confines its commands with (None: unconfined).
+            # The profile this host confines its commands with (None: unconfined). No
+            # protocol bump: clients read the hello's fields by name and ignore the rest.
             "sandbox": self.sandbox.profile if self.sandbox is not None else None,
         }
 
