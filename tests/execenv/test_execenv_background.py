@@ -413,7 +413,7 @@ async def test_a_signal_reaches_the_command(env: LocalExecEnv) -> None:
     assert started.handle is not None
     # The whole line: a signal between "ready" and its newline would print between them.
     await output_until(env, started.text, started.handle, "ready\n")
-    got = await env.background.signal(started.handle, "USR1", wait=BOUND, until="usr1")
+    got = await env.background.signal(started.handle, "USR1", wait=BOUND, until="usr1\n")
     assert (got.text, got.running) == ("usr1\n", True), got
     ended = await env.background.signal(started.handle, "SIGINT", wait=BOUND)
     assert not ended.running and ended.ended in ("exited", "signal")
