@@ -103,6 +103,7 @@ def test_env_var_selects_a_jsonl_store(tmp_path: Path) -> None:
 
 
 def test_head_tail_run_shows_the_start_and_the_end_and_where_to_read_on(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()  # an explicit store's directory must exist
     store = f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
     command = "echo 'error: the first one'; seq -f 'line %08g' 1 30000; echo 'summary: 1 error'"
     proc = toolfold(
@@ -134,6 +135,7 @@ def test_head_tail_run_shows_the_start_and_the_end_and_where_to_read_on(tmp_path
 
 
 def test_head_share_gives_the_start_that_share_of_the_window(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()  # an explicit store's directory must exist
     store = f"sqlite:{tmp_path / 'store' / 'toolfold.db'}"
     args = ["--retain", "head_tail", "--max-lines", "100", "--head-share", "0.75"]
     proc = toolfold(

@@ -255,7 +255,6 @@ async def _context(settings: RunSettings) -> tuple[ToolContext, str]:
     remote = settings.remote
     if remote is None:
         spill_dir = settings.spec.spill_dir(settings.session)
-        mark_activity(spill_dir)  # the viewer's landing page orders sessions by it
         local = LocalExecEnv(spill_dir, sandbox=settings.sandbox)
         return ToolContext(env=local, cwd=Path.cwd()), str(spill_dir)
     env = remote.env(settings.session)
@@ -273,6 +272,10 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(settings.session, create=True)
         report_notes(session)
+        if settings.remote is None:
+            # Only once the store is open: an explicit store in a missing directory is
+            # refused before anything is created there.
+            mark_activity(spec.spill_dir(settings.session))  # the landing page's order
         run_id = f"run-{uuid.uuid4().hex[:12]}"
         call_id = f"call-{uuid.uuid4().hex[:12]}"
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
