@@ -596,6 +596,11 @@ def test_viewer_shows_a_head_tail_call_as_one_text_with_its_cut(
         server.call(lambda: [lanes.handle(e) for e in events[3:]])
         card = "article[data-tool-call-id='c1']"
         page.wait_for_selector(f"{card} .truncation:not([hidden])")
+        # The cut shows from the first flush past the caps; wait for the last flush.
+        page.wait_for_function(
+            "sel => (document.querySelector(sel)?.innerText ?? '').includes('0599 ')",
+            arg=f"{card} pre.text",
+        )
         shown = page.inner_text(f"{card} pre.text")
         # The card shows the three blocks as one text: start, the marker line, end.
         assert shown.rstrip("\n") == output_text(out.snapshot()).rstrip("\n")
