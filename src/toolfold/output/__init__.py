@@ -16,11 +16,13 @@ from ._errors import (
     OutputPolicyError,
     OutputValueError,
 )
+from ._images import image_block
 from ._opstream import OpStream
 from ._retention import OutputPolicy, Retain
-from ._sink import MAX_OUTPUT_DEPTH, SinkState, ToolOutput, image_block
+from ._sink import MAX_OUTPUT_DEPTH, ToolOutput
 from ._state import (
     ImageContent,
+    SinkState,
     TextContent,
     ToolOutputState,
     Truncation,

@@ -3,37 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import enum
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from toolfold.chord import MAX_DEPTH, ChordError, Op, track
+from toolfold.chord import MAX_DEPTH, ChordError, track
 
-from ._cutnotice import cut_marker, cut_notice
+from ._cutnotice import cut_notice
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._headtail import HeadTailWindow
+from ._images import check_image
 from ._json import dumps, loads
 from ._opstream import OpStream
 from ._retention import OutputPolicy, TextWindow, clean_text
-from ._state import USAGE_KEYS, ImageContent, ToolOutputState, Truncation, Usage, text_blocks
-from ._text_ops import (
-    MARKER_PATH,
-    MAX_FOOTER_CHARS,
-    TAIL_PATH,
-    TEXT_PATH,
-    slot_ops,
-    split_footer,
-    string_ops,
+from ._sink_ops import SinkOps
+from ._state import (
+    USAGE_KEYS,
+    ImageContent,
+    SinkState,
+    ToolOutputState,
+    Truncation,
+    Usage,
+    text_blocks,
 )
-from ._textwindow import TextDelta
+from ._text_ops import MAX_FOOTER_CHARS, split_footer
 
 if TYPE_CHECKING:
     from toolfold.execenv import ShellOutputMetadata, ShellOutputUpdate
-
-_MIN_BACKLOG_BYTES = 64 * 1024
-"""A stream's backlog may always grow to this before it collapses into a base batch."""
 
 MAX_OUTPUT_DEPTH = MAX_DEPTH - 8
 """Deepest container nesting of a call's output state (``details`` sits one level down).
@@ -43,23 +38,7 @@ levels down (``tools.<id>.output``), and its transcript holds the details the sa
 deeper ``details`` value is refused when it is written, naming its path."""
 
 
-_STATE_OVERHEAD = 1024
-"""Allowance for the small fields of the state when estimating its encoded size."""
-
-
-def image_block(data: bytes, mime_type: str) -> ImageContent:
-    """An ``ImageContent`` block for raw image bytes (base64-encodes them)."""
-    return {"type": "image", "data": base64.b64encode(data).decode("ascii"), "mime_type": mime_type}
-
-
-class SinkState(enum.Enum):
-    """Lifecycle of a ``ToolOutput``: writable while ``OPEN``, frozen once ``SETTLED``."""
-
-    OPEN = "open"
-    SETTLED = "settled"
-
-
-class ToolOutput:
+class ToolOutput(SinkOps):
     """The per-invocation output sink. Tools write here and return nothing.
 
     The state is a ``ToolOutputState``: one text block (windowed by ``policy``),
@@ -75,7 +54,6 @@ class ToolOutput:
         self, policy: OutputPolicy | None = None, *, seed: ToolOutputState | None = None
     ) -> None:
         self.policy = policy if policy is not None else OutputPolicy()
-        self._window: TextWindow | HeadTailWindow
         self._split = self.policy.retain == "head_tail"
         self._blocks = 3 if self._split else 1
         if self._split:
@@ -97,7 +75,7 @@ class ToolOutput:
         # have to rediscover the slide by comparing the old text with the new).
         # The tracker's copy of the text is refreshed only when a whole state is
         # needed (a base batch, a snapshot).
-        self._text_ops: list[Op] = []
+        self._text_ops = []
         self._suffix = ""  # footer + notice as the replicas hold them
         self._replaced_from: str | None = None  # the replicas' text before a replace()
         self._replaced_head = ""  # head_tail: the head before it (_replaced_from: the tail)
@@ -133,7 +111,7 @@ class ToolOutput:
                 raise TypeError(f"content does not start with {blocks} text block(s)")
             images = content[blocks:]
             for i, image in enumerate(images, start=blocks):
-                self._image_decoded += self._check_image(image, i)
+                self._image_decoded += check_image(image, i)
             if not isinstance(data.get("details"), dict):
                 raise TypeError("details is not an object")
             text = content[blocks - 1]["text"]
@@ -408,33 +386,12 @@ class ToolOutput:
         self._text_dirty = True
         self._changed()
 
-    def _check_image(self, image: Any, index: int) -> int:
-        where = f"image {index} of the tool output"
-        if not isinstance(image, dict) or image.get("type") != "image":
-            raise OutputValueError(
-                f"{where} must be {{'type': 'image', 'data': <base64>, 'mime_type': ...}}, "
-                f"got {image!r:.120}"
-            )
-        data, mime = image.get("data"), image.get("mime_type")
-        if not isinstance(mime, str) or not mime.startswith("image/"):
-            raise OutputValueError(f"{where} has mime_type {mime!r}; use e.g. 'image/png'")
-        if not isinstance(data, str):
-            raise OutputValueError(f"{where} data must be a base64 str, got {type(data).__name__}")
-        try:
-            size = len(base64.b64decode(data, validate=True))
-        except (binascii.Error, ValueError) as exc:
-            raise OutputValueError(
-                f"{where} data is not valid base64 ({exc}); encode the bytes with "
-                "base64.b64encode(raw).decode('ascii') or use image_block()"
-            ) from exc
-        return size
-
     def image(self, image: ImageContent) -> None:
         """Append an image block. Images are never windowed, but bounded by the policy
         (``max_images``, ``max_image_bytes``, ``max_total_image_bytes``)."""
         self._check_open("image()")
         index = len(self._tracker.target["content"]) - self._blocks + 1
-        size = self._check_image(image, index)
+        size = check_image(image, index)
         policy = self.policy
         if index > policy.max_images:
             raise OutputLimitError(
@@ -540,38 +497,6 @@ class ToolOutput:
         """The retained text as it stands (under head_tail: head, marker line, tail)."""
         return self._visible() + self._footer + self._notice
 
-    def _visible(self) -> str:
-        """The window's text as shown: under head_tail with the marker on its own line."""
-        window = self._window
-        if not isinstance(window, HeadTailWindow):
-            return window.text
-        return window.head + self._marker_line(self._marker_now()) + window.tail
-
-    def _marker_now(self, state: Any = None) -> str:
-        """The cut marker for the current totals and spill path ("" while nothing is cut)."""
-        if state is None:
-            state = self._tracker.target
-        spill = state.get("spill_path")
-        return cut_marker(self._window.truncation(), spill if isinstance(spill, str) else None)
-
-    def _marker_line(self, marker: str) -> str:
-        if not marker:
-            return ""
-        head = self._window.head if isinstance(self._window, HeadTailWindow) else ""
-        return ("\n" if head and not head.endswith("\n") else "") + marker + "\n"
-
-    def _blocks_now(self) -> list[dict[str, Any]]:
-        """The text blocks for the current window and footer (as the replicas will hold
-        them after the next flush)."""
-        window = self._window
-        if not isinstance(window, HeadTailWindow):
-            return [{"type": "text", "text": window.text + self._suffix}]
-        return [
-            {"type": "text", "text": window.head},
-            {"type": "text", "text": self._marker_line(self._marker)},
-            {"type": "text", "text": window.tail + self._suffix},
-        ]
-
     def snapshot(self) -> ToolOutputState:
         """A deep copy of the current state (everything written so far)."""
         self._pump()
@@ -583,137 +508,3 @@ class ToolOutput:
         stream = OpStream(self)
         self._streams.append(stream)
         return stream
-
-    def _has_pending(self) -> bool:
-        return self._text_dirty or bool(self._text_ops) or bool(self._tracker.dirty)
-
-    def _current_target(self) -> Any:
-        """The tracked state with its text brought up to date (see ``_stage``).
-
-        Writing the plain target bypasses the tracker on purpose: this slot's ops are
-        the sink's own (``_stage``), and the tracker never holds a record for it."""
-        target = self._tracker.target
-        content = target["content"]
-        for i, block in enumerate(self._blocks_now()):
-            if content[i]["text"] != block["text"]:
-                content[i]["text"] = block["text"]
-        return target
-
-    def _stage(self) -> None:
-        """Turn what the window (and the footer or notice) changed into pending text ops."""
-        if isinstance(self._window, HeadTailWindow):
-            self._stage_parts(self._window)
-            return
-        deltas = self._window.drain()
-        suffix = self._footer + self._notice
-        old_suffix = self._suffix
-        if not deltas and suffix == old_suffix:
-            return
-        if self._replaced_from is not None:
-            ops = string_ops(self._replaced_from, self._window.text + suffix)
-            self._replaced_from = None
-        else:
-            window = self._window
-            ops = slot_ops(TEXT_PATH, deltas, lambda: window.text, suffix, old_suffix)
-        self._text_ops.extend(ops)
-        self._suffix = suffix
-
-    def _stage_parts(self, window: HeadTailWindow) -> None:
-        """head_tail: the head only ever gets `a`, the marker one `s` when it changes, the
-        tail `t` + `a` like a tail window (plus the footer, as on a single text)."""
-        parts = window.drain()
-        suffix = self._footer + self._notice
-        old_suffix = self._suffix
-        marker = self._marker_now()
-        ops: list[Op] = []
-        if self._replaced_from is not None:
-            # A replace says nothing about what it kept: each part is diffed on its own
-            # (an exec env's final Replace usually keeps the head and the tail as they are).
-            old_head, head = self._replaced_head, window.head
-            if head.startswith(old_head):
-                if len(head) > len(old_head):
-                    ops.append(["a", list(TEXT_PATH), head[len(old_head) :]])
-            else:
-                ops.append(["s", list(TEXT_PATH), head])
-            if marker != self._marker:
-                ops.append(["s", list(MARKER_PATH), self._marker_line(marker)])
-            ops.extend(string_ops(self._replaced_from, window.tail + suffix, TAIL_PATH))
-            self._replaced_from = None
-        else:
-            tail: list[TextDelta] = []
-            for part, delta in parts:
-                if part == 0:
-                    ops.append([delta[0], list(TEXT_PATH), delta[1]])
-                else:
-                    tail.append(delta)
-            if marker != self._marker:
-                ops.append(["s", list(MARKER_PATH), self._marker_line(marker)])
-            if tail or suffix != old_suffix:
-                ops.extend(slot_ops(TAIL_PATH, tail, lambda: window.tail, suffix, old_suffix))
-        self._marker = marker
-        self._text_ops.extend(ops)
-        self._suffix = suffix
-
-    def _sync_text(self) -> None:
-        self._stage()
-        target = self._tracker.target
-        truncation = self._window.truncation()
-        current = target["truncation"]
-        if current != truncation:
-            # Like the text, the totals are the sink's own slot: it writes the plain
-            # target and emits the `s` ops itself (no tracker records, no copies: the
-            # values are scalars). A base batch reads the target, so it carries them.
-            ops = self._text_ops
-            for key, value in truncation.items():
-                if current.get(key) != value or key not in current:
-                    current[key] = value
-                    ops.append(["s", ["truncation", key], value])
-        self._text_dirty = False
-
-    def _check_details(self) -> None:
-        data = dumps(self._tracker.target["details"])
-        limit = self.policy.max_details_bytes
-        if len(data) <= limit:
-            self._details_good = data
-            return
-        # Roll back before anything is flushed, so the oversized value never leaves.
-        self._tracker.state["details"] = loads(self._details_good)
-        if self._failure is None:
-            self._blocked = True
-            self._failure = OutputLimitError(
-                f"tool details serialise to {len(data)} bytes, over max_details_bytes={limit}; "
-                "details were rolled back to the last state that fitted "
-                f"({len(self._details_good)} bytes). Keep details small (counts, a bounded "
-                "list) and put bulk in the text, or raise OutputPolicy.max_details_bytes"
-            )
-        # No change notification here: this runs inside a flush (or right before
-        # settlement), which carries the rollback itself; notifying would re-enter it.
-
-    def _pump(self) -> None:
-        """Move pending changes into the tracker, flush it, fan the batch out."""
-        if self._lifecycle is SinkState.SETTLED:
-            return
-        if self._text_dirty:
-            self._sync_text()
-        if not self._tracker.dirty and not self._text_ops:
-            return
-        self._check_details()
-        text_ops, self._text_ops = self._text_ops, []
-        rest = self._tracker.flush() if self._tracker.dirty else []
-        if rest and rest[0][0] == "r":
-            # The tracker collapsed into a base: it carries the whole current state.
-            rest[0][1]["content"][: self._blocks] = self._blocks_now()
-            batch = rest
-        else:
-            batch = text_ops + rest
-        if not batch or not self._streams:
-            return
-        size = len(dumps(batch))
-        limit = max(_MIN_BACKLOG_BYTES, self._state_bytes())
-        for stream in self._streams:
-            stream._feed(batch, size, limit)
-
-    def _state_bytes(self) -> int:
-        return (
-            self._window.view_bytes + self._image_bytes + len(self._details_good) + _STATE_OVERHEAD
-        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Literal, NotRequired, TypedDict
 
 
@@ -107,3 +108,10 @@ def output_text(state: Any) -> str:
         if isinstance(text, str):
             parts.append(text)
     return "".join(parts)
+
+
+class SinkState(enum.Enum):
+    """Lifecycle of a ``ToolOutput``: writable while ``OPEN``, frozen once ``SETTLED``."""
+
+    OPEN = "open"
+    SETTLED = "settled"
