@@ -50,10 +50,12 @@ from ._jsonl_files import (
     SIDE_SUFFIX,
     _atomic_create,
     _last_seq,
-    _load_session,
-    _Loaded,
     _lock,
     _sync_dir,
+)
+from ._jsonl_load import (
+    _load_session,
+    _Loaded,
 )
 from ._jsonl_session import JsonlSession
 

@@ -25,20 +25,22 @@ from ._jsonl_files import (
     SIDE_PREFIX,
     SIDE_SUFFIX,
     _atomic_create,
-    _check_side_header,
     _datasync,
     _File,
     _frame,
     _is_temp,
-    _Loaded,
-    _no_payload,
     _parse_file,
     _read_file,
     _read_more,
     _side_name,
-    _side_scope,
     _sync_dir,
     _unlink,
+)
+from ._jsonl_load import (
+    _check_side_header,
+    _Loaded,
+    _no_payload,
+    _side_scope,
 )
 from ._jsonl_records import encode_line, undo
 from ._paging import page_sorted
