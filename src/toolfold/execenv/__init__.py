@@ -42,10 +42,11 @@ from ._errors import (
     TransportError,
     UpdateError,
 )
+from ._exec_result import ShellExecResult
 from ._headtail import HeadTailCapture, capture_for
 from ._ledger import OrphanReport, stop_orphans
 from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
-from ._local import LocalExecEnv, ShellExecResult
+from ._local import LocalExecEnv
 from ._output_view import ShellOutputMetadata, ShellOutputTruncation, ShellOutputView
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
 from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox

@@ -7,9 +7,7 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +19,13 @@ from ._background import (
     BackgroundCommands,
     BackgroundRead,
 )
+from ._child import ExecProtocol, Streams, has_exited
 from ._errors import ExecConfigError, ExecError, ExecStartError
+from ._exec_result import ShellExecResult, running_result
 from ._limits import CaptureOptions
-from ._output_view import ShellOutputMetadata, ShellOutputView
-from ._pipes import PipeReader, output_pipe
-from ._pty import open_pty, take_controlling_terminal
+from ._output_view import ShellOutputView
+from ._pipes import PipeReader
+from ._pty import take_controlling_terminal
 from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
@@ -41,73 +41,6 @@ from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
 from ._tracing import traced_exec
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShellExecResult(ShellOutputMetadata):
-    """How a command ended, with the final bounded output.
-
-    ``exit_code`` is ``None`` when the command was killed (timeout, ``cancel``, a
-    spill failure, or a signal from elsewhere). ``text`` is the final view text — the
-    same as the fold of every published update. ``timed_out`` / ``cancelled`` say
-    why it was killed, when it was killed by us. ``background_killed`` is true when the
-    shell exited by itself (``exit_code`` is its status) but processes it left in its
-    group still held stdout/stderr, so the group was killed: after ``exit_grace``, or
-    earlier when the timeout or ``cancel`` came during that grace (then ``timed_out`` /
-    ``cancelled`` is set too).
-    """
-
-    exit_code: int | None
-    text: str = ""
-    timed_out: bool = False
-    cancelled: bool = False
-    background_killed: bool = False
-    handle: str | None = None
-    """Set when the command was still running at ``yield_after``: it goes on in the
-    background (``env.background``), and this is the output so far."""
-
-    @property
-    def view(self) -> ShellOutputView:
-        """The final view (text + metadata), as a consumer's fold ends."""
-        return ShellOutputView(
-            text=self.text,
-            metadata=ShellOutputMetadata(
-                truncation=self.truncation,
-                spill_path=self.spill_path,
-                last_line_bytes=self.last_line_bytes,
-                spill_note=self.spill_note,
-            ),
-        )
-
-
-class _ExecProtocol(asyncio.SubprocessProtocol):
-    # stdout and stderr are our own pipes (read by a PipeReader, see _pipes): asyncio's
-    # transport only watches the process.
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.pipes_closed: asyncio.Future[None] = loop.create_future()
-
-    def output_closed(self) -> None:
-        if not self.pipes_closed.done():
-            self.pipes_closed.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-
-def _has_exited(pid: int) -> bool:
-    """True when our child ``pid`` has exited, without reaping it.
-
-    asyncio learns of the exit from its child watcher a moment later; ``WNOWAIT``
-    leaves the status for the watcher to collect. ECHILD means it was reaped already.
-    """
-    if not hasattr(os, "waitid"):  # pragma: no cover - not on Linux
-        return False
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 def _default_shell() -> str:
@@ -297,8 +230,8 @@ class LocalExecEnv:
             on_resume=lambda: reader_box[0].resume(),
             on_failure=on_failure,
         )
-        protocol = _ExecProtocol(loop)
-        streams = _Streams.open(tty=tty, writable=yield_after is not None)
+        protocol = ExecProtocol(loop)
+        streams = Streams.open(tty=tty, writable=yield_after is not None)
         reader = PipeReader(loop, streams.read_ends, session, protocol.output_closed)
         reader_box.append(reader)
         # Every process of this command carries the marker, so the teardown can find
@@ -380,7 +313,7 @@ class LocalExecEnv:
                     timeout=None if timeout is None else timeout - yield_after,
                 )
                 kill = False
-                return _running_result(session, handle)
+                return running_result(session, handle)
             if finished in done:
                 # The shell exited by itself; if what it left behind still holds the
                 # pipes after exit_grace, that group is killed (exit_code stays).
@@ -391,7 +324,7 @@ class LocalExecEnv:
                 cancelled = True
             else:
                 timed_out = True
-            if kill and (protocol.exited.done() or _has_exited(transport.get_pid())):
+            if kill and (protocol.exited.done() or has_exited(transport.get_pid())):
                 # The shell had already exited by itself (we were in exit_grace): what
                 # gets killed is its leftovers, and its own exit status stands.
                 background = True
@@ -425,7 +358,7 @@ class LocalExecEnv:
             background_killed=background,
         )
 
-    async def _exited_and_drained(self, protocol: _ExecProtocol) -> bool:
+    async def _exited_and_drained(self, protocol: ExecProtocol) -> bool:
         """Wait for the shell to exit, then up to ``exit_grace`` for the pipes to close.
 
         True when both happened; False when something the shell left in the background
@@ -439,7 +372,7 @@ class LocalExecEnv:
 
     async def _stop_when_started(
         self,
-        spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, _ExecProtocol]],
+        spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, ExecProtocol]],
         reader: PipeReader,
         session: CaptureSession,
         exec_id: str,
@@ -457,7 +390,7 @@ class LocalExecEnv:
     async def _teardown(
         self,
         transport: asyncio.SubprocessTransport,
-        protocol: _ExecProtocol,
+        protocol: ExecProtocol,
         reader: PipeReader,
         session: CaptureSession,
         kill: bool,
@@ -493,7 +426,7 @@ class LocalExecEnv:
             await asyncio.wait_for(asyncio.to_thread(reap_killed, left), 5.0)
 
     async def _kill_group(
-        self, transport: asyncio.SubprocessTransport, protocol: _ExecProtocol, exec_id: str
+        self, transport: asyncio.SubprocessTransport, protocol: ExecProtocol, exec_id: str
     ) -> None:
         pid = transport.get_pid()
         both = asyncio.gather(protocol.exited, protocol.pipes_closed)
@@ -533,80 +466,6 @@ class LocalExecEnv:
                 both.cancel()
 
 
-def _running_result(session: CaptureSession, handle: str) -> ShellExecResult:
-    """The result of a command that yielded: its output so far, and its handle."""
-    view = session.view()
-    meta = view.metadata
-    return ShellExecResult(
-        truncation=meta.truncation,
-        spill_path=meta.spill_path,
-        last_line_bytes=meta.last_line_bytes,
-        spill_note=meta.spill_note,
-        exit_code=None,
-        text=view.text,
-        handle=handle,
-    )
-
-
-class _Streams:
-    """The child's stdin, stdout and stderr, and our ends of them.
-
-    Plain: two output pipes and stdin ``/dev/null``, or a pipe we write when the command
-    may take input (``writable``). ``tty``: one pseudo-terminal for all three.
-    """
-
-    def __init__(
-        self,
-        read_ends: list[int],
-        child: tuple[int, int, int],
-        stdin: int | None,
-        tty: int | None,
-    ) -> None:
-        self.read_ends = read_ends
-        self.child_stdin, self.child_stdout, self.child_stderr = child
-        self.stdin = stdin
-        self.tty = tty
-        self._child_open = True
-
-    @classmethod
-    def open(cls, *, tty: bool, writable: bool) -> _Streams:
-        if tty:
-            master, slave = open_pty()
-            # Our own descriptor for input: the reader closes the master at end of file,
-            # and a write must never reach a number reused meanwhile.
-            return cls([master], (slave, slave, slave), os.dup(master), master)
-        opened: list[int] = []
-        try:
-            out_r, out_w = output_pipe()
-            opened += (out_r, out_w)
-            err_r, err_w = output_pipe()
-            opened += (err_r, err_w)
-            stdin: int | None = None
-            child_in = subprocess.DEVNULL
-            if writable:
-                child_in, stdin = os.pipe2(os.O_CLOEXEC)
-                opened += (child_in, stdin)
-                os.set_blocking(stdin, False)
-        except OSError:
-            for fd in opened:
-                os.close(fd)
-            raise
-        return cls([out_r, err_r], (child_in, out_w, err_w), stdin, None)
-
-    def close_child_ends(self) -> None:
-        if self._child_open:
-            self._child_open = False
-            for fd in {self.child_stdin, self.child_stdout, self.child_stderr}:
-                if fd >= 0:
-                    os.close(fd)
-
-    def close_stdin(self) -> None:
-        if self.stdin is not None:
-            fd, self.stdin = self.stdin, None
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
 class _Started:
     """A running command handed to ``BackgroundCommands`` (its ``Process``)."""
 
@@ -614,11 +473,11 @@ class _Started:
         self,
         env: LocalExecEnv,
         transport: asyncio.SubprocessTransport,
-        protocol: _ExecProtocol,
+        protocol: ExecProtocol,
         reader: PipeReader,
         session: CaptureSession,
         exec_id: str,
-        streams: _Streams,
+        streams: Streams,
         failed: asyncio.Future[ExecError],
     ) -> None:
         self._env = env

@@ -26,8 +26,8 @@ from ._errors import (
     ProtocolError,
     SpillError,
 )
+from ._exec_result import ShellExecResult
 from ._limits import DEFAULT_MAX_SPILL, CaptureOptions, ShellOutputLimits
-from ._local import ShellExecResult
 from ._output_view import ShellOutputTruncation
 from ._updates import Replace, update_from_dict, update_to_dict
 from ._window import DEFAULT_HEAD_SHARE

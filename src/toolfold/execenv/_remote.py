@@ -27,8 +27,8 @@ from ._errors import (
     ProtocolError,
     TransportError,
 )
+from ._exec_result import ShellExecResult
 from ._limits import CaptureOptions
-from ._local import ShellExecResult
 from ._output_view import ShellOutputView
 from ._protocol import (
     MAX_LINE_BYTES,

@@ -1,0 +1,101 @@
+"""The plumbing of a local child process: its stdin/stdout/stderr ends and the asyncio
+protocol that watches it exit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+
+from ._pipes import output_pipe
+from ._pty import open_pty
+
+
+class ExecProtocol(asyncio.SubprocessProtocol):
+    # stdout and stderr are our own pipes (read by a PipeReader, see _pipes): asyncio's
+    # transport only watches the process.
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.pipes_closed: asyncio.Future[None] = loop.create_future()
+
+    def output_closed(self) -> None:
+        if not self.pipes_closed.done():
+            self.pipes_closed.set_result(None)
+
+    def process_exited(self) -> None:
+        if not self.exited.done():
+            self.exited.set_result(None)
+
+
+def has_exited(pid: int) -> bool:
+    """True when our child ``pid`` has exited, without reaping it.
+
+    asyncio learns of the exit from its child watcher a moment later; ``WNOWAIT``
+    leaves the status for the watcher to collect. ECHILD means it was reaped already.
+    """
+    if not hasattr(os, "waitid"):  # pragma: no cover - not on Linux
+        return False
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+class Streams:
+    """The child's stdin, stdout and stderr, and our ends of them.
+
+    Plain: two output pipes and stdin ``/dev/null``, or a pipe we write when the command
+    may take input (``writable``). ``tty``: one pseudo-terminal for all three.
+    """
+
+    def __init__(
+        self,
+        read_ends: list[int],
+        child: tuple[int, int, int],
+        stdin: int | None,
+        tty: int | None,
+    ) -> None:
+        self.read_ends = read_ends
+        self.child_stdin, self.child_stdout, self.child_stderr = child
+        self.stdin = stdin
+        self.tty = tty
+        self._child_open = True
+
+    @classmethod
+    def open(cls, *, tty: bool, writable: bool) -> Streams:
+        if tty:
+            master, slave = open_pty()
+            # Our own descriptor for input: the reader closes the master at end of file,
+            # and a write must never reach a number reused meanwhile.
+            return cls([master], (slave, slave, slave), os.dup(master), master)
+        opened: list[int] = []
+        try:
+            out_r, out_w = output_pipe()
+            opened += (out_r, out_w)
+            err_r, err_w = output_pipe()
+            opened += (err_r, err_w)
+            stdin: int | None = None
+            child_in = subprocess.DEVNULL
+            if writable:
+                child_in, stdin = os.pipe2(os.O_CLOEXEC)
+                opened += (child_in, stdin)
+                os.set_blocking(stdin, False)
+        except OSError:
+            for fd in opened:
+                os.close(fd)
+            raise
+        return cls([out_r, err_r], (child_in, out_w, err_w), stdin, None)
+
+    def close_child_ends(self) -> None:
+        if self._child_open:
+            self._child_open = False
+            for fd in {self.child_stdin, self.child_stdout, self.child_stderr}:
+                if fd >= 0:
+                    os.close(fd)
+
+    def close_stdin(self) -> None:
+        if self.stdin is not None:
+            fd, self.stdin = self.stdin, None
+            with contextlib.suppress(OSError):
+                os.close(fd)

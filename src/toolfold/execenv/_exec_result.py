@@ -1,0 +1,60 @@
+"""``ShellExecResult``: how a local or remote command ended, with its final bounded output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._output_view import ShellOutputMetadata, ShellOutputView
+from ._session import CaptureSession
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShellExecResult(ShellOutputMetadata):
+    """How a command ended, with the final bounded output.
+
+    ``exit_code`` is ``None`` when the command was killed (timeout, ``cancel``, a
+    spill failure, or a signal from elsewhere). ``text`` is the final view text — the
+    same as the fold of every published update. ``timed_out`` / ``cancelled`` say
+    why it was killed, when it was killed by us. ``background_killed`` is true when the
+    shell exited by itself (``exit_code`` is its status) but processes it left in its
+    group still held stdout/stderr, so the group was killed: after ``exit_grace``, or
+    earlier when the timeout or ``cancel`` came during that grace (then ``timed_out`` /
+    ``cancelled`` is set too).
+    """
+
+    exit_code: int | None
+    text: str = ""
+    timed_out: bool = False
+    cancelled: bool = False
+    background_killed: bool = False
+    handle: str | None = None
+    """Set when the command was still running at ``yield_after``: it goes on in the
+    background (``env.background``), and this is the output so far."""
+
+    @property
+    def view(self) -> ShellOutputView:
+        """The final view (text + metadata), as a consumer's fold ends."""
+        return ShellOutputView(
+            text=self.text,
+            metadata=ShellOutputMetadata(
+                truncation=self.truncation,
+                spill_path=self.spill_path,
+                last_line_bytes=self.last_line_bytes,
+                spill_note=self.spill_note,
+            ),
+        )
+
+
+def running_result(session: CaptureSession, handle: str) -> ShellExecResult:
+    """The result of a command that yielded: its output so far, and its handle."""
+    view = session.view()
+    meta = view.metadata
+    return ShellExecResult(
+        truncation=meta.truncation,
+        spill_path=meta.spill_path,
+        last_line_bytes=meta.last_line_bytes,
+        spill_note=meta.spill_note,
+        exit_code=None,
+        text=view.text,
+        handle=handle,
+    )
