@@ -23,4 +23,4 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-pytest_plugins = ["pg_fixture", "sandbox_fixture", "sshd_fixture"]
+pytest_plugins = ["otel_fixture", "pg_fixture", "sandbox_fixture", "sshd_fixture"]

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,24 +37,6 @@ from toolfold.storage import MemoryRepository, open_repository
 from toolfold.tools import bash_tool
 
 HERE = Path(__file__).parent
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A real SDK provider, set as the global one for this test only. The API lets a
-    process set its global provider once; the SDK's own test utilities reset that guard
-    the same way between tests."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace.set_tracer_provider(provider)
-    try:
-        yield exporter
-    finally:
-        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
-        provider.shutdown()
 
 
 def tool_spans(exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:

@@ -3,38 +3,16 @@ of the framework's span for that tool call: one trace shows both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import ToolContext
 from toolfold.integrations import ToolLoop
 from toolfold.tools import builtin_tools
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    """A real SDK provider, global for this test only (the SDK's tests reset the API's
-    set-once guard the same way)."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace.set_tracer_provider(provider)
-    try:
-        yield exporter
-    finally:
-        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
-        provider.shutdown()
 
 
 async def test_a_pydantic_ai_run_nests_the_call_under_the_agents_tool_span(

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
+from toolfold import _otel
 from toolfold.chord import Encoder, Tracker, is_base
 from toolfold.storage import (
     AppendList,
@@ -254,6 +255,8 @@ class DurableStream:
     async def _commit(self, *, base: bool, swallow: bool) -> bool:
         if self._fenced:
             return False
+        meters = _otel.meters()
+        started = time.monotonic() if meters is not None else 0.0
         try:
             result = await self.commit(lambda: self.plan(base=base))
         except FencedError:
@@ -268,6 +271,11 @@ class DurableStream:
         except BaseException:
             self._lost()
             raise
+        if meters is not None and result.seqs:
+            # Paced checkpoints and forced writes (settlement, recovery bases) apart.
+            meters.checkpoint_duration.record(
+                time.monotonic() - started, {"toolfold.checkpoint.forced": not swallow}
+            )
         return bool(result.seqs)
 
     def notify(self) -> None:

@@ -40,7 +40,7 @@ from ._reaper import (
 from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
-from ._tracing import traced_exec
+from ._tracing import record_spill, traced_exec
 
 
 def _default_shell() -> str:
@@ -197,6 +197,9 @@ class LocalExecEnv:
             )
             result = await (run if tracer is None else traced_exec(tracer, "local", run))
             adopted = result.handle is not None
+            meters = _otel.meters()
+            if meters is not None and not adopted:  # a background one is still writing
+                record_spill(meters, result.spill_path)
             return result
         finally:
             if yield_after is not None and not adopted:

@@ -1,4 +1,4 @@
-"""The ``toolfold.exec`` span of one command (docs/observability.md).
+"""The ``toolfold.exec`` span of one command and its spill metric (docs/observability.md).
 
 Opened only when a tracer provider is configured (``toolfold._otel``); the caller checks
 ``_otel.tracer()`` first, so a command without one costs that check and nothing else.
@@ -8,7 +8,6 @@ harness's ``execute_tool`` span when a tool runs it).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -63,8 +62,24 @@ async def traced_exec(tracer: Tracer, where: str, run: Awaitable[R]) -> R:
             attributes["process.exit.code"] = result.exit_code
         if where == "local" and result.spill_path is not None:
             # The spill file is this machine's (a remote one is the exec host's).
-            with contextlib.suppress(OSError):
-                size = os.stat(result.spill_path, follow_symlinks=False).st_size
+            size = spill_size(result.spill_path)
+            if size is not None:
                 attributes["toolfold.output.spill_bytes"] = size
         span.set_attributes(attributes)
     return result
+
+
+def spill_size(path: str) -> int | None:
+    """The size of a local spill file, or ``None`` when it cannot be read."""
+    try:
+        return os.stat(path, follow_symlinks=False).st_size
+    except OSError:
+        return None
+
+
+def record_spill(meters: _otel.Meters, path: str | None) -> None:
+    """Count a local command's spill file in ``toolfold.exec.spill.size``."""
+    if path is not None:
+        size = spill_size(path)
+        if size is not None:
+            meters.spill_size.record(size)

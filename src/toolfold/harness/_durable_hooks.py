@@ -42,7 +42,7 @@ from ._context import ToolContext
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import INTERRUPTION_MARKER, ToolResult, describe_call
 from ._tools import Tool
-from ._tracing import settle_span, tool_span
+from ._tracing import record_call, settle_span, tool_span
 from .events import (
     MessageEnd,
     MessageStart,
@@ -337,13 +337,17 @@ class DurableHooks(ExecutionHooks):
     ) -> ToolResult:
         tracer = _otel.tracer()
         if tracer is None:
-            return await self._settle_checkpoint(harness, op, record, turn_id, state)
-        # The call gets its execute_tool span here too: nothing re-runs it, but a trace
-        # of the resume shows it settled from its checkpoint, interrupted.
-        with tool_span(tracer, record.tool_name, record.tool_call_id) as span:
             result = await self._settle_checkpoint(harness, op, record, turn_id, state)
-            settle_span(span, result, None)
-            span.set_attributes(_durable_attributes(op, None, resumed=True))
+        else:
+            # The call gets its execute_tool span here too: nothing re-runs it, but a
+            # trace of the resume shows it settled from its checkpoint, interrupted.
+            with tool_span(tracer, record.tool_name, record.tool_call_id) as span:
+                result = await self._settle_checkpoint(harness, op, record, turn_id, state)
+                settle_span(span, result, None)
+                span.set_attributes(_durable_attributes(op, None, resumed=True))
+        meters = _otel.meters()
+        if meters is not None:  # the crashed process never counted it
+            record_call(meters, record.tool_name, result)
         return result
 
     async def _settle_checkpoint(

@@ -24,7 +24,7 @@ from ._errors import ToolDefinitionError, ToolError
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
 from ._tools import EXECUTE_ARGS, Tool
-from ._tracing import settle_span, tool_span
+from ._tracing import record_call, settle_span, time_first_output, tool_span
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
 if TYPE_CHECKING:
@@ -262,9 +262,11 @@ async def _drive(
     pacing: Pacing,
 ) -> ToolResult:
     tracer = _otel.tracer()
+    meters = _otel.meters()
     # Not awaited yet: the span (when one is wanted) opens first, in this task, so it is
     # a child of the caller's current span and the parent of whatever the tool opens.
     run = _run(
+        meters=meters,
         name=name,
         policy=policy,
         body=body,
@@ -282,6 +284,8 @@ async def _drive(
         with tool_span(tracer, name, call.tool_call_id) as span:
             result, interrupted = await run
             settle_span(span, result, policy)
+    if meters is not None:
+        record_call(meters, name, result)
     if interrupted:
         raise asyncio.CancelledError
     return result
@@ -289,6 +293,7 @@ async def _drive(
 
 async def _run(
     *,
+    meters: _otel.Meters | None,
     name: str,
     policy: OutputPolicy,
     body: Body,
@@ -331,6 +336,7 @@ async def _run(
         )
         unlisten = sink.on_change(publisher.mark_dirty)
         publisher.mark_dirty()  # the base batch goes out right after tool_start
+        unwatch = time_first_output(meters, name, sink) if meters is not None else None
 
         def rebase() -> None:
             # A listener attached mid-run never saw this call's base: send one.
@@ -350,6 +356,8 @@ async def _run(
             outcome, notice = "interrupted", INTERRUPTION_MARKER
         state = sink.settle(notice)
         unlisten()
+        if unwatch is not None:
+            unwatch()
         # Forced final publication; cancels the trailing timer, so nothing follows tool_end.
         await publisher.finish()
         live.close()

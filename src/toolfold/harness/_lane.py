@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from toolfold import chord
+from toolfold import _otel, chord
 from toolfold.chord import Encoder
 
 from ._lane_view import (
@@ -393,6 +393,14 @@ class Lanes:
         self._closed = False
         self.errors: list[LaneError] = []
         """The last (at most 100) reduction failures, newest last."""
+        # The toolfold.lane.* metrics read otel_counts() while this object lives.
+        _otel.counted(self)
+        _otel.meters()  # makes the instruments when a meter provider is set
+
+    def otel_counts(self) -> tuple[int, int]:
+        """Lanes and subscribers now (the ``toolfold.lane.*`` metrics)."""
+        hosts = list(self._hosts.values())  # read from the metric reader's thread
+        return len(hosts), sum(host.subscribers for host in hosts)
 
     def host(self, lane: str) -> LaneHost:
         """The host of ``lane`` (created empty on first use)."""

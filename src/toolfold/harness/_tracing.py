@@ -1,4 +1,5 @@
-"""The ``execute_tool`` span of a call: its name and attributes (docs/observability.md).
+"""The ``execute_tool`` span of a call, its name and attributes, and the call's metrics
+(docs/observability.md).
 
 The names follow OpenTelemetry's GenAI semantic conventions for tool execution (span
 ``execute_tool {gen_ai.tool.name}``, kind INTERNAL, ``gen_ai.operation.name``,
@@ -9,6 +10,8 @@ provider is configured (``toolfold._otel``).
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -20,7 +23,7 @@ from ._result import ToolResult
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-    from toolfold.output import OutputPolicy
+    from toolfold.output import OutputPolicy, ToolOutput
 
 
 def tool_span(tracer: Tracer, tool_name: str, tool_call_id: str) -> AbstractContextManager[Span]:
@@ -67,3 +70,32 @@ def settle_span(span: Span, result: ToolResult, policy: OutputPolicy | None) -> 
     span.set_attributes(result_attributes(result, policy))
     if result.outcome != "ok":
         _otel.fail(span, result.outcome)
+
+
+def record_call(meters: _otel.Meters, tool_name: str, result: ToolResult) -> None:
+    """Count a settled call by outcome, and the output it wrote against what it kept."""
+    attributes = {"gen_ai.tool.name": tool_name, "toolfold.outcome": result.outcome}
+    meters.tool_calls.add(1, attributes)
+    state = result.state
+    if state is not None:
+        cut = state["truncation"]
+        tool = {"gen_ai.tool.name": tool_name}
+        meters.output_seen.add(cut["total_bytes"], tool)
+        meters.output_kept.add(cut["output_bytes"], tool)
+
+
+def time_first_output(meters: _otel.Meters, tool_name: str, sink: ToolOutput) -> Callable[[], None]:
+    """Record the time from now to the sink's first new output byte (once; a resumed
+    call's seed does not count); returns the function that stops watching (a call that
+    never writes records nothing)."""
+    started = time.monotonic()
+    seeded = sink.truncation["total_bytes"]
+    unlisten: Callable[[], None] | None = None
+
+    def changed() -> None:
+        if sink.truncation["total_bytes"] > seeded and unlisten is not None:
+            unlisten()
+            meters.first_output.record(time.monotonic() - started, {"gen_ai.tool.name": tool_name})
+
+    unlisten = sink.on_change(changed)
+    return unlisten

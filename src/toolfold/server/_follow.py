@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from toolfold import _otel
 from toolfold.harness import DurabilityError, LaneError, LaneHost, Lanes
 from toolfold.history import SessionFollower
 from toolfold.storage import StorageError
@@ -84,6 +85,7 @@ class Followers:
             follower = SessionFollower(session, name)
             seen = session.next_seq - 1
             watched = loop.time()
+            signalled: float | None = None  # when the store said the session moved
             while not host.closed:
                 try:
                     await session.refresh()
@@ -92,6 +94,11 @@ class Followers:
                 except (StorageError, DurabilityError, LaneError) as exc:
                     # A damaged record or a failing store: say so, keep following.
                     log.error("following session %r: %s", name, exc)
+                if signalled is not None:
+                    meters = _otel.meters()
+                    if meters is not None:
+                        meters.follower_lag.record(loop.time() - signalled)
+                    signalled = None
                 if host.subscribers:
                     watched = loop.time()
                 elif loop.time() - watched >= self.idle:
@@ -102,6 +109,7 @@ class Followers:
                 try:
                     async with asyncio.timeout(wait):
                         seen = await repository.wait_for_change(name, seen)
+                    signalled = loop.time()
                 except TimeoutError:
                     pass  # the backstop read, and a look at the subscribers
                 except StorageError as exc:

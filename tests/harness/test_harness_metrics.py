@@ -1,0 +1,112 @@
+"""OpenTelemetry metrics of tool calls (docs/observability.md), read back with the SDK's
+in-memory metric reader: calls by outcome, output seen against kept, spill size, time to
+first output, checkpoint latency."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from pydantic import BaseModel
+
+from otel_fixture import points
+from toolfold import _otel
+from toolfold.durability import Durability
+from toolfold.execenv import LocalExecEnv
+from toolfold.harness import DurableHooks, Harness, ToolCall, ToolContext, tool
+from toolfold.output import OutputPolicy, ToolOutput
+from toolfold.storage import MemoryRepository
+from toolfold.tools import bash_tool
+
+
+class NoParams(BaseModel):
+    pass
+
+
+@tool(params=NoParams)
+async def broken(
+    call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+) -> None:
+    """Writes, then raises."""
+    out.write("half done\n")
+    raise ValueError("the disk is on fire")
+
+
+@tool(params=NoParams)
+async def silent(
+    call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+) -> None:
+    """Writes nothing."""
+
+
+def by_attrs(reader: InMemoryMetricReader, name: str) -> dict[frozenset[tuple[str, object]], int]:
+    return {frozenset((p.attributes or {}).items()): p.value for p in points(reader, name)}
+
+
+async def test_a_bounded_bash_call_counts_its_outcome_bytes_spill_and_first_output(
+    metrics: InMemoryMetricReader, tmp_path: Path
+) -> None:
+    context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+    tools = [bash_tool(output=OutputPolicy(max_lines=5)), broken, silent]
+    harness = Harness(tools, context=context)
+    results = await harness.run(
+        [
+            ToolCall("c1", "bash", {"command": "seq 1 100"}),
+            ToolCall("c2", "broken", {}),
+            ToolCall("c3", "silent", {}),
+        ]
+    )
+    assert [r.outcome for r in results] == ["ok", "error", "ok"]
+    calls = by_attrs(metrics, "toolfold.tool.calls")
+    assert calls == {
+        frozenset({("gen_ai.tool.name", "bash"), ("toolfold.outcome", "ok")}): 1,
+        frozenset({("gen_ai.tool.name", "broken"), ("toolfold.outcome", "error")}): 1,
+        frozenset({("gen_ai.tool.name", "silent"), ("toolfold.outcome", "ok")}): 1,
+    }
+    total = len("".join(f"{i}\n" for i in range(1, 101)))
+    bash = frozenset({("gen_ai.tool.name", "bash")})
+    assert by_attrs(metrics, "toolfold.tool.output.seen")[bash] == total
+    assert by_attrs(metrics, "toolfold.tool.output.kept")[bash] == len("96\n97\n98\n99\n100\n")
+    # The spill file holds the whole output.
+    [spill] = points(metrics, "toolfold.exec.spill.size")
+    assert (spill.count, spill.sum) == (1, total)
+    # A first output for each call that wrote; none for the silent one.
+    first = {
+        (p.attributes or {})["gen_ai.tool.name"]: p.count
+        for p in points(metrics, "toolfold.tool.time_to_first_output")
+    }
+    assert first == {"bash": 1, "broken": 1}
+
+
+async def test_a_durable_call_records_its_checkpoint_latency(
+    metrics: InMemoryMetricReader,
+) -> None:
+    session = await MemoryRepository().open_session("s", create=True)
+    durability = Durability(session, interval=0.0)
+    [result] = await Harness([broken], hooks=DurableHooks(durability)).run(
+        [ToolCall("c1", "broken", {})], run_id="r1"
+    )
+    assert result.outcome == "error"
+    recorded = points(metrics, "toolfold.checkpoint.duration")
+    # At least the batch of its output; each point says paced or forced, and none is
+    # a negative time.
+    assert sum(p.count for p in recorded) >= 1
+    assert {type((p.attributes or {})["toolfold.checkpoint.forced"]) for p in recorded} == {bool}
+    assert all(p.min >= 0 for p in recorded)
+
+
+def test_off_means_no_meters_and_no_import() -> None:
+    assert _otel.meters() is None
+    code = (
+        "import asyncio, sys\n"
+        "from toolfold import _otel\n"
+        "from toolfold.harness import Harness, ToolCall\n"
+        "from toolfold.tools import BASH\n"
+        "asyncio.run(Harness([BASH]).run([ToolCall('c1', 'bash', {'command': 'true'})]))\n"
+        "assert _otel.meters() is None\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
