@@ -23,6 +23,7 @@ from typing import Any
 from ._background import BackgroundCommands, BackgroundRead
 from ._errors import CallbackError, ExecConfigError, ExecError
 from ._fileops import FILE_OPS, READ_CHECK, FileOpError, op_error_text
+from ._hostguard import HostGuard
 from ._local import LocalExecEnv
 from ._protocol import (
     MAX_LINE_BYTES,
@@ -91,6 +92,8 @@ class ExecHost:
         # The commands left running in the background by this client's execs; stopped
         # when its connection closes.
         self.background = BackgroundCommands(kill_grace=kill_grace)
+        # Kills what this host started if it dies without its teardown (kill -9).
+        self.guard = HostGuard()
 
     async def hello(self) -> dict[str, Any]:
         return {
@@ -128,6 +131,7 @@ class ExecHost:
                 self._dispatch(message)
         finally:
             await self._stop_all()
+            self.guard.close()
         return 0
 
     async def _read(self) -> dict[str, Any] | None:
@@ -207,6 +211,8 @@ class ExecHost:
                 isinstance(env, dict) and all(isinstance(v, str) for v in env.values())
             ):
                 raise ExecConfigError("exec 'env' must be an object of strings or null")
+            self.guard.start()
+            env = self.guard.child_env(env)
             # A relative spill_dir (the CLI sends the session name) is under --spill-dir;
             # an absolute or ~ one is used as given.
             spill_dir = Path(self.spill_dir).expanduser()
