@@ -1,7 +1,10 @@
 """Start-up of ``toolfold run -- true`` on the default SQLite store, side by side with
 what a user would run instead: the command itself (``sh -c true``), a bare interpreter
-(``python -c pass``), the smallest Python wrapper (``subprocess.run(["true"])``), and
-the runtime ``run`` is built on (``import asyncio, sqlite3, click``, nothing of toolfold).
+(``python -c pass``), the smallest Python wrapper (``subprocess.run(["true"])``),
+the runtime ``run`` is built on (``import asyncio, sqlite3, click``, nothing of toolfold),
+and the floor of a durable run (``startup_floor.py``: the start and the settlement
+committed to SQLite, a spill file, a tail window, the exit status passed through; on
+asyncio, and with ``--sync`` on ``subprocess`` alone).
 
     .venv/bin/python benchmarks/bench_startup.py [--runs 7] [--before DIR]
 
@@ -38,6 +41,7 @@ import argparse
 import os
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -50,6 +54,9 @@ SRC = str(Path(__file__).resolve().parent.parent / "src")
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| (\s*)(\S+)")
 WRAPPER = "import subprocess, sys; sys.exit(subprocess.run(['true']).returncode)"
 FLOOR = "import asyncio, sqlite3, click"
+FLOOR_SCRIPT = str(Path(__file__).resolve().parent / "startup_floor.py")
+SHELL = [shutil.which("bash") or "/bin/sh", "-c", "true"]
+"""What ``run``'s ``bash`` tool starts for ``true``; the floor script starts the same."""
 
 
 def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
@@ -62,6 +69,14 @@ def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
         ("`python -c 'subprocess.run([\"true\"])'`", [py, "-c", WRAPPER], None),
         # The runtime `run` is built on, before any of toolfold: its floor.
         ("`python -c 'import asyncio, sqlite3, click'`", [py, "-c", FLOOR], None),
+        # The least a durable run must import and do, without toolfold (startup_floor.py):
+        # on asyncio as toolfold is, and on subprocess alone.
+        ("durable floor, asyncio (`startup_floor.py`)", [py, FLOOR_SCRIPT, "--", *SHELL], None),
+        (
+            "durable floor, no asyncio (`startup_floor.py --sync`)",
+            [py, FLOOR_SCRIPT, "--sync", "--", *SHELL],
+            None,
+        ),
     ]
     if before is not None:
         out.append(("`toolfold run -- true` (before)", run, before))

@@ -12,7 +12,13 @@ from toolfold.cli._main import cli
 from toolfold.cli._store import SCHEMES
 
 DOC = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
-COMMANDS = {name: command for name, command in cli.commands.items() if not command.hidden}
+_CTX = click.Context(cli)
+# Through the group's own listing: some commands are defined on first use.
+COMMANDS = {
+    name: command
+    for name in cli.list_commands(_CTX)
+    if (command := cli.get_command(_CTX, name)) is not None and not command.hidden
+}
 
 
 def section(name: str) -> str:

@@ -8,13 +8,20 @@ import signal
 import subprocess
 from pathlib import Path
 
+import click
 import httpx
 import pytest
 from cli_helpers import AUTH, TOOLFOLD, clean_env, serve, toolfold
 
 from toolfold.cli._main import cli
 
-COMMANDS = sorted(name for name, command in cli.commands.items() if not command.hidden)
+_CTX = click.Context(cli)
+# Through the group's own listing: some commands are defined on first use.
+COMMANDS = sorted(
+    name
+    for name in cli.list_commands(_CTX)
+    if (command := cli.get_command(_CTX, name)) is not None and not command.hidden
+)
 
 
 def test_the_command_set() -> None:

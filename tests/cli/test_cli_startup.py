@@ -12,8 +12,59 @@ from pathlib import Path
 import pytest
 from cli_helpers import clean_env
 
-NOT_FOR_RUN = ("starlette", "uvicorn", "rich", "psycopg", "pydantic", "pydantic_core", "mcp")
+NOT_FOR_RUN = (
+    "starlette",
+    "uvicorn",
+    "rich",
+    "psycopg",
+    "pydantic",
+    "pydantic_core",
+    "mcp",
+    "httpx",
+    "anyio",
+    "opentelemetry",
+)
 """Packages ``toolfold run -- true`` on the default SQLite store must not import."""
+
+NOT_FOR_A_LOCAL_RUN = (
+    # the other layers
+    "toolfold.server",
+    "toolfold.mcp",
+    "toolfold.agent",
+    "toolfold.integrations",
+    "toolfold.cli._main_mcp",
+    "toolfold.cli._mcp",
+    "toolfold.history._follow",
+    # the model loop and an assistant message's output
+    "toolfold.harness._loop",
+    "toolfold.harness._lane",
+    "toolfold.harness._assistant",
+    "toolfold.output._assistant",
+    # the other stores
+    "toolfold.storage._memory",
+    "toolfold.storage._jsonl",
+    "toolfold.storage._postgres",
+    # the remote side of the exec env
+    "toolfold.execenv._remote",
+    "toolfold.execenv._exec_host",
+    "toolfold.execenv._protocol",
+    "toolfold.execenv._fileops",
+    # standard-library modules none of that needs: package metadata (entry points,
+    # plugin discovery), ctypes.util (runs ldconfig), tempfile, HTTP, e-mail, archives
+    "importlib.metadata",
+    "ctypes.util",
+    "tempfile",
+    "http",
+    "urllib.request",
+    "email",
+    "zipfile",
+    "tarfile",
+    "multiprocessing",
+    "argparse",
+)
+"""Modules (and their submodules) a local ``toolfold run`` must not import: it imports
+what its path needs when it needs it. Not listed, because asyncio imports them itself:
+``ssl``, ``logging``, ``inspect``, ``concurrent.futures``."""
 
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
 
@@ -53,6 +104,12 @@ def heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in NOT_FOR_RUN)
 
 
+def unneeded(modules: set[str]) -> list[str]:
+    return sorted(
+        m for m in modules if any(m == n or m.startswith(n + ".") for n in NOT_FOR_A_LOCAL_RUN)
+    )
+
+
 @pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
 def test_run_on_the_default_store_imports_no_heavy_layer(tmp_path: Path, entry: str) -> None:
     modules = imported_by([*ENTRY_POINTS[entry], "run", "--", "echo", "hi"], tmp_path)
@@ -63,6 +120,23 @@ def test_run_on_the_default_store_imports_no_heavy_layer(tmp_path: Path, entry: 
     assert (
         not {"toolfold.tools.read", "toolfold.tools.grep", "toolfold.tools.pytest_tool"} & modules
     )
+    assert unneeded(modules) == []
+
+
+def test_run_with_options_imports_only_its_path(tmp_path: Path) -> None:
+    """The options of a local run (a window, a session, JSON output) add nothing."""
+    args = ["-m", "toolfold.cli", "run", "--session", "s1", "--retain", "head_tail"]
+    modules = imported_by([*args, "--max-bytes", "4K", "--json", "--", "echo", "hi"], tmp_path)
+    assert "toolfold.storage._sqlite" in modules
+    assert heavy(modules) == []
+    assert unneeded(modules) == []
+
+
+def test_other_commands_still_reach_what_run_leaves_out(tmp_path: Path) -> None:
+    """``mcp --help`` defines the lazily registered ``mcp`` group (so the check above is
+    about ``run``'s path, not about a command that went missing)."""
+    modules = imported_by(["-m", "toolfold.cli", "mcp", "--help"], tmp_path)
+    assert "toolfold.cli._main_mcp" in unneeded(modules)
 
 
 def test_help_imports_no_command_module(tmp_path: Path) -> None:
@@ -75,3 +149,7 @@ def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
     """The assertion above can fail: a command that needs pydantic shows it."""
     modules = imported_by(["-c", "import toolfold.tools; toolfold.tools.READ", "run"], tmp_path)
     assert "pydantic" in heavy(modules)
+    modules = imported_by(
+        ["-c", "import toolfold.storage; toolfold.storage.MemoryRepository"], tmp_path
+    )
+    assert unneeded(modules) == ["toolfold.storage._memory"]

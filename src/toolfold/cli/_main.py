@@ -10,7 +10,6 @@ from typing import NoReturn
 import click
 
 from ._errors import CliError
-from ._main_mcp import mcp
 from ._sandbox import sandbox_choice, sandbox_options, store_paths
 from ._shared import (
     CONTEXT,
@@ -26,7 +25,22 @@ from ._shared import (
 from ._store import resolve_store
 
 
-@click.group(context_settings=CONTEXT)
+class _Commands(click.Group):
+    """The command group, with ``mcp`` (and its ``proxy``) defined on first use: building
+    its many options is work a ``run`` or ``show`` would otherwise pay on every start."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), "mcp"])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name == "mcp":
+            from ._main_mcp import mcp
+
+            return mcp
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings=CONTEXT)
 @click.version_option(package_name="toolfold", prog_name="toolfold")
 def cli() -> None:
     """toolfold: bounded, streamed, durable tool output for agent harnesses.
@@ -415,9 +429,6 @@ def exec_host(
     # The spill files of every session stay out of the commands' reach.
     sandbox = choice.build(hidden=[os.path.expanduser(spill_dir)])
     _exit(run_exec_host(spill_dir, sandbox=sandbox))
-
-
-cli.add_command(mcp)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,10 @@ the ``ToolOutputState``, and any number of independent op streams
 
 from __future__ import annotations
 
-from ._assistant import AssistantMessageState, AssistantOutput, MessageStream
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
+
 from ._errors import (
     OutputClosedError,
     OutputError,
@@ -29,6 +32,20 @@ from ._state import (
     Usage,
     output_text,
     text_blocks,
+)
+
+if TYPE_CHECKING:
+    from ._assistant import AssistantMessageState, AssistantOutput, MessageStream
+
+# An assistant message's output (the model loop's) is imported on first use: a tool
+# call alone, as `toolfold run` makes, needs none of it.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "AssistantMessageState": "._assistant",
+        "AssistantOutput": "._assistant",
+        "MessageStream": "._assistant",
+    },
 )
 
 __all__ = [

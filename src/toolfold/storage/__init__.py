@@ -10,6 +10,10 @@ whoever committed (docs/storage.md, "Following changes").
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
+
 from ._addresses import (
     SESSION,
     EphemeralScope,
@@ -38,7 +42,6 @@ from ._errors import (
     StorageError,
     storage_failure,
 )
-from ._memory import MemoryRepository
 from ._records import CommitResult, Entry, FsyncPolicy, ListElement
 from ._repository import open_repository
 from ._writes import (
@@ -63,6 +66,13 @@ from ._writes import (
     scope_of,
     set_value,
 )
+
+if TYPE_CHECKING:
+    from ._memory import MemoryRepository
+
+# The in-process backend is imported on first use (`open_repository("memory:")` does
+# it too): a run on SQLite or PostgreSQL needs none of it.
+__getattr__ = lazy_exports(__name__, {"MemoryRepository": "._memory"})
 
 __all__ = [
     "CHANGE_POLL_INTERVAL",
