@@ -7,13 +7,13 @@ Registered from ``tests/conftest.py`` (``pytest_plugins``):
 - ``metrics``: an ``InMemoryMetricReader`` behind a global ``MeterProvider``.
 
 The API lets a process set each global provider once; like the SDK's own test
-utilities, the fixtures reset that guard, and put the previous provider back after the
-test (toolfold looks the provider up on every call, so nothing of ours is cached past it).
+utilities, the fixtures reset that guard, and put the previous provider (none) back
+after the test: toolfold looks the provider up on every call, so it is off again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -21,26 +21,45 @@ from opentelemetry import trace
 from opentelemetry.metrics import _internal as metrics_internal
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.util._once import Once
 
 
+class _CurrentTest(SpanExporter):
+    """Hands each span to the running test's exporter; drops it between tests."""
+
+    def __init__(self) -> None:
+        self.target: InMemorySpanExporter | None = None
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        target = self.target
+        return target.export(spans) if target is not None else SpanExportResult.SUCCESS
+
+
+_current = _CurrentTest()
+_PROVIDER = TracerProvider(shutdown_on_exit=False)
+_PROVIDER.add_span_processor(SimpleSpanProcessor(_current))
+
+
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    """A real SDK tracer provider, global for this test only."""
+    """A real SDK tracer provider, global for this test only.
+
+    One provider serves every test: a library's ``ProxyTracer`` (the MCP SDK makes one
+    at import) binds to the first provider it sees and keeps it, so a provider per test
+    would leave such a library tracing into an earlier test's exporter."""
     exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
     trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace.set_tracer_provider(provider)
+    trace.set_tracer_provider(_PROVIDER)
+    _current.target = exporter
     try:
         yield exporter
     finally:
+        _current.target = None
         trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
-        provider.shutdown()
 
 
 @pytest.fixture

@@ -56,6 +56,7 @@ from ._tasks import (
     auth_scope,
     negotiated,
 )
+from ._telemetry import DurationMiddleware
 from ._tools import OUTPUT_SCHEMA, READ_TOOL, SIZE_HINT_KEY, describe, input_schema, size_hint
 
 SHUTDOWN_GRACE = 10.0
@@ -256,6 +257,8 @@ class McpHost:
         """Advertise the tasks extension on ``server`` and serve its methods (its
         ``tools/call`` handler must be :meth:`_call_tool_or_task`)."""
         server.extensions[TASKS_EXTENSION] = {}
+        # Inside the SDK's own tracing middleware: the request span is current.
+        server.middleware.append(DurationMiddleware())
         for method, params, handler in self.tasks.methods():
             server.add_request_handler(method, params, handler)
 

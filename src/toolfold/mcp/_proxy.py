@@ -46,6 +46,7 @@ from ._layout import Layout, compose
 from ._passthrough import Passthrough
 from ._progress import ForwardedProgress
 from ._tasks import CreateTaskResult
+from ._telemetry import timed_tool_call
 from ._tools import WINDOW_ENDS
 from ._upstream import Upstream, UpstreamError
 
@@ -253,7 +254,12 @@ class ProxyHost(Passthrough, McpHost):
         forward = self._forwards.pop(call_id, None)
         callback = forward.update if forward is not None else None
         task = asyncio.ensure_future(
-            self.upstream.call(lambda s: s.call_tool(name, args, progress_callback=callback))
+            timed_tool_call(
+                name,
+                lambda: self.upstream.call(
+                    lambda s: s.call_tool(name, args, progress_callback=callback)
+                ),
+            )
         )
         waiter = asyncio.ensure_future(cancel.wait())
         try:
