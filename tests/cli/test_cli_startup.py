@@ -49,9 +49,13 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._exec_host",
     "toolfold.execenv._protocol",
     "toolfold.execenv._fileops",
+    # how --ssh / --exec-host reach the other side
+    "toolfold.execenv._transport",
     # standard-library modules none of that needs: package metadata (entry points,
-    # plugin discovery), ctypes.util (runs ldconfig), tempfile, HTTP, e-mail, archives
+    # plugin discovery), ctypes.util (runs ldconfig), shutil (with its compression
+    # modules), tempfile, HTTP, e-mail, archives
     "importlib.metadata",
+    "shutil",
     "ctypes.util",
     "tempfile",
     "http",

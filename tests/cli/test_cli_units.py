@@ -227,3 +227,21 @@ def test_head_share_sizes_the_head_of_a_head_tail_window_and_nothing_else() -> N
     with pytest.raises(InvalidLimitError, match="--max-bytes must be between 2 and"):
         output_policy("head_tail", 1, None)
     assert output_policy("tail", 1, 1).max_lines == 1
+
+
+def test_a_local_run_knows_the_remote_command_default_without_the_transports() -> None:
+    """``run`` tells a changed ``--remote-command`` (which needs ``--ssh`` or
+    ``--exec-host``) from its default without importing the transports: its copy of the
+    default is the exec env's and the option's."""
+    import click
+
+    from toolfold.cli import _run
+    from toolfold.cli._main import cli
+    from toolfold.execenv import DEFAULT_REMOTE_COMMAND
+
+    assert _run._DEFAULT_REMOTE_COMMAND == DEFAULT_REMOTE_COMMAND
+    run = cli.get_command(click.Context(cli), "run")
+    assert run is not None
+    option = next(p for p in run.params if p.name == "remote_command")
+    assert option.default == DEFAULT_REMOTE_COMMAND
+    assert _run.remote_settings(None, (), None, DEFAULT_REMOTE_COMMAND, None) is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 from pathlib import Path
 
@@ -175,3 +176,29 @@ def test_head_tail_capture_options_cross_the_exec_host_wire() -> None:
     # A bad share is the options' own one-line error.
     with pytest.raises(ExecConfigError, match="head_share must be between 0 and 1"):
         capture_from_dict({**wire, "head_share": 1.5})
+
+
+def test_the_default_shell_is_found_as_shutil_finds_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exec env looks ``bash`` up on ``PATH`` itself (no ``shutil`` import on every
+    run): the first executable file wins; a directory or a file without the execute
+    bit named ``bash`` is skipped; none at all falls back to ``/bin/sh``."""
+    import shutil
+
+    from toolfold.execenv._local import _default_shell
+
+    assert _default_shell() == (shutil.which("bash") or "/bin/sh")
+    not_executable, a_directory, found = (tmp_path / n for n in ("a", "b", "c"))
+    for d in (not_executable, a_directory, found):
+        d.mkdir()
+    (not_executable / "bash").write_text("#!/bin/sh\n")
+    (not_executable / "bash").chmod(0o644)
+    (a_directory / "bash").mkdir()
+    (found / "bash").write_text("#!/bin/sh\n")
+    (found / "bash").chmod(0o755)
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, (not_executable, a_directory, found))))
+    assert _default_shell() == str(found / "bash") == shutil.which("bash")
+    monkeypatch.setenv("PATH", os.pathsep.join(map(str, (not_executable, a_directory))))
+    assert _default_shell() == "/bin/sh"
+    assert shutil.which("bash") is None

@@ -18,14 +18,10 @@ from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
     DEFAULT_HEAD_SHARE,
     DEFAULT_MAX_SPILL,
-    DEFAULT_REMOTE_COMMAND,
     RETAIN_MODES,
-    CommandTransport,
     ExecConfigError,
     ExecError,
     LocalExecEnv,
-    SSHTransport,
-    Transport,
 )
 from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext, ToolResult
 from toolfold.history import mark_activity, new_run_record, run_record_address, settled_record
@@ -38,7 +34,7 @@ from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, call_totals
 
 if TYPE_CHECKING:
-    from toolfold.execenv import RemoteExecEnv, Sandbox
+    from toolfold.execenv import RemoteExecEnv, Sandbox, Transport
 
 MAX_WINDOW_BYTES = 16 * 1024 * 1024
 """Largest ``--max-bytes``: the window lives in memory and every durable base batch
@@ -52,6 +48,10 @@ EXIT_CANCELLED = 130
 
 EXIT_TERMINATED = 143
 """Exit status after SIGTERM (128 + SIGTERM)."""
+
+_DEFAULT_REMOTE_COMMAND = "toolfold exec-host"
+"""``--remote-command``'s default (``execenv.DEFAULT_REMOTE_COMMAND``, which a local run
+does not import; a test keeps the two equal)."""
 
 MIN_LEASE, MAX_LEASE = 0.5, 3600.0
 """Bounds of ``--lease``: shorter renews too often for a store to follow (a heartbeat
@@ -194,7 +194,7 @@ def remote_settings(
     if ssh is not None and prefix is not None:
         raise RemoteOptionError("--ssh and --exec-host exclude each other; give one of them")
     if ssh is None and prefix is None:
-        if ssh_options or remote_cwd is not None or remote_command != DEFAULT_REMOTE_COMMAND:
+        if ssh_options or remote_cwd is not None or remote_command != _DEFAULT_REMOTE_COMMAND:
             raise RemoteOptionError(
                 "--ssh-option, --remote-command and --remote-cwd need --ssh DEST or --exec-host PREFIX"
             )
@@ -208,6 +208,8 @@ def remote_settings(
     if sandbox_args and sandbox_args[1] != "off":
         # The exec host confines its own commands: it gets the same options.
         remote_command = " ".join([remote_command, *(shlex.quote(a) for a in sandbox_args)])
+    from toolfold.execenv import CommandTransport, SSHTransport  # only for a remote run
+
     try:
         transport: Transport
         if ssh is not None:

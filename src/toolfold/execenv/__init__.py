@@ -52,7 +52,6 @@ from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
 from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import SpillFile
-from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
 from ._updates import (
     Append,
     Metadata,
@@ -89,9 +88,10 @@ if TYPE_CHECKING:
     )
     from ._protocol import PROTOCOL_VERSION
     from ._remote import HostInfo, RemoteExecEnv
+    from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
 
 # The remote side (the exec host's loop, its wire protocol and file operations, the
-# client of a remote one) is imported on first use: a local `toolfold run` needs none.
+# client of a remote one and its transports) is imported on first use: a local `toolfold run` needs none.
 __getattr__ = lazy_exports(
     __name__,
     {
@@ -105,6 +105,10 @@ __getattr__ = lazy_exports(
         "PROTOCOL_VERSION": "._protocol",
         "HostInfo": "._remote",
         "RemoteExecEnv": "._remote",
+        "DEFAULT_REMOTE_COMMAND": "._transport",
+        "CommandTransport": "._transport",
+        "SSHTransport": "._transport",
+        "Transport": "._transport",
     },
 )
 

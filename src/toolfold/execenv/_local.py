@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -44,7 +43,14 @@ from ._tracing import record_spill, traced_exec
 
 
 def _default_shell() -> str:
-    return shutil.which("bash") or "/bin/sh"
+    """``bash`` on ``PATH`` (as ``shutil.which`` finds it), else ``/bin/sh``. Looked up
+    here rather than through ``shutil``, whose import (with its compression modules)
+    every ``toolfold run`` would pay for one lookup."""
+    for directory in os.get_exec_path():
+        path = os.path.join(directory, "bash")
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return "/bin/sh"
 
 
 class LocalExecEnv:

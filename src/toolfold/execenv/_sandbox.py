@@ -27,7 +27,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
-import shutil
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -291,6 +290,8 @@ def unavailable(
     bwrap: str = "bwrap", network: bool = False, proc_sys: str = "/proc/sys"
 ) -> str | None:
     """Why ``bwrap`` cannot confine a command here (cached per process), or ``None``."""
+    import shutil  # only when confining: a run without a sandbox does not import it
+
     found = shutil.which(bwrap)
     if found is None:
         return (
