@@ -34,6 +34,7 @@ from toolfold.durability import (
 )
 
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
+from ._call_checks import format_validation_error
 from ._context import ExecEnv, MemoBackend, ToolContext
 from ._durable_hooks import DurableHooks, ResumeHost, resume
 from ._errors import (
@@ -45,13 +46,7 @@ from ._errors import (
     ToolError,
     ToolNotAvailableError,
 )
-from ._execute import (
-    DEFAULT_CANCEL_GRACE,
-    Harness,
-    Pacing,
-    execute_tool_call,
-    format_validation_error,
-)
+from ._execute import Harness, Pacing, execute_tool_call
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import (
     CANCELLED_MARKER,
@@ -60,6 +55,7 @@ from ._result import (
     ToolResult,
     ToolResultMessage,
 )
+from ._tool_body import DEFAULT_CANCEL_GRACE
 from ._tools import ExecuteFn, Tool, tool
 from .events import (
     HarnessEvent,

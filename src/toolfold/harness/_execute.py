@@ -3,40 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-import inspect
-import sys
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from functools import partial
+from typing import Any
 
 from toolfold import _otel
-from toolfold.chord import JSONValueError, check_json, describe
 from toolfold.durability import Durability
 from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import OpStream, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 
 from ._bus import EventBus
+from ._call_checks import args_problem, call_problem, refused_result
 from ._context import ToolContext
 from ._durable_hooks import DurableHooks, resume
-from ._errors import ToolDefinitionError, ToolError
+from ._errors import ToolDefinitionError
 from ._hooks import CallInfo, ExecutionHooks, ToolCall
-from ._result import CANCELLED_MARKER, INTERRUPTION_MARKER, Outcome, ToolResult
-from ._tools import EXECUTE_ARGS, Tool
+from ._result import INTERRUPTION_MARKER, Outcome, ToolResult
+from ._tool_body import DEFAULT_CANCEL_GRACE, Body, Interrupted, tool_body
+from ._tools import Tool
 from ._tracing import record_call, settle_span, time_first_output, tool_span
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
-
-if TYPE_CHECKING:
-    from pydantic import ValidationError
-
-MAX_NOTICE_CHARS = 4000
-"""Error texts appended to a result are cut to this many characters (a traceback-sized
-message must not crowd out the output it explains)."""
-
-DEFAULT_CANCEL_GRACE = 5.0
-"""Seconds a tool gets to stop on its own after its ``cancel`` event is set, before
-its task is cancelled."""
 
 
 @dataclass(frozen=True)
@@ -47,241 +36,25 @@ class Pacing:
     target_rate: float = 100 * 1024
 
 
-Body = Callable[[ToolOutput, ToolContext, asyncio.Event], Awaitable[tuple[Outcome, str | None]]]
-
-
-class _Interrupted(Exception):
-    """The task driving a call was cancelled while the tool ran."""
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
-    if len(text) > MAX_NOTICE_CHARS:
-        text = text[: MAX_NOTICE_CHARS - 20] + " [error text cut]"
-    return text
-
-
-def format_validation_error(tool_name: str, exc: ValidationError) -> str:
-    """The model-visible text for arguments that do not fit a tool's params."""
-    lines = [f"Invalid arguments for tool {tool_name!r}; the tool was not run:"]
-    for err in exc.errors(include_url=False):
-        loc = ".".join(str(part) for part in err["loc"]) or "(arguments)"
-        lines.append(f"- {loc}: {err['msg']}")
-    return "\n".join(lines)
-
-
-def _validation_error(exc: Exception) -> ValidationError | None:
-    """``exc`` when it is pydantic's ``ValidationError``, else ``None``. Looked up in
-    ``sys.modules`` rather than imported: a params class that raised one has imported
-    pydantic already, and one that did not (the plain ``bash`` params) must not pay for
-    it."""
-    core = sys.modules.get("pydantic_core")
-    error_type = getattr(core, "ValidationError", None)
-    if error_type is not None and isinstance(exc, error_type):
-        return cast("ValidationError", exc)
-    return None
-
-
-def unknown_added_tools(added: Iterable[str] | None, known: Collection[str]) -> str | None:
-    """The error text for ``add_tools`` names that are not tools of the loop, or ``None``."""
-    missing = [name for name in added or () if name not in known]
-    if not missing:
-        return None
-    listed = ", ".join(sorted(known)) or "(none)"
-    return (
-        f"add_tools named unknown tool(s) {', '.join(map(repr, missing))}; "
-        f"available tools: {listed}. No tool was added."
-    )
-
-
-def args_problem(tool_name: str, args: Any) -> str | None:
-    """The model-visible text when ``args`` holds a value no store or replica can hold (an
-    integer beyond ±(2**53 - 1), NaN, a lone surrogate, ...), or ``None`` when they are fine.
-
-    Such arguments are refused before anything records them: the call settles as
-    ``invalid_arguments`` and the other calls of the batch run as usual.
-    """
-    try:
-        check_json(args, ["args"])
-    except JSONValueError as exc:
-        return f"Invalid arguments for tool {tool_name!r}; the tool was not run:\n- {exc}"
-    return None
-
-
-def _valid_unicode(text: str) -> bool:
-    try:
-        check_json(text)
-    except JSONValueError:
-        return False
-    return True
-
-
-def call_problem(call: ToolCall, earlier_ids: set[str]) -> str | None:
-    """Why a call cannot even be recorded (its id or name), or ``None``.
-
-    The store and every replica key a call by its id, so an id must be a non-empty str of
-    valid Unicode without NUL (the store's keys), unique within its run.
-    """
-    cid, name = call.id, call.name
-    if type(cid) is not str or not cid:
-        return f"tool call id {describe(cid)} is not a non-empty str; the call was not run"
-    if "\x00" in cid:
-        return (
-            f"tool call id {cid!r} contains a NUL character at index {cid.index(chr(0))}, which "
-            "no store can key; the call was not run"
-        )
-    if not _valid_unicode(cid):
-        return (
-            f"tool call id {cid!r} holds a lone surrogate (not valid Unicode); the call was not run"
-        )
-    if cid in earlier_ids:
-        return (
-            f"tool call id {cid!r} is used by an earlier call of this run; ids must be unique "
-            "within a run, so the call was not run"
-        )
-    if type(name) is not str or not _valid_unicode(name):
-        return f"tool name {describe(name)} is not a str of valid Unicode; the call was not run"
-    return None
-
-
-def refused_result(call: ToolCall, notice: str) -> ToolResult:
-    """The error result of a call that cannot be recorded: nothing runs, nothing is stored
-    and no event is published (every subscriber keys calls by the id it cannot hold)."""
-    sink = ToolOutput()
-    state = sink.settle(notice)
-    name = call.name if type(call.name) is str and _valid_unicode(call.name) else "?"
-    return ToolResult.from_state(state, tool_call_id=call.id, tool_name=name, outcome="error")
-
-
-def _start(tool: Tool[Any], args: tuple[Any, ...]) -> Any:
-    """``tool.execute(*args)``: a coroutine, or the exception saying why it cannot be one."""
-    try:
-        coro = tool.execute(*args)
-    except Exception as exc:  # a signature Python could not check when the tool was defined
-        return exc
-    if not inspect.iscoroutine(coro):
-        return TypeError(f"execute returned {describe(coro)}, not a coroutine")
-    return coro
-
-
-def _signature_error(tool: Tool[Any], exc: BaseException) -> str:
-    return _error_text(
-        ToolError(
-            f"tool {tool.name!r} could not be started ({type(exc).__name__}: {exc}); its execute "
-            f"must be 'async def execute({', '.join(EXECUTE_ARGS)}) -> None'"
-        )
-    )
-
-
-def _returned_error(tool: Tool[Any], value: Any) -> str:
-    return _error_text(
-        ToolError(
-            f"tool {tool.name!r} returned {describe(value)} instead of None; its result is "
-            "what it writes to its sink (out.write(text), out.details[...] = ...), so the "
-            "returned value was not used. Write it with out.write() and return nothing"
-        )
-    )
-
-
-def _tool_body(
-    tool: Tool[Any], tool_call_id: str, args: Any, grace: float, known: Collection[str] | None
-) -> Body:
-    async def body(
-        sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
-    ) -> tuple[Outcome, str | None]:
-        try:
-            params = tool.params.model_validate(args)
-        except Exception as exc:
-            invalid = _validation_error(exc)
-            if invalid is None:
-                raise
-            return "invalid_arguments", format_validation_error(tool.name, invalid)
-        if cancel.is_set():
-            return "cancelled", CANCELLED_MARKER
-        started = _start(tool, (tool_call_id, params, cancel, sink, context))
-        if isinstance(started, BaseException):
-            return "error", _signature_error(tool, started)
-        task: asyncio.Task[Any] = asyncio.create_task(
-            started, name=f"tool {tool.name} {tool_call_id}"
-        )
-        waiter = asyncio.create_task(cancel.wait())
-        try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
-                # Cooperative first: bash kills its process group and publishes its
-                # last bounded state when it sees `cancel`.
-                await asyncio.wait({task}, timeout=grace)
-                if not task.done():
-                    task.cancel()
-                    await asyncio.wait({task})
-        except asyncio.CancelledError:
-            task.cancel()
-            try:
-                await asyncio.wait({task})
-            finally:
-                raise _Interrupted from None
-        finally:
-            waiter.cancel()
-        if task.cancelled():
-            return "cancelled", CANCELLED_MARKER
-        failure = task.exception()
-        if failure is not None:
-            if cancel.is_set():
-                return "cancelled", _error_text(failure) + "\n" + CANCELLED_MARKER
-            return "error", _error_text(failure)
-        if cancel.is_set():
-            return "cancelled", CANCELLED_MARKER
-        failure = sink.check_bounds()
-        if failure is not None:
-            return "error", _error_text(failure)
-        returned = task.result()
-        if returned is not None:
-            return "error", _returned_error(tool, returned)
-        if known is not None:
-            # Checked before settlement, so the transcript and the model see the same
-            # error; a loop would otherwise have nothing to expose next turn.
-            unknown = unknown_added_tools(sink.snapshot().get("added_tools"), known)
-            if unknown is not None:
-                return "error", unknown
-        return "ok", None
-
-    return body
-
-
-async def _drive(
+async def _observed(
+    start: Callable[[_otel.Meters | None], Coroutine[Any, Any, tuple[ToolResult, bool]]],
     *,
     name: str,
+    tool_call_id: str,
     policy: OutputPolicy,
-    body: Body,
-    call: CallInfo,
-    bus: EventBus,
-    context: ToolContext | None,
-    cancel: asyncio.Event | None,
-    hooks: ExecutionHooks | None,
-    clock: Clock | None,
-    pacing: Pacing,
 ) -> ToolResult:
+    """Run a call's lifecycle (``start(meters)`` makes its ``_run``) inside its
+    ``execute_tool`` span when a tracer is configured, count the call when meters are,
+    and re-raise ``CancelledError`` once an interrupted call is described."""
     tracer = _otel.tracer()
     meters = _otel.meters()
     # Not awaited yet: the span (when one is wanted) opens first, in this task, so it is
     # a child of the caller's current span and the parent of whatever the tool opens.
-    run = _run(
-        meters=meters,
-        name=name,
-        policy=policy,
-        body=body,
-        call=call,
-        bus=bus,
-        context=context,
-        cancel=cancel,
-        hooks=hooks,
-        clock=clock,
-        pacing=pacing,
-    )
+    run = start(meters)
     if tracer is None:
         result, interrupted = await run
     else:
-        with tool_span(tracer, name, call.tool_call_id) as span:
+        with tool_span(tracer, name, tool_call_id) as span:
             result, interrupted = await run
             settle_span(span, result, policy)
     if meters is not None:
@@ -292,8 +65,8 @@ async def _drive(
 
 
 async def _run(
-    *,
     meters: _otel.Meters | None,
+    *,
     name: str,
     policy: OutputPolicy,
     body: Body,
@@ -349,7 +122,7 @@ async def _run(
         try:
             ctx = await hooks.on_sink_created(call, sink, ctx)
             outcome, notice = await body(sink, ctx, cancel)
-        except (_Interrupted, asyncio.CancelledError):
+        except (Interrupted, asyncio.CancelledError):
             # Interrupted while the tool ran or while a hook prepared it: settle what
             # was written with the marker, emit the end, then re-raise below.
             interrupted = True
@@ -427,10 +200,11 @@ async def execute_tool_call(
         durable = DurableHooks(durability)
         await durable.start_call(call)
         hooks = durable
-    return await _drive(
+    start = partial(
+        _run,
         name=tool.name,
         policy=tool.output,
-        body=_tool_body(tool, tool_call_id, args, cancel_grace, known_tools),
+        body=tool_body(tool, tool_call_id, args, cancel_grace, known_tools),
         call=call,
         bus=bus,
         context=context,
@@ -439,6 +213,7 @@ async def execute_tool_call(
         clock=clock,
         pacing=pacing if pacing is not None else Pacing(),
     )
+    return await _observed(start, name=tool.name, tool_call_id=tool_call_id, policy=tool.output)
 
 
 class Harness:
@@ -515,18 +290,13 @@ class Harness:
                 return "invalid_arguments", bad_args
 
             tool_def = self.tools.get(call.name)
-            return await _drive(
-                name=call.name,
-                policy=tool_def.output if tool_def is not None else OutputPolicy(),
-                body=refuse,
+            return await self._settle_untooled(
+                call.name,
+                tool_def.output if tool_def is not None else OutputPolicy(),
+                refuse,
                 # The arguments are not recorded anywhere: no store could hold them.
-                call=CallInfo(run_id, turn_id, call.id, call.name, None, False),
-                bus=self.bus,
-                context=self.context,
-                cancel=cancel,
-                hooks=self.hooks,
-                clock=self.clock,
-                pacing=self.pacing,
+                CallInfo(run_id, turn_id, call.id, call.name, None, False),
+                cancel,
             )
         tool = self.tools.get(call.name)
         if tool is not None:
@@ -553,11 +323,30 @@ class Harness:
         ) -> tuple[Outcome, str | None]:
             return "unknown_tool", notice
 
-        return await _drive(
-            name=call.name,
-            policy=OutputPolicy(),
-            body=unknown,
-            call=CallInfo(run_id, turn_id, call.id, call.name, call.args, False),
+        return await self._settle_untooled(
+            call.name,
+            OutputPolicy(),
+            unknown,
+            CallInfo(run_id, turn_id, call.id, call.name, call.args, False),
+            cancel,
+        )
+
+    async def _settle_untooled(
+        self,
+        name: str,
+        policy: OutputPolicy,
+        body: Body,
+        call: CallInfo,
+        cancel: asyncio.Event | None,
+    ) -> ToolResult:
+        """Settle a call whose ``body`` only says why no tool ran (its events are those
+        of any call)."""
+        start = partial(
+            _run,
+            name=name,
+            policy=policy,
+            body=body,
+            call=call,
             bus=self.bus,
             context=self.context,
             cancel=cancel,
@@ -565,6 +354,7 @@ class Harness:
             clock=self.clock,
             pacing=self.pacing,
         )
+        return await _observed(start, name=name, tool_call_id=call.tool_call_id, policy=policy)
 
     async def run(
         self,

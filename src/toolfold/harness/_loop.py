@@ -21,8 +21,9 @@ from toolfold.storage import Session
 from ._bus import EventBus
 from ._context import ToolContext
 from ._errors import ToolNotAvailableError
-from ._execute import DEFAULT_CANCEL_GRACE, Pacing, execute_tool_call
+from ._execute import Pacing, execute_tool_call
 from ._result import ToolResult
+from ._tool_body import DEFAULT_CANCEL_GRACE
 from ._tools import Tool
 from .events import HarnessEvent, RunEnd, RunStart
 
