@@ -9,7 +9,9 @@ Kept small on purpose: every assistant message goes through ``MessageWriter``
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from toolfold.harness import MessageWriter, ToolCall, ToolLoop, ToolResult
@@ -17,6 +19,7 @@ from toolfold.storage import Session
 
 from ._errors import AgentError
 from ._history import History, first_messages
+from ._tracing import TurnReport, agent_span, end_agent, traced_turn
 
 DEFAULT_MAX_TURNS = 20
 
@@ -53,6 +56,7 @@ async def _one_turn(
     messages: list[dict[str, Any]],
     writer: MessageWriter,
     model_usage: dict[str, int],
+    report: TurnReport,
 ) -> None:
     tools = _tools(loop)
     request: dict[str, Any] = {
@@ -65,9 +69,16 @@ async def _one_turn(
         request["tools"] = tools
     stream = await client.chat.completions.create(**request)
     finish: str | None = None
+    calls: set[int] = set()
     async for chunk in stream:
+        if report.first_chunk is None:
+            report.first_chunk = time.monotonic()
+            report.response_id = getattr(chunk, "id", None) or None
+            report.response_model = getattr(chunk, "model", None) or None
         if getattr(chunk, "usage", None) is not None:
             _add_usage(model_usage, chunk.usage)
+            report.input_tokens = getattr(chunk.usage, "prompt_tokens", None)
+            report.output_tokens = getattr(chunk.usage, "completion_tokens", None)
             writer.out.usage(chunk.usage.model_dump(exclude_none=True))
         for choice in chunk.choices or ():
             delta = choice.delta
@@ -78,6 +89,7 @@ async def _one_turn(
                 if delta.content:
                     writer.out.text(delta.content)
                 for call in delta.tool_calls or ():
+                    calls.add(call.index)
                     fn = call.function
                     writer.out.tool_call(
                         call.index,
@@ -87,6 +99,7 @@ async def _one_turn(
                     )
             if choice.finish_reason:
                 finish = choice.finish_reason
+    report.finish, report.tool_calls = finish, len(calls)
     if finish is None:
         # A server that drops the connection ends the SSE stream without an error:
         # only the missing finish_reason tells a cut answer from a whole one.
@@ -130,6 +143,26 @@ async def continue_agent(
 ) -> AgentResult:
     """Go on from ``history`` (``rebuild_history`` of a run a crash cut short): its
     unanswered tool calls run first, then model turns until ``max_turns`` in all."""
+    # The run's invoke_agent span, when tracing: its model turns and tool calls are
+    # its children.
+    with agent_span(model, client, loop.run_id) as span:
+        result = await _continue(
+            history, client=client, model=model, loop=loop, session=session, max_turns=max_turns
+        )
+        if span is not None:
+            end_agent(span, result.stop, result.turns, result.model_usage)
+    return result
+
+
+async def _continue(
+    history: History,
+    *,
+    client: Any,
+    model: str,
+    loop: ToolLoop,
+    session: Session | None,
+    max_turns: int,
+) -> AgentResult:
     messages = history.messages
     result = AgentResult(stop="max_turns", messages=messages, turns=history.turns)
     async with loop:
@@ -146,7 +179,14 @@ async def continue_agent(
             )
             try:
                 async with writer:
-                    await _one_turn(client, model, loop, messages, writer, result.model_usage)
+                    await traced_turn(
+                        model,
+                        client,
+                        writer.turn_id,
+                        partial(
+                            _one_turn, client, model, loop, messages, writer, result.model_usage
+                        ),
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
