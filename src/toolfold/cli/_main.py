@@ -24,19 +24,26 @@ from ._shared import (
 )
 from ._store import resolve_store
 
+LAZY_COMMANDS = {"mcp": ("._main_mcp", "mcp")}
+"""Commands defined on first use: name -> (module relative to this package, the click
+command's attribute in it). Building their many options is work a ``run`` or ``show``
+would otherwise pay on every start; ``--help`` still lists them."""
+
 
 class _Commands(click.Group):
-    """The command group, with ``mcp`` (and its ``proxy``) defined on first use: building
-    its many options is work a ``run`` or ``show`` would otherwise pay on every start."""
+    """The command group, with the commands of ``LAZY_COMMANDS`` defined on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted([*super().list_commands(ctx), "mcp"])
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name == "mcp":
-            from ._main_mcp import mcp
-
-            return mcp
+        where = LAZY_COMMANDS.get(cmd_name)
+        if where is not None and cmd_name not in self.commands:
+            module = f"{__package__}{where[0]}"
+            __import__(module)  # an import statement's path: -X importtime reports it
+            command = getattr(sys.modules[module], where[1])
+            assert isinstance(command, click.Command)
+            self.add_command(command, cmd_name)
         return super().get_command(ctx, cmd_name)
 
 
