@@ -146,6 +146,7 @@ _DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 
 _GENAI_DURATION_BUCKETS = (
     0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
 )  # fmt: skip
+_AGENT_BUCKETS = tuple(0.1 * 2**n for n in range(13))  # 0.1 s .. 409.6 s
 _TOKEN_BUCKETS = tuple(4.0**n for n in range(14))
 # Sub-second latencies (a checkpoint commit, a follower's catch-up, a first output).
 _FAST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -190,8 +191,11 @@ class Meters:
     ``toolfold.*``."""
 
     def __init__(self, meter: Meter) -> None:
-        self.tool_calls = meter.create_counter(
-            "toolfold.tool.calls", "{call}", "Tool calls settled, by tool and outcome."
+        self.tool_duration = meter.create_histogram(
+            "gen_ai.execute_tool.duration",
+            "s",
+            "The duration of a single tool execution (its count: calls by outcome).",
+            explicit_bucket_boundaries_advisory=_GENAI_DURATION_BUCKETS,
         )
         self.output_seen = meter.create_counter(
             "toolfold.tool.output.seen",
@@ -242,6 +246,18 @@ class Meters:
             "s",
             "GenAI operation duration.",
             explicit_bucket_boundaries_advisory=_GENAI_DURATION_BUCKETS,
+        )
+        self.genai_first_chunk = meter.create_histogram(
+            "gen_ai.client.operation.time_to_first_chunk",
+            "s",
+            "Time to receive the first chunk of a streamed response.",
+            explicit_bucket_boundaries_advisory=_GENAI_DURATION_BUCKETS,
+        )
+        self.agent_duration = meter.create_histogram(
+            "gen_ai.invoke_agent.duration",
+            "s",
+            "The end-to-end duration of a single agent invocation.",
+            explicit_bucket_boundaries_advisory=_AGENT_BUCKETS,
         )
         self.genai_tokens = meter.create_histogram(
             "gen_ai.client.token.usage",

@@ -86,6 +86,14 @@ async def test_a_run_is_an_agent_span_with_a_chat_span_per_turn_and_its_tool_cal
         for p in points(metrics, "gen_ai.client.token.usage")
     }
     assert tokens == {"input": 16, "output": 10}
+    [first_chunk] = points(metrics, "gen_ai.client.operation.time_to_first_chunk")
+    assert first_chunk.count == 2 and first_chunk.min >= 0
+    [run] = points(metrics, "gen_ai.invoke_agent.duration")
+    assert run.count == 1
+    assert dict(run.attributes or {}) == {
+        "gen_ai.agent.name": "toolfold",
+        "gen_ai.request.model": "scripted",
+    }
 
 
 async def test_a_broken_stream_fails_its_chat_span_and_the_agent_span(
@@ -106,3 +114,5 @@ async def test_a_broken_stream_fails_its_chat_span_and_the_agent_span(
     assert dict(agent.attributes or {})["error.type"] == "AgentError"
     [duration] = points(metrics, "gen_ai.client.operation.duration")
     assert dict(duration.attributes or {})["error.type"] == error
+    [run] = points(metrics, "gen_ai.invoke_agent.duration")
+    assert dict(run.attributes or {})["error.type"] == "AgentError"

@@ -1,6 +1,6 @@
 """OpenTelemetry metrics of tool calls (docs/observability.md), read back with the SDK's
-in-memory metric reader: calls by outcome, output seen against kept, spill size, time to
-first output, checkpoint latency."""
+in-memory metric reader: calls by outcome (the duration histogram's count), output seen
+against kept, spill size, time to first output, checkpoint latency."""
 
 from __future__ import annotations
 
@@ -60,12 +60,26 @@ async def test_a_bounded_bash_call_counts_its_outcome_bytes_spill_and_first_outp
         ]
     )
     assert [r.outcome for r in results] == ["ok", "error", "ok"]
-    calls = by_attrs(metrics, "toolfold.tool.calls")
-    assert calls == {
-        frozenset({("gen_ai.tool.name", "bash"), ("toolfold.outcome", "ok")}): 1,
-        frozenset({("gen_ai.tool.name", "broken"), ("toolfold.outcome", "error")}): 1,
-        frozenset({("gen_ai.tool.name", "silent"), ("toolfold.outcome", "ok")}): 1,
+    # The convention's tool duration: its count per attribute set is the calls by
+    # outcome; a failed call carries its outcome as error.type.
+    calls = {
+        frozenset((p.attributes or {}).items()): p.count
+        for p in points(metrics, "gen_ai.execute_tool.duration")
     }
+    function = ("gen_ai.tool.type", "function")
+    assert calls == {
+        frozenset({("gen_ai.tool.name", "bash"), ("toolfold.outcome", "ok"), function}): 1,
+        frozenset(
+            {
+                ("gen_ai.tool.name", "broken"),
+                ("toolfold.outcome", "error"),
+                ("error.type", "error"),
+                function,
+            }
+        ): 1,
+        frozenset({("gen_ai.tool.name", "silent"), ("toolfold.outcome", "ok"), function}): 1,
+    }
+    assert all(p.min >= 0 for p in points(metrics, "gen_ai.execute_tool.duration"))
     total = len("".join(f"{i}\n" for i in range(1, 101)))
     bash = frozenset({("gen_ai.tool.name", "bash")})
     assert by_attrs(metrics, "toolfold.tool.output.seen")[bash] == total

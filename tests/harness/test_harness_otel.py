@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -20,6 +21,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 from pydantic import BaseModel
 
+from otel_fixture import points
 from toolfold import _otel
 from toolfold.durability import Durability
 from toolfold.execenv import LocalExecEnv
@@ -267,7 +269,7 @@ def test_off_means_no_tracer_and_no_import() -> None:
 
 
 async def test_a_resume_after_kill_9_traces_the_replayed_and_the_interrupted_call(
-    spans: InMemorySpanExporter, tmp_path: Path
+    spans: InMemorySpanExporter, metrics: InMemoryMetricReader, tmp_path: Path
 ) -> None:
     url = f"sqlite:{tmp_path / 'store.db'}"
     child = subprocess.Popen(
@@ -304,6 +306,15 @@ async def test_a_resume_after_kill_9_traces_the_replayed_and_the_interrupted_cal
     assert interrupted["error.type"] == "interrupted"
     assert found["c2"].name == "execute_tool deploy"
     assert interrupted["toolfold.output.total_bytes"] == len("deploying\n")
+    # The resume counts both calls (the killed process counted neither).
+    outcomes = {
+        (
+            dict(p.attributes or {})["gen_ai.tool.name"],
+            dict(p.attributes or {})["toolfold.outcome"],
+        ): p.count
+        for p in points(metrics, "gen_ai.execute_tool.duration")
+    }
+    assert outcomes == {(found["c1"].name.split()[1], "ok"): 1, ("deploy", "interrupted"): 1}
 
 
 def test_spans_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ GenAI conventions:
 - ``chat {gen_ai.request.model}`` (kind CLIENT) around each model turn: one streamed
   Chat Completions request and the assistant message it produced, with the usage the
   server reported;
-- ``gen_ai.client.operation.duration`` and ``gen_ai.client.token.usage`` per turn.
+- ``gen_ai.client.operation.duration``, ``gen_ai.client.operation.time_to_first_chunk``
+  and ``gen_ai.client.token.usage`` per turn, ``gen_ai.invoke_agent.duration`` per run.
 
 Neither prompts nor answers are recorded (``gen_ai.input.messages`` and
 ``gen_ai.output.messages`` are opt-in in the convention: they may hold secrets). Nothing
@@ -70,16 +71,35 @@ def _request(model: str, client: Any, operation: str) -> dict[str, AttrValue]:
 
 @contextmanager
 def agent_span(model: str, client: Any, run_id: str) -> Iterator[Span | None]:
-    """The run's ``invoke_agent`` span (``None`` when tracing is off), current inside."""
-    tracer = _otel.tracer()
-    if tracer is None:
+    """The run's ``invoke_agent`` span (``None`` when tracing is off), current inside,
+    and its ``gen_ai.invoke_agent.duration`` when metrics are on."""
+    tracer, meters = _otel.tracer(), _otel.meters()
+    if tracer is None and meters is None:
         yield None
         return
-    attributes = _request(model, client, "invoke_agent")
-    attributes["gen_ai.agent.name"] = AGENT_NAME
-    attributes["gen_ai.conversation.id"] = run_id
-    with _otel.span(tracer, f"invoke_agent {AGENT_NAME}", attributes) as span:
-        yield span
+    started = time.monotonic()
+    error: str | None = None
+    try:
+        if tracer is None:
+            yield None
+        else:
+            attributes = _request(model, client, "invoke_agent")
+            attributes["gen_ai.agent.name"] = AGENT_NAME
+            attributes["gen_ai.conversation.id"] = run_id
+            with _otel.span(tracer, f"invoke_agent {AGENT_NAME}", attributes) as span:
+                yield span
+    except BaseException as exc:
+        error = type(exc).__qualname__
+        raise
+    finally:
+        if meters is not None:
+            measured: dict[str, AttrValue] = {
+                "gen_ai.agent.name": AGENT_NAME,
+                "gen_ai.request.model": model,
+            }
+            if error is not None:
+                measured["error.type"] = error
+            meters.agent_duration.record(time.monotonic() - started, measured)
 
 
 def end_agent(span: Span, stop: str, turns: int, usage: dict[str, int]) -> None:
@@ -121,7 +141,7 @@ async def traced_turn(
         raise
     finally:
         if meters is not None:
-            _record(meters, attributes, report, time.monotonic() - started, error)
+            _record(meters, attributes, report, started, error)
 
 
 def _reported(report: TurnReport, started: float) -> dict[str, AttrValue | list[str]]:
@@ -145,15 +165,18 @@ def _record(
     meters: _otel.Meters,
     request: dict[str, AttrValue],
     report: TurnReport,
-    duration: float,
+    started: float,
     error: str | None,
 ) -> None:
+    duration = time.monotonic() - started
     attributes = dict(request)
     if report.response_model is not None:
         attributes["gen_ai.response.model"] = report.response_model
     if error is not None:
         attributes["error.type"] = error
     meters.genai_duration.record(duration, attributes)
+    if report.first_chunk is not None:
+        meters.genai_first_chunk.record(report.first_chunk - started, request)
     for kind, tokens in (("input", report.input_tokens), ("output", report.output_tokens)):
         if tokens is not None:
             meters.genai_tokens.record(tokens, {**attributes, "gen_ai.token.type": kind})

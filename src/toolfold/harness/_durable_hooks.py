@@ -8,6 +8,7 @@ onto it, and finishes what a crash left unsettled by running calls through a har
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol, cast
@@ -336,6 +337,7 @@ class DurableHooks(ExecutionHooks):
         state: JSON,
     ) -> ToolResult:
         tracer = _otel.tracer()
+        started = time.monotonic()
         if tracer is None:
             result = await self._settle_checkpoint(harness, op, record, turn_id, state)
         else:
@@ -347,7 +349,7 @@ class DurableHooks(ExecutionHooks):
                 span.set_attributes(_durable_attributes(op, None, resumed=True))
         meters = _otel.meters()
         if meters is not None:  # the crashed process never counted it
-            record_call(meters, record.tool_name, result)
+            record_call(meters, record.tool_name, result, time.monotonic() - started)
         return result
 
     async def _settle_checkpoint(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ async def _observed(
     and re-raise ``CancelledError`` once an interrupted call is described."""
     tracer = _otel.tracer()
     meters = _otel.meters()
+    started = time.monotonic() if meters is not None else 0.0
     # Not awaited yet: the span (when one is wanted) opens first, in this task, so it is
     # a child of the caller's current span and the parent of whatever the tool opens.
     run = start(meters)
@@ -58,7 +60,7 @@ async def _observed(
             result, interrupted = await run
             settle_span(span, result, policy)
     if meters is not None:
-        record_call(meters, name, result)
+        record_call(meters, name, result, time.monotonic() - started)
     if interrupted:
         raise asyncio.CancelledError
     return result

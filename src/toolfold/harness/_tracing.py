@@ -72,10 +72,17 @@ def settle_span(span: Span, result: ToolResult, policy: OutputPolicy | None) -> 
         _otel.fail(span, result.outcome)
 
 
-def record_call(meters: _otel.Meters, tool_name: str, result: ToolResult) -> None:
-    """Count a settled call by outcome, and the output it wrote against what it kept."""
-    attributes = {"gen_ai.tool.name": tool_name, "toolfold.outcome": result.outcome}
-    meters.tool_calls.add(1, attributes)
+def record_call(meters: _otel.Meters, tool_name: str, result: ToolResult, duration: float) -> None:
+    """Record a settled call's duration by outcome (the histogram's count is the calls
+    by outcome), and the output it wrote against what it kept."""
+    attributes: dict[str, AttrValue] = {
+        "gen_ai.tool.name": tool_name,
+        "gen_ai.tool.type": "function",
+        "toolfold.outcome": result.outcome,
+    }
+    if result.outcome != "ok":
+        attributes["error.type"] = result.outcome
+    meters.tool_duration.record(duration, attributes)
     state = result.state
     if state is not None:
         cut = state["truncation"]
