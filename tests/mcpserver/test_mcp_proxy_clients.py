@@ -3,6 +3,8 @@ order, schemas, logging and completion, errors, the store, and a quiet exit."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp_helpers import proxy, session_on, store_url, text_of
 
+from toolfold.history import list_calls
 from toolfold.storage import open_repository
 
 HOSTILE = Path(__file__).with_name("hostile_upstream.py")
@@ -157,6 +160,43 @@ async def test_a_session_without_calls_leaves_nothing_in_the_store(tmp_path: Pat
     finally:
         await repo.close()
     assert "bare" not in sessions and "p1" in sessions
+
+
+async def test_a_tool_list_then_kill_9_leaves_no_session(tmp_path: Path) -> None:
+    # The session is created by the first call, not at connect: a proxy killed before
+    # it could clean up leaves nothing for a client that only listed tools.
+    pidfile = tmp_path / "proxy.pid"
+    params = proxy(tmp_path, sys.executable, str(HOSTILE), session="killed")
+    exec_as_self = (
+        "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
+        "os.execv(sys.argv[2], sys.argv[2:])"
+    )
+    params.args = ["-c", exec_as_self, str(pidfile), params.command, *params.args]
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert "echo" in names
+            os.kill(int(pidfile.read_text()), signal.SIGKILL)
+            with pytest.raises(Exception):  # noqa: B017 - whatever the SDK makes of a dead server
+                await client.list_tools()
+    repo = open_repository(store_url(tmp_path))
+    try:
+        assert "killed" not in await repo.list_sessions()
+    finally:
+        await repo.close()
+    # The same session name is created by a first call, and the call is in it.
+    with anyio.fail_after(60):
+        async with session_on(
+            proxy(tmp_path, sys.executable, str(HOSTILE), session="killed"), tmp_path / "e"
+        ) as c:
+            await c.call_tool("echo", {"text": "now"})
+    repo = open_repository(store_url(tmp_path))
+    try:
+        assert "killed" in await repo.list_sessions()
+        calls = await list_calls(await repo.open_session("killed"))
+        assert [c.tool_name for c in calls] == ["echo"]
+    finally:
+        await repo.close()
 
 
 async def test_no_event_loop_noise_on_exit(tmp_path: Path, everything_server: Path) -> None:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from toolfold._extras import missing_extra
 from toolfold._units import plural
-from toolfold.history import list_calls
 from toolfold.output import OutputPolicy
 
 from ._errors import CliError
@@ -20,6 +19,7 @@ from ._tasks_options import TaskOptions
 
 if TYPE_CHECKING:
     from toolfold.execenv import Sandbox
+    from toolfold.storage import Session
 
 TOKEN_ENV = "TOOLFOLD_TOKEN"
 """Environment variable holding the bearer token of ``toolfold mcp --http`` (the same one
@@ -201,10 +201,17 @@ async def proxy_command(options: ProxyOptions) -> int:
         )
     except ImportError as exc:
         raise CliError(missing_extra("toolfold mcp proxy", "mcp", exc.name)) from exc
+    from toolfold.mcp._deferred import DeferredSession
+
     spec = options.spec
     async with open_store(spec, create=True) as repo:
-        existed = options.session in await repo.list_sessions()
-        session = await repo.open_session(options.session, create=True)
+        session: Session
+        if options.session in await repo.list_sessions():
+            session = await repo.open_session(options.session)
+        else:
+            # Created by the first call: a client that only lists tools (an inspector, a
+            # health check) leaves no session behind, even if the proxy is killed.
+            session = DeferredSession(repo, options.session)
         spill_dir = spec.spill_dir(options.session)
         settings = McpSettings(
             session_name=options.session, spill_dir=spill_dir, tools=[], sandbox=options.sandbox
@@ -239,12 +246,10 @@ async def proxy_command(options: ProxyOptions) -> int:
             file=sys.stderr,
             flush=True,
         )
-        await serve_stdio(host)
-        if not existed and not await list_calls(session):
-            # A client that only listed tools (an inspector, a health check) leaves
-            # no empty session behind.
+        try:
+            await serve_stdio(host)
+        finally:
             await session.close()
-            await repo.delete_session(options.session)
     return 0
 
 
