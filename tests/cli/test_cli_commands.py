@@ -27,14 +27,18 @@ COMMANDS = sorted(
 def test_the_command_set() -> None:
     assert COMMANDS == [
         "agent",
+        "attach",
         "demo",
         "exec-host",
         "mcp",
+        "ps",
         "resume",
         "run",
+        "send",
         "serve",
         "sessions",
         "show",
+        "stop",
     ]
 
 

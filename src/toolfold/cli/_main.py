@@ -24,7 +24,13 @@ from ._shared import (
 )
 from ._store import resolve_store
 
-LAZY_COMMANDS = {"mcp": ("._main_mcp", "mcp")}
+LAZY_COMMANDS = {
+    "mcp": ("._main_mcp", "mcp"),
+    "ps": ("._main_detach", "ps"),
+    "attach": ("._main_detach", "attach"),
+    "send": ("._main_detach", "send"),
+    "stop": ("._main_detach", "stop"),
+}
 """Commands defined on first use: name -> (module relative to this package, the click
 command's attribute in it). Building their many options is work a ``run`` or ``show``
 would otherwise pay on every start; ``--help`` still lists them."""
@@ -55,7 +61,8 @@ def cli() -> None:
     Run a shell command as a durable tool call (`toolfold run -- make`), list and
     inspect what the store holds (`sessions`, `show`), finish calls a crash left
     unsettled (`resume`), watch calls live in a browser (`serve`), or take the tour
-    (`demo`). `run --ssh HOST` runs the command on another machine, where
+    (`demo`). `run --detach` starts a run that outlives the shell; `ps`, `attach`,
+    `send` and `stop` list, follow, type into and stop such runs. `run --ssh HOST` runs the command on another machine, where
     `exec-host` is its far end. `agent "task"` runs the reference agent loop on
     any OpenAI-compatible endpoint.
     """
@@ -117,6 +124,21 @@ def cli() -> None:
     "process died), `toolfold serve --resume-orphans` on the store settles the call.",
 )
 @sandbox_options("off", "the command (here, or on the exec host)")
+@click.option(
+    "--detach",
+    "-d",
+    is_flag=True,
+    help="Start the run in a process of its own and return at once, printing its id "
+    "(its session): `toolfold attach ID` follows it, `send ID TEXT` types a line to it, "
+    "`stop ID` stops it, `ps` lists detached runs.",
+)
+@click.option(
+    "--detached-worker",
+    "detached_worker",
+    type=int,
+    hidden=True,
+    help="Internal: how --detach starts the run's own process (FD: its ready pipe).",
+)
 @click.argument("command", nargs=-1, required=True, metavar="-- COMMAND...")
 def run(
     session: str | None,
@@ -136,6 +158,8 @@ def run(
     sandbox_profile: str,
     sandbox_write: tuple[str, ...],
     sandbox_network: bool,
+    detach: bool,
+    detached_worker: int | None,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND as a durable `bash` tool call and print what a model would receive.
@@ -148,6 +172,7 @@ def run(
     --exec-host the command runs on another machine or in a container, bounded there
     (spill files stay there); only the window crosses the connection. --sandbox
     confines the command (there, for --ssh / --exec-host); see docs/security.md.
+    --detach runs it in the background of the machine, outliving this shell.
     """
     from ._run import (
         RunSettings,
@@ -172,19 +197,37 @@ def run(
     name = session if session is not None else new_session_name()
     _check_session_name(name)
     text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
+    if detach:
+        from ._detach import start_detached
+
+        ctx = click.get_current_context()
+        _exit(start_detached(ctx, spec, name, command, local=remote is None))
+    worker = None
+    if detached_worker is not None:
+        from ._detach import Worker
+
+        worker = Worker.setup(
+            spec, name, text, detached_worker, local=remote is None, retain=retain
+        )
     settings = RunSettings(
         spec,
         name,
         text,
         policy,
-        live=sys.stdout.isatty() and sys.stderr.isatty(),
+        live=worker is None and sys.stdout.isatty() and sys.stderr.isatty(),
         as_json=as_json,
         remote=remote,
         max_spill=cap,
         lease_ttl=ttl,
         sandbox=sandbox,
+        stdin=worker.stdin if worker is not None else None,
+        on_started=worker.on_started if worker is not None else None,
     )
-    _exit(_arun(run_call(settings), spec))
+    try:
+        _exit(_arun(run_call(settings), spec))
+    finally:
+        if worker is not None:
+            worker.close()
 
 
 @cli.command(context_settings=CONTEXT)

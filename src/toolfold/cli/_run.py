@@ -165,6 +165,11 @@ class RunSettings:
     store settles the call."""
     sandbox: Sandbox | None = None
     """Confines the command (a local one; a remote one is confined by its exec host)."""
+    stdin: int | None = None
+    """The command's standard input (a local one; default ``/dev/null``): the FIFO of a
+    detached run (``_detach``)."""
+    on_started: Callable[[str], None] | None = None
+    """Called with the call's id once it is started (a detached run says it is ready)."""
 
 
 @dataclass(frozen=True)
@@ -257,7 +262,7 @@ async def _context(settings: RunSettings) -> tuple[ToolContext, str]:
     remote = settings.remote
     if remote is None:
         spill_dir = settings.spec.spill_dir(settings.session)
-        local = LocalExecEnv(spill_dir, sandbox=settings.sandbox)
+        local = LocalExecEnv(spill_dir, sandbox=settings.sandbox, stdin=settings.stdin)
         return ToolContext(env=local, cwd=Path.cwd()), str(spill_dir)
     env = remote.env(settings.session)
     try:
@@ -340,6 +345,8 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, on_signal(signum))
+        if settings.on_started is not None:
+            settings.on_started(call_id)
         view.start()
         store_failure: StorageError | None = None
         try:

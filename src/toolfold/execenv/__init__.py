@@ -44,6 +44,7 @@ from ._errors import (
 )
 from ._exec_result import ShellExecResult
 from ._headtail import HeadTailCapture, capture_for
+from ._hostguard import kill_marked
 from ._ledger import OrphanReport, stop_orphans
 from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
 from ._local import LocalExecEnv
@@ -180,6 +181,7 @@ __all__ = [
     "head_tail_window",
     "head_window",
     "iter_files",
+    "kill_marked",
     "last_line_bytes",
     "run_exec_host",
     "run_file_op",

@@ -45,8 +45,9 @@ def has_exited(pid: int) -> bool:
 class Streams:
     """The child's stdin, stdout and stderr, and our ends of them.
 
-    Plain: two output pipes and stdin ``/dev/null``, or a pipe we write when the command
-    may take input (``writable``). ``tty``: one pseudo-terminal for all three.
+    Plain: two output pipes and stdin ``/dev/null`` (or a copy of ``given``, a
+    descriptor the caller keeps), or a pipe we write when the command may take input
+    (``writable``). ``tty``: one pseudo-terminal for all three.
     """
 
     def __init__(
@@ -63,7 +64,7 @@ class Streams:
         self._child_open = True
 
     @classmethod
-    def open(cls, *, tty: bool, writable: bool) -> Streams:
+    def open(cls, *, tty: bool, writable: bool, given: int | None = None) -> Streams:
         if tty:
             master, slave = open_pty()
             # Our own descriptor for input: the reader closes the master at end of file,
@@ -81,6 +82,9 @@ class Streams:
                 child_in, stdin = os.pipe2(os.O_CLOEXEC)
                 opened += (child_in, stdin)
                 os.set_blocking(stdin, False)
+            elif given is not None:
+                child_in = os.dup(given)  # closed with the other child ends
+                opened.append(child_in)
         except OSError:
             for fd in opened:
                 os.close(fd)

@@ -56,9 +56,11 @@ def _marked(marker: bytes, me: int) -> list[int]:
     return found
 
 
-def kill_marked(mark: str) -> int:
-    """SIGKILL every process carrying ``mark`` until none is left; how many were hit."""
-    marker = f"{HOST_MARK_VAR}={mark}".encode()
+def kill_marked(mark: str, var: str = HOST_MARK_VAR) -> int:
+    """SIGKILL every process (but this one) whose environment holds ``var=mark``, round
+    after round until none is left; how many were hit. Used by the guard, and by
+    ``toolfold stop`` for a detached run whose process does not end."""
+    marker = f"{var}={mark}".encode()
     me = os.getpid()
     hit: set[int] = set()
     for _ in range(_ROUNDS):

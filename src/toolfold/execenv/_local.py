@@ -67,6 +67,9 @@ class LocalExecEnv:
     ``max_background`` and ``idle_timeout`` bound the commands that outlive their
     call (``exec(..., yield_after=...)``, see ``BackgroundCommands``); ``aclose()``
     stops them. ``background`` shares an existing registry instead (its limits apply).
+    ``stdin``: a descriptor (kept open by the caller) that every command not started
+    with ``yield_after`` or ``tty`` reads as its standard input instead of ``/dev/null``
+    (``toolfold run --detach`` gives it a FIFO that ``toolfold send`` writes to).
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class LocalExecEnv:
         max_background: int = DEFAULT_MAX_RUNNING,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
         background: BackgroundCommands | None = None,
+        stdin: int | None = None,
     ) -> None:
         for name, value in (("kill_grace", kill_grace), ("exit_grace", exit_grace)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
@@ -97,6 +101,7 @@ class LocalExecEnv:
         if sandbox is not None:
             sandbox.check()
         self.sandbox = sandbox
+        self.stdin = stdin
         # An exec host shares one registry between the environments of its requests.
         self.background = (
             background
@@ -240,7 +245,7 @@ class LocalExecEnv:
             on_failure=on_failure,
         )
         protocol = ExecProtocol(loop)
-        streams = Streams.open(tty=tty, writable=yield_after is not None)
+        streams = Streams.open(tty=tty, writable=yield_after is not None, given=self.stdin)
         reader = PipeReader(loop, streams.read_ends, session, protocol.output_closed)
         reader_box.append(reader)
         # Every process of this command carries the marker, so the teardown can find

@@ -113,7 +113,13 @@ def process_alive(record: Any) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    # A zombie has ended: only its parent has not collected it yet (a detached run's
+    # process belongs to init, which may take a moment).
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 @dataclass
