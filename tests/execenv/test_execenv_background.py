@@ -325,7 +325,7 @@ async def test_a_gigabyte_in_the_background_stays_bounded_and_spills_exactly(
     try:
         started = await asyncio.wait_for(env.exec(command, yield_after=0.05), BOUND)
         assert started.handle is not None
-        env.background.subscribe(started.handle, on_update)
+        follower = asyncio.create_task(env.background.follow(started.handle, on_update))
         # A write returns a read too: what came since is in it.
         read = await env.background.write(started.handle, "go\n", wait=0)
         total = read.truncation.total_bytes
@@ -337,6 +337,8 @@ async def test_a_gigabyte_in_the_background_stays_bounded_and_spills_exactly(
     finally:
         tracemalloc.stop()
     assert read.exit_code == 0
+    ended = await asyncio.wait_for(follower, BOUND)
+    assert (ended.ended, ended.exit_code, ended.running) == ("exited", 0, False)
     assert started.truncation.total_bytes + total == size == read.total_bytes
     assert peak < 64 << 20, f"peak traced memory {peak} bytes while 1 GB streamed"
     assert read.spill_path is not None

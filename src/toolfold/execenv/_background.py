@@ -166,6 +166,7 @@ class _Entry:
         self.watcher: asyncio.Task[None] | None = None
         self.idle_timer: asyncio.TimerHandle | None = None
         self.waiters = 0
+        self.tag: str | None = None
 
     def feed(self, data: bytes) -> None:
         self.segment.feed(data)
@@ -294,6 +295,7 @@ class BackgroundCommands:
                 "owner_pid": owner,
                 "owner_start": owner_start,
                 "started": e.started,
+                **({"tag": e.tag} if e.tag is not None else {}),
             }
             for e in self._entries.values()
             if e.running
@@ -505,31 +507,50 @@ class BackgroundCommands:
         if entry.running:
             set_window_size(entry.proc.tty, columns, rows)
 
-    def subscribe(self, handle: str, on_update: UpdateConsumer | None) -> None:
-        """Send the command's paced updates (its whole bounded view, from a ``Replace``) to
-        ``on_update`` from now on (``None``: to nobody)."""
-        self._get(handle).proc.session.redirect(on_update)
+    async def follow(
+        self, handle: str, on_update: UpdateConsumer, *, tag: str | None = None
+    ) -> BackgroundInfo:
+        """Send the command's paced updates (its whole bounded view, from a ``Replace``,
+        to its final state) to ``on_update`` until it ends; then its end (``exit_code``,
+        ``ended``). Not an interaction: its idle clock runs on, and ``read`` is unaffected.
+
+        ``tag`` (at most 200 characters, opaque here) goes into the ledger entry, so the
+        report of a command a crashed process left running (``stop_orphans``) names it.
+        """
+        if tag is not None and (not isinstance(tag, str) or not 0 < len(tag) <= 200):
+            raise ExecConfigError(f"tag must be a str of 1 to 200 characters, got {tag!r:.80}")
+        entry = self._get(handle)
+        if tag is not None:
+            entry.tag = tag
+            self._save_ledger()
+        session = entry.proc.session
+        session.redirect(on_update)
+        try:
+            await entry.done.wait()
+        finally:
+            session.redirect(None)
+        return self._info(entry, time.monotonic())
+
+    def _info(self, e: _Entry, now: float) -> BackgroundInfo:
+        return BackgroundInfo(
+            handle=e.handle,
+            command=e.command,
+            pid=e.proc.pid,
+            running=e.running,
+            tty=e.proc.tty is not None,
+            started=e.started,
+            total_bytes=e.proc.session.capture.total_bytes,
+            unread_bytes=e.proc.session.capture.total_bytes - e.offset,
+            idle=now - e.last_touch,
+            exit_code=e.exit_code,
+            ended=e.ended,
+        )
 
     def commands(self) -> list[BackgroundInfo]:
         """The commands of this environment not yet forgotten (running, or ended and not
         read since), oldest first."""
         now = time.monotonic()
-        return [
-            BackgroundInfo(
-                handle=e.handle,
-                command=e.command,
-                pid=e.proc.pid,
-                running=e.running,
-                tty=e.proc.tty is not None,
-                started=e.started,
-                total_bytes=e.proc.session.capture.total_bytes,
-                unread_bytes=e.proc.session.capture.total_bytes - e.offset,
-                idle=now - e.last_touch,
-                exit_code=e.exit_code,
-                ended=e.ended,
-            )
-            for e in self._entries.values()
-        ]
+        return [self._info(e, now) for e in self._entries.values()]
 
     @property
     def running(self) -> int:

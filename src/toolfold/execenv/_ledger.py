@@ -41,6 +41,9 @@ class OrphanReport:
     owner_pid: int
     killed: tuple[int, ...]
     """Pids that still carried its marker and were sent SIGKILL (empty: it had ended)."""
+    tag: str | None = None
+    """What its owner tagged it with (``BackgroundCommands.follow``): the harness's id of
+    the call that records its output."""
 
 
 def start_time(pid: int) -> str | None:
@@ -149,6 +152,7 @@ def stop_orphans(spill_dir: Path | str) -> list[OrphanReport]:
                 command=str(entry.get("command", ""))[:200],
                 owner_pid=int(entry.get("owner_pid") or 0),
                 killed=tuple(pids),
+                tag=tag if isinstance(tag := entry.get("tag"), str) and tag else None,
             )
         )
     if reports:

@@ -4,8 +4,9 @@ The same operations as ``BackgroundCommands`` (read, write, signal, stop, list, 
 each one ``bg`` request to the exec host, which runs them on its own registry: the
 capture, the windows and the spill stay there, and only a read's bounded window
 crosses. Every method is a coroutine here (``commands`` and ``resize`` too: they ask
-the host). The paced updates of a background command are not shipped (``subscribe``
-refuses): a read is how its later output comes back.
+the host). The paced updates of a background command are not shipped (there is no ``follow``,
+so the harness records no live call of its output): a read is how its later output
+comes back.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ._background import BackgroundInfo, BackgroundRead
-from ._errors import ExecConfigError, ProtocolError
+from ._errors import ProtocolError
 from ._protocol import bg_info_from_dict, bg_read_from_dict
-from ._session import UpdateConsumer
 
 Request = Callable[[str, dict[str, Any]], Awaitable[Any]]
 
@@ -70,10 +70,3 @@ class RemoteBackground:
     async def resize(self, handle: str, columns: int, rows: int) -> None:
         """See ``BackgroundCommands.resize``."""
         await self._request("resize", {"handle": handle, "columns": columns, "rows": rows})
-
-    def subscribe(self, handle: str, on_update: UpdateConsumer | None) -> None:
-        """Refused: a remote background command's updates stay on the exec host."""
-        raise ExecConfigError(
-            "a background command on an exec host sends no updates after it yielded; "
-            "read it (background.read) for its new output"
-        )

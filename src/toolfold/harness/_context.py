@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,7 +55,9 @@ class ToolContext:
     ``turn_id`` and ``tool_call_id`` identify the call (the harness fills them in
     per call with ``for_call``). ``memos`` is attached by the durability layer;
     without it ``get_memo`` / ``set_memo`` raise ``MemoUnavailableError``.
-    ``extra`` carries host-specific values (keep it small).
+    ``extra`` carries host-specific values (keep it small). ``on_background`` is set by
+    the harness per call: how a tool hands over a command that outlived the call
+    (see :meth:`follow_background`).
     """
 
     env: ExecEnv | None = None
@@ -65,6 +67,7 @@ class ToolContext:
     tool_call_id: str = ""
     memos: MemoBackend | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    on_background: Callable[[str, str], None] | None = None
 
     def for_call(self, *, run_id: str, turn_id: str, tool_call_id: str) -> ToolContext:
         """A copy of this context identifying one call."""
@@ -73,6 +76,14 @@ class ToolContext:
     def with_memos(self, memos: MemoBackend | None) -> ToolContext:
         """A copy with ``memos`` attached (the durability layer's seam)."""
         return dataclasses.replace(self, memos=memos)
+
+    def follow_background(self, handle: str, command: str) -> None:
+        """The command ``handle`` of ``env.background`` outlived this call: once the call
+        has settled, the harness records its further output as a call of its own (kind
+        ``"background"``, linked to this call): live to every subscriber, checkpointed
+        and settled when the command ends. Outside a harness this does nothing."""
+        if self.on_background is not None:
+            self.on_background(handle, command)
 
     def resolve(self, path: str | Path) -> Path:
         """``path`` resolved against ``cwd`` (absolute paths are kept)."""

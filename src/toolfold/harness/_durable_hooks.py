@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, cast
 
 import orjson
@@ -107,6 +107,7 @@ class DurableHooks(ExecutionHooks):
         self._records: dict[tuple[str, str], _HostRecord] = {}
         # Calls re-run by resume() right now (their spans say toolfold.resumed).
         self._resuming: set[tuple[str, str]] = set()
+        self._notes: dict[str, str] = {}
         self.resumed_messages: list[JSON] = []
         """Transcript entries of the assistant messages :meth:`resume` settled."""
         self.skipped: list[LeaseHeldError] = []
@@ -169,6 +170,7 @@ class DurableHooks(ExecutionHooks):
             call.args,
             call.run_id,
             call.turn_id,
+            {"kind": call.kind} if call.kind is not None else {},
         )
         writes = self._start_writes(call.run_id, [call.tool_call_id])
         self._attach(
@@ -236,7 +238,13 @@ class DurableHooks(ExecutionHooks):
                 )
             )
 
-    async def resume(self, harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
+    async def resume(
+        self,
+        harness: ResumeHost,
+        *,
+        orphans_only: bool = False,
+        notes: Mapping[str, str] | None = None,
+    ) -> list[ToolResult]:
         """Finish every operation left unsettled in the session (after a crash).
 
         Replay-safe calls are re-executed with a sink **seeded** from the state that
@@ -250,9 +258,14 @@ class DurableHooks(ExecutionHooks):
         operations whose lease expired: an unleased operation, and an assistant message,
         carry no sign of whether their process still runs, so they are left to an
         explicit ``toolfold resume``.
+
+        ``notes`` (tool call id → text) says what happened to a call that is settled
+        from its checkpoint (a background command stopped after the crash): the text
+        goes before the interruption marker, and into ``details["interrupted"]``.
         """
         results: list[ToolResult] = []
         self.skipped = []
+        self._notes = dict(notes or {})
         durability = self.durability
         found = await (
             durability.orphaned_operations() if orphans_only else durability.pending_operations()
@@ -308,7 +321,8 @@ class DurableHooks(ExecutionHooks):
         tool = harness.tools.get(record.tool_name)
         key = (op.run_id, record.tool_call_id)
         turn_id = record.turn_id or "turn-1"
-        if tool is not None and tool.replay_safe:
+        # A background command's output is never re-run: its command is not the call's.
+        if tool is not None and tool.replay_safe and not record.extra.get("kind"):
             self._seeds[key] = await load_memo_seed(
                 self.session, op.operation_id, record.invocation_id
             )
@@ -370,6 +384,18 @@ class DurableHooks(ExecutionHooks):
         last = final["content"][max(text_blocks(final), 1) - 1]
         text = output_text(final)
         sep = "\n" if text and not text.endswith("\n") else ""
+        kind = record.extra.get("kind")
+        kind = kind if isinstance(kind, str) else None
+        note = self._notes.get(record.tool_call_id)
+        if note is None and kind is not None:
+            note = (
+                "[The process that followed this background command ended (a crash?) before "
+                "the command did; no record says it was left running.]"
+            )
+        if note is not None:
+            final["details"]["interrupted"] = note
+            last["text"] = last["text"] + sep + note
+            sep = "\n"
         last["text"] = last["text"] + sep + INTERRUPTION_MARKER
         ids = (op.run_id, turn_id, record.tool_call_id)
         bus = harness.bus
@@ -380,6 +406,7 @@ class DurableHooks(ExecutionHooks):
             tool_call_id=record.tool_call_id,
             tool_name=record.tool_name,
             outcome="interrupted",
+            kind=kind,
         )
         message = result.to_message().to_json()
         stored = {**message, "operation_id": op.operation_id, "run_id": op.run_id}
@@ -408,13 +435,19 @@ def _durable_attributes(
     return attributes
 
 
-async def resume(harness: ResumeHost, *, orphans_only: bool = False) -> list[ToolResult]:
+async def resume(
+    harness: ResumeHost,
+    *,
+    orphans_only: bool = False,
+    notes: Mapping[str, str] | None = None,
+) -> list[ToolResult]:
     """Resume every unsettled operation of the durable session attached to ``harness``
-    (see :meth:`DurableHooks.resume`; ``orphans_only``: only those whose lease expired)."""
+    (see :meth:`DurableHooks.resume`; ``orphans_only``: only those whose lease expired;
+    ``notes``: what happened to calls settled from their checkpoint)."""
     hooks = getattr(harness, "hooks", None)
     if not isinstance(hooks, DurableHooks):
         raise DurabilityError(
             "resume() needs a Harness with durability attached "
             "(Harness(tools, hooks=DurableHooks(Durability(session))))"
         )
-    return await hooks.resume(harness, orphans_only=orphans_only)
+    return await hooks.resume(harness, orphans_only=orphans_only, notes=notes)

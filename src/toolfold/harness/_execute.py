@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
@@ -16,6 +17,7 @@ from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import OpStream, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 
+from ._background_call import follow_later
 from ._bus import EventBus
 from ._call_checks import args_problem, call_problem, refused_result
 from ._context import ToolContext
@@ -87,6 +89,8 @@ async def _run(
         run_id=call.run_id, turn_id=call.turn_id, tool_call_id=call.tool_call_id
     )
     cancel = cancel if cancel is not None else asyncio.Event()
+    followed: list[tuple[str, str]] = []  # commands that outlive the call
+    ctx = dataclasses.replace(ctx, on_background=lambda h, c: followed.append((h, c)))
     ids = (call.run_id, call.turn_id, call.tool_call_id)
     bus.publish(ToolStart(*ids, name, call.args))
     ended = False
@@ -137,12 +141,39 @@ async def _run(
         await publisher.finish()
         live.close()
         result = ToolResult.from_state(
-            state, tool_call_id=call.tool_call_id, tool_name=name, outcome=outcome
+            state, tool_call_id=call.tool_call_id, tool_name=name, outcome=outcome, kind=call.kind
         )
         await hooks.before_settle(call, sink, result)
         bus.publish(ToolEnd(*ids, is_error=result.is_error))
         ended = True
         bus.publish(ToolSettled(*ids, message=result.to_message().to_json()))
+        for handle, command in followed:
+            # Its further output: a call of its own, from now on (``_background_call``).
+            follow_later(
+                call,
+                ctx,
+                hooks,
+                lambda info, body: _observed(
+                    partial(
+                        _run,
+                        name=info.tool_name,
+                        policy=policy,
+                        body=body,
+                        call=info,
+                        bus=bus,
+                        context=context,
+                        cancel=None,
+                        hooks=hooks,
+                        clock=clock,
+                        pacing=pacing,
+                    ),
+                    name=info.tool_name,
+                    tool_call_id=info.tool_call_id,
+                    policy=policy,
+                ),
+                handle,
+                command,
+            )
     finally:
         if unrebase is not None:
             unrebase()

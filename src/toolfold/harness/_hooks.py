@@ -26,6 +26,8 @@ class CallInfo:
     tool_name: str
     args: Any
     replay_safe: bool
+    kind: str | None = None
+    """See ``ToolResult.kind`` (``"background"``: a command's output, not a model's call)."""
 
 
 class ExecutionHooks:

@@ -56,6 +56,10 @@ class ToolResult:
     outcome: Outcome = "ok"
     state: ToolOutputState | None = None
     """The full final ``ToolOutputState`` (including ``truncation``), for hosts and tests."""
+    kind: str | None = None
+    """``None``: a call the model made. ``"background"``: the output of a command that
+    outlived the call that started it (``ToolContext.follow_background``), which no
+    model asked for and a transcript sent to a model leaves out."""
 
     @classmethod
     def from_state(
@@ -65,6 +69,7 @@ class ToolResult:
         tool_call_id: str,
         tool_name: str,
         outcome: Outcome,
+        kind: str | None = None,
     ) -> ToolResult:
         """Assemble the result from a final (or recovered) output state."""
         return cls(
@@ -78,6 +83,7 @@ class ToolResult:
             is_error=outcome != "ok",
             outcome=outcome,
             state=state,
+            kind=kind,
         )
 
     @property
@@ -97,6 +103,7 @@ class ToolResult:
             terminate=self.terminate,
             is_error=self.is_error,
             outcome=self.outcome,
+            kind=self.kind,
         )
 
 
@@ -113,6 +120,8 @@ class ToolResultMessage:
     added_tools: list[str] | None = None
     terminate: bool = False
     outcome: Outcome = "ok"
+    kind: str | None = None
+    """See ``ToolResult.kind``."""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object (optional fields omitted when unset)."""
@@ -131,6 +140,8 @@ class ToolResultMessage:
             data["added_tools"] = self.added_tools
         if self.terminate:
             data["terminate"] = True
+        if self.kind is not None:
+            data["kind"] = self.kind
         return data
 
     @classmethod
@@ -146,4 +157,5 @@ class ToolResultMessage:
             added_tools=data.get("added_tools"),
             terminate=bool(data.get("terminate", False)),
             outcome=data.get("outcome", "error" if data["is_error"] else "ok"),
+            kind=data.get("kind"),
         )

@@ -253,6 +253,9 @@ async def run_bash(
         note = "\n".join(filter(None, [note, running_note(result.handle, params.yield_after)]))
         out.footer(("\n" if out.text and not out.text.endswith("\n") else "") + note)
         out.details.update({"exit_code": None, "handle": result.handle, "running": True})
+        # Its further output is recorded as a call of its own (live, durable) once this
+        # one has settled; the model reads it with bash_read.
+        context.follow_background(result.handle, params.command)
         return
     if result.background_killed:
         # Tell the model why a `cmd &` it started is gone, and how to keep one running.
