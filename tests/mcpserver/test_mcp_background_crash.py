@@ -1,6 +1,8 @@
 """``kill -9`` of a ``toolfold mcp`` server while a command it left in the background
-runs: the command outlives it (nothing could stop it), then ``toolfold resume`` stops it
-and says so, and a second resume finds nothing; a closed server stops its own."""
+runs: the command outlives it (nothing could stop it), then ``toolfold resume`` stops it,
+says so and records it: the call that recorded its output (checkpointed while it ran)
+is settled as interrupted, with that output and the reason; no process of its group is
+left, and a second resume finds nothing. A closed server stops its own."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mcp_helpers import TOOLFOLD, clean_env, store_url
+from mcp_helpers import TOOLFOLD, clean_env, poll, store_url
 
 from sshd_fixture import wait_gone
 
@@ -81,6 +83,41 @@ def alive(pid: int) -> bool:
         return False
 
 
+def group_members(pgid: int) -> list[int]:
+    """Processes of process group ``pgid`` that are not zombies."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(name))
+    return found
+
+
+def toolfold(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [*TOOLFOLD, *args, "--store", store_url(tmp_path)],
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def background_call(tmp_path: Path) -> str | None:
+    """The id of the call recording a background command's output, once recorded."""
+    calls = json.loads(toolfold(tmp_path, "show", "s1", "--json").stdout)
+    return next((c["tool_call_id"] for c in calls if c["tool_name"] == "background"), None)
+
+
 def reap(pid: int) -> None:
     with contextlib.suppress(ChildProcessError):  # adopted by this process, or by init
         os.waitpid(pid, os.WNOHANG)
@@ -91,9 +128,17 @@ def test_kill_9_of_the_server_then_resume_stops_the_background_command(tmp_path:
     pid = 0
     try:
         handle, pid = start_background(proc)
+        # While it runs, the call recording its output is in the store, checkpointed.
+        bg = poll(lambda: background_call(tmp_path), "the background call to be recorded")
+        assert bg.endswith(f".{handle}")
+        poll(
+            lambda: f"{pid}\n" in toolfold(tmp_path, "show", "s1", bg).stdout,
+            "the background call's output to be checkpointed",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         assert alive(pid), "the background command died with the server: nothing to test"
+        assert group_members(pid) == [pid]
         ledger = tmp_path / "store" / "spill" / "s1" / "background.json"
         [entry] = json.loads(ledger.read_text())
         assert entry["handle"] == handle and entry["owner_pid"] == proc.pid
@@ -111,8 +156,26 @@ def test_kill_9_of_the_server_then_resume_stops_the_background_command(tmp_path:
             f"background command {handle} ('echo $$; exec sleep 1000') was left running by "
             f"process {proc.pid}, which ended without stopping it: stopped it (killed pid {pid})"
         ) in resumed.stdout
+        assert f"{bg} (background): output of background command {handle} of call " in (
+            resumed.stdout
+        )
         assert wait_gone(pid)
         reap(pid)
+        assert group_members(pid) == []
+        # The store says what happened to it: interrupted, its output kept, and why.
+        settled = json.loads(toolfold(tmp_path, "show", "s1", bg, "--json").stdout)
+        assert settled["kind"] == "background" and settled["outcome"] == "interrupted"
+        reason = (
+            f"[Background command {handle}: process {proc.pid}, which followed it, ended "
+            f"without stopping it; it was stopped after the crash (killed pid {pid}).]"
+        )
+        assert settled["details"]["interrupted"] == reason
+        assert settled["details"]["started_by"] == bg.removesuffix(f".{handle}")
+        text = settled["content"][0]["text"]
+        assert text.startswith(f"{pid}\n") and reason in text
+        shown = toolfold(tmp_path, "show", "s1")
+        rows = [line.split()[1:4] for line in shown.stdout.splitlines()]
+        assert [bg, "background", "interrupted"] in rows
         again = subprocess.run(
             [*TOOLFOLD, "resume", "s1", "--store", store_url(tmp_path)],
             cwd=tmp_path,
@@ -141,6 +204,14 @@ def test_a_server_that_closes_stops_its_background_commands(tmp_path: Path) -> N
         assert wait_gone(pid)
         assert f"stopped background command {handle}" in proc.stderr.read().decode()
         assert not (tmp_path / "store" / "spill" / "s1" / "background.json").exists()
+        # The call that recorded its output settled, saying the server's closing stopped it.
+        bg = background_call(tmp_path)
+        assert bg is not None
+        closed = json.loads(toolfold(tmp_path, "show", "s1", bg, "--json").stdout)
+        assert closed["details"]["ended"] == "closed" and closed["outcome"] == "error"
+        assert closed["content"][0]["text"].endswith(
+            f"[{handle} was stopped: its execution environment closed]"
+        )
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

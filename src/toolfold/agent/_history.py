@@ -120,6 +120,8 @@ def rebuild_history(
     history = History(first_messages(task, system))
     results: dict[str, str] = {}
     for entry in entries:
+        if entry.get("kind") is not None:
+            continue  # a background command's output: no model asked for that call
         if entry.get("role") != "assistant" and isinstance(entry.get("tool_call_id"), str):
             results[entry["tool_call_id"]] = _text(entry.get("content"))
     asked: list[ToolCall] = []

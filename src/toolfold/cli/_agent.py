@@ -126,7 +126,7 @@ async def drive(
     """Run the loop from ``history`` with the live view; record how it ended."""
     from toolfold.agent import AgentError, agent_run_address, continue_agent
     from toolfold.execenv import LocalExecEnv
-    from toolfold.harness import ToolContext, ToolLoop
+    from toolfold.harness import ToolContext, ToolLoop, background_settled
 
     from ._tools import offered_tools
 
@@ -184,6 +184,7 @@ async def drive(
                 f"toolfold: stopped background command {read.handle} ({read.command[:80]!r})\n"
             )
             printer.err.flush()
+        await background_settled()  # the calls recording their output settle
     await session.commit([set_value(agent_run_address(), {**record, "done": result.stop})])
     tokens = result.model_usage.get("total_tokens")
     print(

@@ -11,7 +11,14 @@ from typing import Any
 from toolfold._units import plural
 from toolfold.durability import pending_messages
 from toolfold.execenv import LocalExecEnv, OrphanReport, stop_orphans
-from toolfold.harness import DurableHooks, Harness, RecoveryError, ToolContext, ToolResult
+from toolfold.harness import (
+    DurableHooks,
+    Harness,
+    RecoveryError,
+    ToolContext,
+    ToolResult,
+    orphan_notes,
+)
 from toolfold.output import output_text
 from toolfold.storage import CorruptStoreError, StorageError
 
@@ -255,7 +262,7 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
             session=session,
         )
         try:
-            results = await harness.resume()
+            results = await harness.resume(notes=orphan_notes(orphans))
         except RecoveryError as exc:
             raise StoreOpenError(
                 f"cannot resume session {session_name!r} ({spec.describe()}): {exc}"
@@ -300,7 +307,18 @@ def _resumed_line(result: ToolResult, harness: Harness) -> str:
     tool = harness.tools.get(result.tool_name)
     t = result.state.get("truncation") if result.state is not None else None
     size = f"{plural(t['total_lines'], 'line')} kept" if t else ""
-    if tool is not None and tool.replay_safe:
+    details = result.details if isinstance(result.details, dict) else {}
+    if result.kind is not None:
+        # The output of a background command (no model asked for it): say whose, and
+        # what became of the command.
+        how = (
+            f"output of background command {details.get('handle')} of call "
+            f"{details.get('started_by')}, settled from its last checkpoint as "
+            f"{result.outcome} (partial output kept)"
+        )
+        if details.get("interrupted"):
+            how += f"; {str(details['interrupted']).strip('[]').rstrip('.')}"
+    elif tool is not None and tool.replay_safe:
         how = f"re-ran seeded from its last memo -> {result.outcome}"
     else:
         how = f"settled from its last checkpoint as {result.outcome} (partial output kept)"

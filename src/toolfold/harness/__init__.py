@@ -33,6 +33,12 @@ from toolfold.durability import (
     recover,
 )
 
+from ._background_call import (
+    BACKGROUND_KIND,
+    BACKGROUND_TOOL,
+    background_settled,
+    orphan_notes,
+)
 from ._bus import DEFAULT_MAX_QUEUE, EventBus, Listener, Subscription
 from ._call_checks import format_validation_error
 from ._context import ExecEnv, MemoBackend, ToolContext
@@ -117,6 +123,8 @@ __getattr__ = lazy_exports(
 )
 
 __all__ = [
+    "BACKGROUND_KIND",
+    "BACKGROUND_TOOL",
     "CANCELLED_MARKER",
     "DEFAULT_CANCEL_GRACE",
     "DEFAULT_CHECKPOINT_INTERVAL",
@@ -169,10 +177,12 @@ __all__ = [
     "ToolStart",
     "ToolUpdate",
     "TrackerSource",
+    "background_settled",
     "execute_tool_call",
     "format_validation_error",
     "model_images",
     "operation_tool_memo",
+    "orphan_notes",
     "pending_assistant_output",
     "pending_tool_output",
     "recover",

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from toolfold.execenv import BackgroundInfo, ExecError
+from toolfold.execenv import BackgroundInfo, ExecError, OrphanReport
 from toolfold.output import ToolOutput
 
 from ._context import ToolContext
@@ -121,6 +121,35 @@ def follow_later(
     task.add_done_callback(_done)
 
 
+async def background_settled() -> None:
+    """Wait until every call recording a background command's output (in this event
+    loop) has settled. They end with their commands: close the exec env first (its
+    ``aclose`` stops them), then wait here before closing the store."""
+    loop = asyncio.get_running_loop()
+    while mine := [t for t in _following if t.get_loop() is loop and not t.done()]:
+        await asyncio.wait(mine)
+
+
+def orphan_notes(orphans: Iterable[OrphanReport]) -> dict[str, str]:
+    """What ``resume(notes=...)`` records on the call of each background command that
+    ``stop_orphans`` found a dead process had left running, keyed by the call id its
+    owner tagged the command with: that it was stopped after the crash, and how."""
+    notes = {}
+    for o in orphans:
+        if o.tag is None:
+            continue
+        what = (
+            f"it was stopped after the crash (killed pid {', '.join(map(str, o.killed))})"
+            if o.killed
+            else "it had ended by itself before anything stopped it"
+        )
+        notes[o.tag] = (
+            f"[Background command {o.handle}: process {o.owner_pid}, which followed it, "
+            f"ended without stopping it; {what}.]"
+        )
+    return notes
+
+
 def _done(task: asyncio.Task[Any]) -> None:
     _following.discard(task)
     if not task.cancelled() and task.exception() is not None:
@@ -128,4 +157,11 @@ def _done(task: asyncio.Task[Any]) -> None:
         _log.error("%s failed", task.get_name(), exc_info=task.exception())
 
 
-__all__ = ["BACKGROUND_KIND", "BACKGROUND_TOOL", "background_call_id", "follow_later"]
+__all__ = [
+    "BACKGROUND_KIND",
+    "BACKGROUND_TOOL",
+    "background_call_id",
+    "background_settled",
+    "follow_later",
+    "orphan_notes",
+]

@@ -6,7 +6,7 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -293,11 +293,12 @@ class Harness:
         self.clock = clock
         self.pacing = pacing if pacing is not None else Pacing()
 
-    async def resume(self) -> list[ToolResult]:
+    async def resume(self, *, notes: Mapping[str, str] | None = None) -> list[ToolResult]:
         """Finish every operation a crash left unsettled in the durable session:
         replay-safe calls re-run seeded from their last memo checkpoint, the others
-        settled from their last checkpoint with ``INTERRUPTION_MARKER``."""
-        return await resume(self)
+        settled from their last checkpoint with ``INTERRUPTION_MARKER`` (preceded by
+        ``notes[tool_call_id]`` when given: what became of a background command)."""
+        return await resume(self, notes=notes)
 
     def definitions(self) -> list[dict[str, Any]]:
         """The tool list for the model (name, description, JSON schema)."""

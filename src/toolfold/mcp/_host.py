@@ -32,7 +32,17 @@ from mcp.shared.exceptions import MCPError
 from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
 from toolfold.durability import default_host_id
 from toolfold.execenv import LocalExecEnv, Sandbox, stop_orphans
-from toolfold.harness import Durability, Harness, Pacing, Tool, ToolCall, ToolContext, ToolResult
+from toolfold.harness import (
+    Durability,
+    Harness,
+    Pacing,
+    Tool,
+    ToolCall,
+    ToolContext,
+    ToolResult,
+    background_settled,
+    orphan_notes,
+)
 from toolfold.history import (
     list_calls,
     mark_activity,
@@ -197,8 +207,10 @@ class McpHost:
         unless a call became a task, whose client polls for it.
         A call whose server process still runs is left alone (and so is the rest,
         since resume works per session): two servers may share a session."""
-        # Background commands an earlier server left running when it died are stopped.
-        for orphan in stop_orphans(self.settings.spill_dir):
+        # Background commands an earlier server left running when it died are stopped;
+        # the calls recording their output say so when they are settled below.
+        orphans = stop_orphans(self.settings.spill_dir)
+        for orphan in orphans:
             print(
                 f"toolfold mcp: background command {orphan.handle} ({orphan.command[:80]!r}) "
                 f"of a server that died (pid {orphan.owner_pid}): "
@@ -233,7 +245,7 @@ class McpHost:
         if not any(c.tool_call_id in task_calls for c in pending):
             tools = [dataclasses.replace(t, replay_safe=False) for t in tools]
         resumer = Harness(tools, context=self._context, session=self.session)
-        results = await resumer.resume()
+        results = await resumer.resume(notes=orphan_notes(orphans))
         for result in results:
             if result.state is not None:
                 await self._record_settled(result.tool_call_id, result)
@@ -463,6 +475,8 @@ class McpHost:
                     f"({read.command[:80]!r}) as the server closed",
                     file=sys.stderr,
                 )
+            # ... and the calls recording their output settle, saying so.
+            await background_settled()
 
 
 __all__ = ["INSTRUCTIONS", "McpHost", "McpSettings"]
