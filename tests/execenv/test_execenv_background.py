@@ -25,11 +25,13 @@ from toolfold.execenv import (
     ExecConfigError,
     HandleError,
     LocalExecEnv,
+    Replace,
     Sandbox,
     ShellOutputLimits,
     ShellOutputUpdate,
     apply_shell_output_update,
 )
+from toolfold.execenv._ledger import read_ledger
 
 BOUND = 60.0
 PY = sys.executable
@@ -325,7 +327,7 @@ async def test_a_gigabyte_in_the_background_stays_bounded_and_spills_exactly(
     try:
         started = await asyncio.wait_for(env.exec(command, yield_after=0.05), BOUND)
         assert started.handle is not None
-        follower = asyncio.create_task(env.background.follow(started.handle, on_update))
+        follower = asyncio.create_task(env.background.follow(started.handle)(on_update))
         # A write returns a read too: what came since is in it.
         read = await env.background.write(started.handle, "go\n", wait=0)
         total = read.truncation.total_bytes
@@ -496,3 +498,32 @@ def _exec_id_of(pid: int) -> str:
             if item.startswith(b"TOOLFOLD_EXEC_ID="):
                 return item.split(b"=", 1)[1].decode()
     raise AssertionError(f"process {pid} has no marker")
+
+
+async def test_follow_holds_the_command_from_the_call_on_and_tags_its_ledger_entry(
+    tmp_path: Path,
+) -> None:
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+    started = await asyncio.wait_for(
+        env.exec("echo one; read -r go; echo two", yield_after=0.1), BOUND
+    )
+    assert started.handle is not None
+    follow = env.background.follow(started.handle, tag="call-1.bg-1")
+    [entry] = read_ledger(tmp_path / "spill")
+    assert entry["tag"] == "call-1.bg-1"
+    # It ends, and the read that reports its end forgets the handle, before anyone
+    # listens: the follower still gets its final view, once, and how it ended.
+    read = await env.background.write(started.handle, "\n", wait=BOUND, until="two")
+    while read.running:
+        read = await env.background.read(started.handle, wait=BOUND)
+    assert env.background.commands() == []
+    got: list[ShellOutputUpdate] = []
+    end = await asyncio.wait_for(follow(got.append), BOUND)
+    assert (end.ended, end.exit_code) == ("exited", 0)
+    [update] = got
+    assert isinstance(update, Replace) and update.output.text == "one\ntwo\n"
+    with pytest.raises(HandleError):
+        env.background.follow(started.handle)
+    with pytest.raises(ExecConfigError):
+        env.background.follow("bg-1", tag="")
+    await env.aclose()

@@ -39,13 +39,14 @@ def test_a_dead_owners_command_is_killed_and_a_live_owners_is_not(tmp_path: Path
         write_ledger(
             spill,
             [
-                entry(dead_id, os.getpid(), "0"),
+                {**entry(dead_id, os.getpid(), "0"), "tag": "call-1.bg-1"},
                 entry(live_id, os.getpid(), start_time(os.getpid())),
             ],
         )
         assert (spill / LEDGER_NAME).stat().st_mode & 0o777 == 0o600
         [report] = stop_orphans(spill)
         assert report.killed == (orphan.pid,) and report.handle == "bg-1"
+        assert report.tag == "call-1.bg-1"
         assert orphan.wait(timeout=60) == -signal.SIGKILL
         assert owned.poll() is None
         assert [e["exec_id"] for e in read_ledger(spill)] == [live_id]

@@ -29,9 +29,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import inspect
 import os
 import signal
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
@@ -42,6 +44,7 @@ from ._ledger import start_time, write_ledger
 from ._limits import ShellOutputLimits
 from ._output_view import ShellOutputTruncation, ShellOutputView
 from ._session import CaptureSession, UpdateConsumer
+from ._updates import Replace
 
 DEFAULT_MAX_RUNNING = 8
 DEFAULT_IDLE_TIMEOUT = 3600.0
@@ -507,12 +510,14 @@ class BackgroundCommands:
         if entry.running:
             set_window_size(entry.proc.tty, columns, rows)
 
-    async def follow(
-        self, handle: str, on_update: UpdateConsumer, *, tag: str | None = None
-    ) -> BackgroundInfo:
-        """Send the command's paced updates (its whole bounded view, from a ``Replace``,
-        to its final state) to ``on_update`` until it ends; then its end (``exit_code``,
-        ``ended``). Not an interaction: its idle clock runs on, and ``read`` is unaffected.
+    def follow(
+        self, handle: str, *, tag: str | None = None
+    ) -> Callable[[UpdateConsumer], Awaitable[BackgroundInfo]]:
+        """Hold on to the command ``handle`` now (a read that reports its end cannot make
+        it unknown from here on); the returned coroutine function sends its paced
+        updates (its whole bounded view, from a ``Replace``, to its final state) to an
+        ``on_update`` until it ends, then returns its end (``exit_code``, ``ended``).
+        Not an interaction: its idle clock runs on, and ``read`` is unaffected.
 
         ``tag`` (at most 200 characters, opaque here) goes into the ledger entry, so the
         report of a command a crashed process left running (``stop_orphans``) names it.
@@ -520,16 +525,25 @@ class BackgroundCommands:
         if tag is not None and (not isinstance(tag, str) or not 0 < len(tag) <= 200):
             raise ExecConfigError(f"tag must be a str of 1 to 200 characters, got {tag!r:.80}")
         entry = self._get(handle)
-        if tag is not None:
+        if tag is not None and entry.running:
             entry.tag = tag
             self._save_ledger()
-        session = entry.proc.session
-        session.redirect(on_update)
-        try:
-            await entry.done.wait()
-        finally:
-            session.redirect(None)
-        return self._info(entry, time.monotonic())
+
+        async def run(on_update: UpdateConsumer) -> BackgroundInfo:
+            session = entry.proc.session
+            if entry.running:
+                session.redirect(on_update)
+                try:
+                    await entry.done.wait()
+                finally:
+                    session.redirect(None)
+            else:  # it ended before anyone listened: its final view, once
+                sent = on_update(Replace(session.view()))
+                if inspect.isawaitable(sent):
+                    await sent
+            return self._info(entry, time.monotonic())
+
+        return run
 
     def _info(self, e: _Entry, now: float) -> BackgroundInfo:
         return BackgroundInfo(

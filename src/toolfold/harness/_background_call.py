@@ -69,16 +69,16 @@ def _end(handle: str, end: BackgroundInfo) -> tuple[Outcome, str | None]:
     return ("ok" if end.ended == "stopped" else "error"), f"[{handle} {why}]"
 
 
-def _body(background: Any, handle: str, call_id: str, started_by: str) -> Body:
+def _body(
+    follow: Callable[[Callable[[Any], None]], Awaitable[BackgroundInfo]],
+    handle: str,
+    started_by: str,
+) -> Body:
     async def body(
         sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
     ) -> tuple[Outcome, str | None]:
         sink.details.update({"handle": handle, "started_by": started_by, "running": True})
-        try:
-            end: BackgroundInfo = await background.follow(handle, sink.feed, tag=call_id)
-        except ExecError as exc:  # it was read to its end and forgotten before this call
-            sink.details["running"] = False
-            return "error", f"[{handle} could not be followed: {exc}]"
+        end = await follow(sink.feed)
         sink.details.update({"running": False, "exit_code": end.exit_code, "ended": end.ended})
         return _end(handle, end)
 
@@ -96,10 +96,17 @@ def follow_later(
     """Start the call recording ``handle``'s output (its starting call ``call`` has
     settled). Nothing when the environment cannot follow a command (an exec host's
     background commands send no updates: they are read)."""
-    background = getattr(context.env, "background", None)
-    if not callable(getattr(background, "follow", None)):
+    start = getattr(getattr(context.env, "background", None), "follow", None)
+    if not callable(start):
         return
     call_id = background_call_id(call.tool_call_id, handle)
+    try:
+        # Now, before anything awaits: the command is held from here on, even if a read
+        # reports its end (or the environment closes) before this call has started.
+        follow = start(handle, tag=call_id)
+    except ExecError as exc:
+        _log.warning("background command %s is not followed: %s", handle, exc)
+        return
     info = CallInfo(
         call.run_id,
         call.turn_id,
@@ -114,7 +121,7 @@ def follow_later(
         if isinstance(hooks, DurableHooks):
             # Its own operation (and lease): it settles long after the starting run.
             await hooks.start_call(info)
-        await drive(info, _body(background, handle, call_id, call.tool_call_id))
+        await drive(info, _body(follow, handle, call.tool_call_id))
 
     task = asyncio.create_task(run(), name=f"toolfold background {call_id}")
     _following.add(task)
