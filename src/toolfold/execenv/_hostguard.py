@@ -92,7 +92,10 @@ class HostGuard:
             self._process = subprocess.Popen(
                 [sys.executable, "-I", "-S", os.path.abspath(__file__), self.mark],
                 stdin=read_end,
+                # Not the host's stdout / stderr: over ssh those are the channel, which
+                # the guard must not keep open after the host is gone.
                 stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
                 start_new_session=True,
             )
         except OSError:
