@@ -19,6 +19,7 @@ from toolfold.execenv import (
     Sandbox,
     ShellOutputUpdate,
     ShellOutputView,
+    _spawn,
     apply_shell_output_update,
 )
 
@@ -136,8 +137,7 @@ async def test_background_processes_that_let_go_of_the_output_keep_running(
 async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
     env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, survivors: list[int]
 ) -> None:
-    loop = asyncio.get_running_loop()
-    real_spawn = loop.subprocess_exec
+    real_spawn = _spawn.start_child
     gate = asyncio.Event()
     started: list[object] = []
 
@@ -149,7 +149,7 @@ async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
         await gate.wait()
         return spawned
 
-    monkeypatch.setattr(loop, "subprocess_exec", gated_spawn)
+    monkeypatch.setattr(_spawn, "start_child", gated_spawn)
     fifo = tmp_path / "pids"
     os.mkfifo(fifo)
     task = asyncio.create_task(

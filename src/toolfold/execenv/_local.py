@@ -12,6 +12,7 @@ from typing import Any
 
 from toolfold import _otel
 
+from . import _spawn
 from ._background import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_RUNNING,
@@ -262,15 +263,15 @@ class LocalExecEnv:
             streams.close_stdin()
             raise
         spawn = asyncio.ensure_future(
-            loop.subprocess_exec(
-                lambda: protocol,
-                *argv,
+            _spawn.start_child(
+                loop,
+                protocol,
+                argv,
                 stdin=streams.child_stdin,
                 stdout=streams.child_stdout,
                 stderr=streams.child_stderr,
                 cwd=cwd,
                 env=child_env,
-                start_new_session=True,
                 preexec_fn=take_controlling_terminal if tty else None,
             )
         )
@@ -284,11 +285,13 @@ class LocalExecEnv:
         try:
             # Shielded: a cancellation delivered inside asyncio's start-up would make it
             # SIGKILL the shell alone, leaving whatever the shell already forked running.
-            transport, _ = await asyncio.shield(spawn)
+            transport = await asyncio.shield(spawn)
         except asyncio.CancelledError:
             streams.close_stdin()
             await asyncio.shield(
-                asyncio.ensure_future(self._stop_when_started(spawn, reader, session, exec_id))
+                asyncio.ensure_future(
+                    self._stop_when_started(spawn, protocol, reader, session, exec_id)
+                )
             )
             raise
         except OSError as exc:
@@ -386,7 +389,8 @@ class LocalExecEnv:
 
     async def _stop_when_started(
         self,
-        spawn: asyncio.Future[tuple[asyncio.SubprocessTransport, ExecProtocol]],
+        spawn: asyncio.Future[_spawn.ChildProcess],
+        protocol: ExecProtocol,
         reader: PipeReader,
         session: CaptureSession,
         exec_id: str,
@@ -394,7 +398,7 @@ class LocalExecEnv:
         # exec was cancelled while the shell was starting: let the start finish (a few
         # loop iterations), then tear the whole group down.
         try:
-            transport, protocol = await spawn
+            transport = await spawn
         except OSError:
             reader.close()
             return
@@ -403,7 +407,7 @@ class LocalExecEnv:
 
     async def _teardown(
         self,
-        transport: asyncio.SubprocessTransport,
+        transport: _spawn.ChildProcess,
         protocol: ExecProtocol,
         reader: PipeReader,
         session: CaptureSession,
@@ -440,7 +444,7 @@ class LocalExecEnv:
             await asyncio.wait_for(asyncio.to_thread(reap_killed, left), 5.0)
 
     async def _kill_group(
-        self, transport: asyncio.SubprocessTransport, protocol: ExecProtocol, exec_id: str
+        self, transport: _spawn.ChildProcess, protocol: ExecProtocol, exec_id: str
     ) -> None:
         pid = transport.get_pid()
         both = asyncio.gather(protocol.exited, protocol.pipes_closed)
@@ -486,7 +490,7 @@ class _Started:
     def __init__(
         self,
         env: LocalExecEnv,
-        transport: asyncio.SubprocessTransport,
+        transport: _spawn.ChildProcess,
         protocol: ExecProtocol,
         reader: PipeReader,
         session: CaptureSession,
