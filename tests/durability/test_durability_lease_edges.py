@@ -253,21 +253,44 @@ async def test_a_token_that_is_not_one_is_refused_and_left_alone(session: Sessio
     assert await session.get_value(value("lease.token", "op1")) == "seven"
 
 
-async def test_losing_the_race_for_a_lease_names_the_winner(session: Session) -> None:
+async def test_losing_the_race_for_a_new_operation_names_the_winner(session: Session) -> None:
     clock = Clock()
     flaky = Flaky(session)
-    # B has read the token (none yet) when A takes the operation: B's commit conflicts.
+    # A takes the new operation just before B's commit: B's commit (conditional on no
+    # token) conflicts, and B is told who runs it.
     flaky.before_commit = lambda: acquire_lease(session, "op1", "A", ttl=5, clock=clock)
     with pytest.raises(LeaseHeldError) as info:
         await acquire_lease(flaky, "op1", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
     assert str(info.value) == (
-        "operation 'op1' was taken by host 'A' first (token 1); "
+        "operation 'op1' is held by host 'A' (token 1) for another 5.0 s; it is running there"
+    )
+    assert (info.value.operation_id, info.value.holder) == ("op1", "A")
+    held = await read_lease(session, "op1")
+    assert held is not None and (held.owner, held.token) == ("A", 1)
+
+
+async def test_losing_the_race_for_an_expired_lease_names_the_winner(session: Session) -> None:
+    clock = Clock()
+    await acquire_lease(session, "op1", "C", ttl=5, clock=clock)
+    clock.now += 6  # C's lease expired: B and A both take the operation over
+    flaky = Flaky(session)
+
+    async def then_a_takes_it() -> None:
+        # B's first commit (as if the operation were new) conflicts on C's token; B
+        # then reads the expired lease, and A takes it over before B's second commit.
+        flaky.before_commit = lambda: acquire_lease(session, "op1", "A", ttl=5, clock=clock)
+
+    flaky.before_commit = then_a_takes_it
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(flaky, "op1", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "operation 'op1' was taken by host 'A' first (token 2); "
         "two hosts never resume the same operation"
     )
     assert (info.value.operation_id, info.value.holder) == ("op1", "A")
     assert info.value.expires == clock.now + 5
     held = await read_lease(session, "op1")
-    assert held is not None and (held.owner, held.token) == ("A", 1)
+    assert held is not None and (held.owner, held.token) == ("A", 2)
 
 
 async def test_losing_the_race_to_a_host_that_already_settled(session: Session) -> None:
@@ -278,14 +301,32 @@ async def test_losing_the_race_to_a_host_that_already_settled(session: Session) 
         lease = await acquire_lease(session, "op1", "A", ttl=5, clock=clock)
         await lease.commit(lease.release_writes())
 
+    # A new operation, taken and settled by A before B's commit.
     flaky.before_commit = take_and_settle
     with pytest.raises(LeaseHeldError) as info:
         await acquire_lease(flaky, "op1", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
     assert str(info.value) == (
-        "operation 'op1' was taken by host '(unknown)' first (token {'settled': 1}); "
+        "operation 'op1' has already settled (fencing token 1); there is nothing to resume"
+    )
+    # An expired lease B read as free, taken and settled by A before B's second commit.
+    await acquire_lease(session, "op2", "C", ttl=5, clock=clock)
+    clock.now += 6
+
+    async def then_take_and_settle() -> None:
+        async def take_and_settle_op2() -> None:
+            lease = await acquire_lease(session, "op2", "A", ttl=5, clock=clock)
+            await lease.commit(lease.release_writes())
+
+        flaky.before_commit = take_and_settle_op2
+
+    flaky.before_commit = then_take_and_settle
+    with pytest.raises(LeaseHeldError) as info:
+        await acquire_lease(flaky, "op2", "B", ttl=5, clock=clock)  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "operation 'op2' was taken by host '(unknown)' first (token {'settled': 2}); "
         "two hosts never resume the same operation"
     )
-    assert (info.value.operation_id, info.value.holder, info.value.expires) == ("op1", "", 0.0)
+    assert (info.value.operation_id, info.value.holder, info.value.expires) == ("op2", "", 0.0)
 
 
 async def test_the_heartbeat_renews_every_third_of_the_ttl(
@@ -314,3 +355,13 @@ async def test_the_heartbeat_renews_every_third_of_the_ttl(
         lease.stop_heartbeat()
         await asyncio.wait([beat], timeout=10)
     assert len(asked) >= 2 and set(asked) == {3.0}
+
+
+async def test_a_new_operation_is_leased_in_one_commit_without_a_read(session: Session) -> None:
+    # Every call takes a lease on a new operation: one conditional commit, no read first.
+    flaky = Flaky(session)
+    flaky.fail_reads = 1  # a read would raise
+    lease = await acquire_lease(flaky, "op1", "A", ttl=5)  # type: ignore[arg-type]
+    assert flaky.commits == 1 and lease.token == 1
+    held = await read_lease(session, "op1")
+    assert held is not None and (held.owner, held.token) == ("A", 1)

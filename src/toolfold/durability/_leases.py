@@ -250,6 +250,23 @@ async def acquire_lease(
         raise DurabilityError(f"a lease owner must be a non-empty host id, got {owner!r}")
     if not ttl > 0:
         raise DurabilityError(f"lease ttl must be > 0 seconds, got {ttl!r}")
+    # A new operation (every call's case) has no token yet: its lease is taken by one
+    # commit conditional on that, without reading first (a store round trip fewer per
+    # call). The conditional commit is the same one the read would lead to; a token
+    # already there fails it, writing nothing, and the read below decides.
+    fresh = Lease(session, operation_id, owner, 1, ttl=ttl, clock=clock)
+    try:
+        await session.commit(
+            [
+                set_value(lease_token(operation_id), 1),
+                set_value(lease_holder(operation_id), fresh.holder_record()),
+                *with_writes,
+            ],
+            expect=[expect(lease_token(operation_id), None)],
+        )
+        return fresh
+    except ConflictError:
+        pass
     current = await session.get_value(lease_token(operation_id))
     if isinstance(current, dict) and "settled" in current:
         raise LeaseHeldError(
