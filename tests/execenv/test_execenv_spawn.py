@@ -41,9 +41,7 @@ async def test_exit_codes_signals_and_timeouts_are_reported_alike(
     assert late.exit_code is None and late.timed_out
 
 
-async def test_a_shell_that_cannot_start_is_an_exec_start_error(
-    watch: str, tmp_path: Path
-) -> None:
+async def test_a_shell_that_cannot_start_is_an_exec_start_error(watch: str, tmp_path: Path) -> None:
     env = LocalExecEnv(tmp_path / "spill")
     with pytest.raises(ExecStartError, match="check that the shell exists and cwd is a directory"):
         await env.exec("true", cwd=tmp_path / "missing")

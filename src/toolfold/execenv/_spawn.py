@@ -59,7 +59,10 @@ class PidfdChild:
     reaping in this process only ever waits for specific other pids (``_reaper``)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, popen: subprocess.Popen[bytes], protocol: ExitProtocol
+        self,
+        loop: asyncio.AbstractEventLoop,
+        popen: subprocess.Popen[bytes],
+        protocol: ExitProtocol,
     ) -> None:
         self._loop = loop
         self._popen = popen
