@@ -5,6 +5,7 @@ Both must report the same exits."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,3 +71,17 @@ async def test_the_pidfd_path_starts_no_thread_per_command(
     for _ in range(3):
         assert (await asyncio.wait_for(env.exec("exit 7"), BOUND)).exit_code == 7
     assert started == []
+
+
+async def test_a_sandboxed_command_leaves_no_process_behind(watch: str, tmp_path: Path) -> None:
+    # The sandbox's init, adopted by us when bwrap exits, is killed and reaped (on its
+    # pidfd, or in a thread): no child of ours is left, not even a zombie.
+    from toolfold.execenv import Sandbox
+    from toolfold.execenv._reaper import _children
+
+    env = LocalExecEnv(tmp_path / "spill", sandbox=Sandbox("workspace-write"))
+    before = set(_children(os.getpid()))
+    for command in ("true", "sleep 1000 & echo started", "exit 4"):
+        result = await asyncio.wait_for(env.exec(command, cwd=tmp_path), BOUND)
+        assert result.exit_code == (4 if command == "exit 4" else 0)
+    assert set(_children(os.getpid())) <= before

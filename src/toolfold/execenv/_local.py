@@ -31,7 +31,7 @@ from ._reaper import (
     become_subreaper,
     below_children,
     command_processes,
-    end_sandbox_inits,
+    ended_sandbox_inits,
     new_exec_id,
     reap_exited,
     reap_killed,
@@ -437,11 +437,12 @@ class LocalExecEnv:
         # adopted by us) is killed and reaped here; then the kernel has killed everything
         # else in it, and the ones that were adopted by us too are reaped.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.to_thread(end_sandbox_inits, exec_id), 5.0)
+            await _spawn.kill_and_reap(ended_sandbox_inits(exec_id), 5.0)
         left = command_processes(exec_id, None)
-        signal_all(left, signal.SIGKILL)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.to_thread(reap_killed, left), 5.0)
+        if left:
+            signal_all(left, signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.to_thread(reap_killed, left), 5.0)
 
     async def _kill_group(
         self, transport: _spawn.ChildProcess, protocol: ExecProtocol, exec_id: str

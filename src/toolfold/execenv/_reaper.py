@@ -31,7 +31,7 @@ __all__ = [
     "become_subreaper",
     "below_children",
     "command_processes",
-    "end_sandbox_inits",
+    "ended_sandbox_inits",
     "new_exec_id",
     "reap_exited",
     "reap_killed",
@@ -167,9 +167,12 @@ def reap_killed(pids: Iterable[int]) -> None:
                 todo.discard(pid)
 
 
-def _ended_sandbox_inits(exec_id: str) -> list[int]:
+def ended_sandbox_inits(exec_id: str) -> list[int]:
     """Our children that are the init (pid 1) of a bubblewrap sandbox whose bwrap has
-    exited (we adopted it then), unless it is alive and belongs to another command."""
+    exited (we adopted it then), unless it is alive and belongs to another command.
+    bwrap reports its command's exit before that init is gone; once the init is killed
+    and reaped (``_spawn.kill_and_reap``), the kernel has killed every process of the
+    sandbox's PID namespace."""
     marker = f"{EXEC_ID_VAR}={exec_id}".encode()
     found: list[int] = []
     for pid in _children(os.getpid()):
@@ -190,17 +193,6 @@ def _ended_sandbox_inits(exec_id: str) -> list[int]:
             continue  # alive, another command's: its own teardown ends it
         found.append(pid)  # ours, or exiting / a zombie: its command has ended
     return found
-
-
-def end_sandbox_inits(exec_id: str) -> None:
-    """Kill and reap the init of this command's ended sandbox (blocking: run it in a
-    thread). bwrap reports its command's exit before that init is gone; once the init
-    is reaped, the kernel has killed every process of the sandbox's PID namespace."""
-    for pid in _ended_sandbox_inits(exec_id):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
 
 
 def below_children(pid: int) -> set[int]:

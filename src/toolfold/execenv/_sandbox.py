@@ -27,6 +27,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import os
+import re
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -72,6 +73,9 @@ SECRET_ENV: tuple[str, ...] = (
     "SSH_AUTH_SOCK",
 )
 """Environment variables (shell patterns, matched case-insensitively) removed."""
+
+_SECRET_ENV_RE = re.compile("|".join(fnmatch.translate(p) for p in SECRET_ENV))
+"""``SECRET_ENV`` as one pattern, compiled once (an environment is filtered per command)."""
 
 _PROBE_TIMEOUT = 20.0
 
@@ -134,16 +138,26 @@ class Sandbox:
         runtime = f"/run/user/{os.getuid()}"
         candidates.append(runtime)
         for path in candidates:
-            for form in {os.path.abspath(_expand(path)), _real(path)}:
+            expanded = _expand(path)
+            plain = os.path.abspath(expanded)
+            if not os.path.lexists(plain) and ".." not in expanded.split("/"):
+                # Nothing there: resolving its links cannot find anything either (the
+                # real path names the same file; only a ".." could lead elsewhere).
+                # Most candidates are absent, and realpath costs an lstat per component.
+                continue
+            for form in {plain, _real(path)}:
                 if os.path.lexists(form) and form not in out:
                     out.append(form)
         return out
 
     def writable_paths(self, cwd: str) -> list[str]:
         """Real paths the command may write (none in ``read-only``)."""
+        return self._writable(_real(cwd))
+
+    def _writable(self, real_cwd: str) -> list[str]:
         if self.profile != "workspace-write":
             return []
-        return [_real(cwd), *(_real(p) for p in self.writable)]
+        return [real_cwd, *(_real(p) for p in self.writable)]
 
     def describe(self) -> str:
         """One line for tool descriptions: what a confined command may do."""
@@ -183,7 +197,8 @@ class Sandbox:
         args += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
         if self.profile == "read-only":
             args += ["--ro-bind", real_cwd, real_cwd]  # back after the private /tmp
-        for i, path in enumerate(self.writable_paths(cwd)):
+        writable = self._writable(real_cwd)
+        for i, path in enumerate(writable):
             # A missing cwd fails the spawn itself (ExecStartError), before bwrap runs.
             if i > 0 and not os.path.isdir(path) and not os.path.isfile(path):
                 raise ExecConfigError(
@@ -192,7 +207,7 @@ class Sandbox:
                 )
             args += ["--bind", path, path]
         covered: list[str] = []  # hidden directories: nothing below them needs a mount
-        visible = [real_cwd, *self.writable_paths(cwd)]
+        visible = [real_cwd, *writable]
         for path in sorted(self.hidden_paths(hide), key=len):  # parents first
             if _within(real_cwd, path):
                 raise ExecConfigError(
@@ -216,10 +231,11 @@ class Sandbox:
     def env(self, env: Mapping[str, str]) -> dict[str, str]:
         """``env`` without the variables that look like secrets (but ``keep_env``)."""
         keep = set(self.keep_env)
+        secret = _SECRET_ENV_RE.match
         return {
             name: value
             for name, value in env.items()
-            if name in keep or not any(fnmatch.fnmatch(name.upper(), p) for p in SECRET_ENV)
+            if name in keep or secret(name.upper()) is None
         }
 
     def check(self) -> None:

@@ -153,4 +153,50 @@ async def start_child(
         raise
 
 
-__all__ = ["ChildProcess", "PidfdChild", "pidfd_supported", "start_child"]
+async def kill_and_reap(pids: Sequence[int], timeout: float) -> None:
+    """SIGKILL each of ``pids`` (children of ours) and reap it once it has exited,
+    waiting at most ``timeout`` seconds: on pidfds on the loop where Linux has them
+    (the signal goes through the pidfd, so a reused pid is never hit), otherwise with a
+    blocking ``waitpid`` in a thread."""
+    if not pids:
+        return
+    if not pidfd_supported():
+        await asyncio.wait_for(asyncio.to_thread(_kill_and_wait, pids), timeout)
+        return
+    loop = asyncio.get_running_loop()
+    watched: list[tuple[int, int, asyncio.Future[None]]] = []
+    try:
+        for pid in pids:
+            try:
+                fd = os.pidfd_open(pid)
+            except OSError:
+                continue  # gone and reaped already
+            exited: asyncio.Future[None] = loop.create_future()
+            watched.append((pid, fd, exited))
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            loop.add_reader(fd, _settle, exited)
+        if watched:
+            await asyncio.wait([f for _, _, f in watched], timeout=timeout)
+    finally:
+        for pid, fd, _ in watched:
+            loop.remove_reader(fd)
+            os.close(fd)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _kill_and_wait(pids: Sequence[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+__all__ = ["ChildProcess", "PidfdChild", "kill_and_reap", "pidfd_supported", "start_child"]
