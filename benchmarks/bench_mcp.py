@@ -20,6 +20,12 @@ Reported per server, for one call of a command printing about ``--mb`` MB of lin
 store that never touches the disk, so the gap between it and the SQLite row is what
 the store's flushes cost (``bench_small_call.py`` counts them).
 
+``toolfold mcp`` confines its commands (bubblewrap, ``workspace-write``) unless told
+``--sandbox off``; the plain server does not. ``--unconfined`` adds the rows that
+compare like with like: ``toolfold mcp --sandbox off`` (SQLite and memory, and the
+``--before`` tree's), and the plain server running each command in bubblewrap with the
+same rules (``mcp_naive_server.py --sandbox``): what confinement alone costs.
+
 ``--before SRC`` adds a row for ``toolfold mcp`` run from another source tree (e.g.
 ``git archive <commit> src | tar -x -C /tmp/before`` then ``--before /tmp/before/src``),
 for before/after figures from one run.
@@ -93,7 +99,9 @@ async def measure(
     return row, client
 
 
-async def run(mb: int, calls: int, before: str | None, memory: bool) -> list[dict[str, Any]]:
+async def run(
+    mb: int, calls: int, before: str | None, memory: bool, unconfined: bool
+) -> list[dict[str, Any]]:
     command = big_command(mb)
     with tempfile.TemporaryDirectory(prefix="bench-mcp-") as tmp:
         cwd = Path(tmp)
@@ -136,6 +144,61 @@ async def run(mb: int, calls: int, before: str | None, memory: bool) -> list[dic
                     ),
                 )
             )
+        if unconfined:
+            naive = [sys.executable, str(HERE / "mcp_naive_server.py"), "--sandbox"]
+            servers.append(
+                (
+                    "subprocess.run server in bubblewrap",
+                    StdioServerParameters(command=naive[0], args=naive[1:], cwd=str(cwd)),
+                )
+            )
+            off = ["--sandbox", "off"]
+            servers.append(
+                (
+                    "toolfold mcp --sandbox off",
+                    StdioServerParameters(
+                        command=sys.executable,
+                        args=[
+                            "-m",
+                            "toolfold.cli",
+                            "mcp",
+                            "--store",
+                            f"sqlite:{cwd / 'u.db'}",
+                            *off,
+                        ],
+                        cwd=str(cwd),
+                    ),
+                )
+            )
+            servers.append(
+                (
+                    "toolfold mcp --store memory: --sandbox off",
+                    StdioServerParameters(
+                        command=sys.executable,
+                        args=["-m", "toolfold.cli", "mcp", "--store", "memory:", *off],
+                        cwd=str(cwd),
+                    ),
+                )
+            )
+            if before is not None:
+                servers.append(
+                    (
+                        "toolfold mcp --sandbox off, before",
+                        StdioServerParameters(
+                            command=sys.executable,
+                            args=[
+                                "-m",
+                                "toolfold.cli",
+                                "mcp",
+                                "--store",
+                                f"sqlite:{cwd / 'ub.db'}",
+                                *off,
+                            ],
+                            cwd=str(cwd),
+                            env={**os.environ, "PYTHONPATH": before},
+                        ),
+                    )
+                )
         async with AsyncExitStack() as stack:
             measured = [await measure(name, params, command, stack) for name, params in servers]
             trues: list[list[float]] = [[] for _ in measured]
@@ -157,8 +220,13 @@ def main() -> None:
     parser.add_argument("--true-calls", type=int, default=20)
     parser.add_argument("--before", help="another source tree's src/ for a 'before' row")
     parser.add_argument("--memory", action="store_true", help="add a --store memory: row")
+    parser.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="add --sandbox off rows, and the plain server with its commands in bubblewrap",
+    )
     args = parser.parse_args()
-    rows = anyio.run(run, args.mb, args.true_calls, args.before, args.memory)
+    rows = anyio.run(run, args.mb, args.true_calls, args.before, args.memory, args.unconfined)
     base = rows[0]
     print(f"command: `{big_command(args.mb)}` ({args.mb * 10**6:,} bytes of output)\n")
     print(
@@ -174,6 +242,7 @@ def main() -> None:
             f"{row['true_p90']:.1f} ms | {row['true_ms'] / base['true_ms']:.2f}x |"
         )
     tf = rows[1]
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     print(
         f"\nratios toolfold / subprocess.run: bytes {tf['bytes'] / base['bytes']:.5f}, "
         f"peak RSS {tf['rss'] / base['rss']:.2f}, total time {tf['total'] / base['total']:.2f}, "

@@ -4,11 +4,17 @@ One ``bash`` tool that runs the command with ``subprocess.run`` and returns its 
 output as one text block; no window, no spill file, no progress, nothing recorded.
 Built on the same SDK (low-level ``Server``, stdio) as ``toolfold mcp``, so the
 comparison is about what the tool does, not which framework carries it.
+
+``--sandbox``: each command runs in bubblewrap with the rules ``toolfold mcp`` uses by
+default (``Sandbox("workspace-write")`` in the server's directory), still through
+``subprocess.run``: what a plain server that confines its commands pays.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from typing import Any
 
 import anyio
@@ -28,10 +34,22 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     )
 
 
+SANDBOX = "--sandbox" in sys.argv[1:]
+
+
+def argv(command: str) -> list[str]:
+    inner = ["/bin/sh", "-c", command]
+    if not SANDBOX:
+        return inner
+    from toolfold.execenv import Sandbox
+
+    return Sandbox("workspace-write").argv(inner, cwd=os.getcwd())
+
+
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     command = str((params.arguments or {})["command"])
     done = await anyio.to_thread.run_sync(
-        lambda: subprocess.run(command, shell=True, capture_output=True, check=False)
+        lambda: subprocess.run(argv(command), capture_output=True, check=False)
     )
     text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
     return types.CallToolResult(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
+from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session
 from ._base_repository import Repository
 from ._errors import SessionExistsError, SessionNotFoundError
@@ -39,6 +39,9 @@ class _MemoryData:
         self.values: dict[_Key, bytes] = {}
         self.lists: dict[_Key, list[StoredElement]] = {}
         self.entries = EntryIndex()
+        # The keys ever written in each ephemeral scope, so that retiring one touches
+        # only its own (a scan of every value would grow with the session's history).
+        self.scoped: dict[Scope, set[_Key]] = {}
 
     def apply(self, writes: tuple[Write, ...], seqs: tuple[int, ...]) -> None:
         # Encode everything first: once we start mutating nothing may fail, which is
@@ -55,11 +58,13 @@ class _MemoryData:
         ]
         for w, seq, data in zip(writes, seqs, encoded, strict=True):
             if isinstance(w, SetValue):
-                self.values[_key(w.address)] = data
+                self.values[self._track(w.address)] = data
             elif isinstance(w, DeleteValue):
                 self.values.pop(_key(w.address), None)
             elif isinstance(w, AppendList):
-                self.lists.setdefault(_key(w.address), []).append(StoredElement(seq, data, w.tag))
+                self.lists.setdefault(self._track(w.address), []).append(
+                    StoredElement(seq, data, w.tag)
+                )
             elif isinstance(w, DeleteList):
                 self.lists.pop(_key(w.address), None)
             elif isinstance(w, AppendEntry):
@@ -71,10 +76,15 @@ class _MemoryData:
     def retire(self, scope: EphemeralScope) -> None:
         # Everything of the scope has a smaller seq than the retirement (seqs only
         # grow), so "dead" is simply "all of it".
-        for k in [k for k in self.values if k[0] == scope]:
-            del self.values[k]
-        for k in [k for k in self.lists if k[0] == scope]:
-            del self.lists[k]
+        for k in self.scoped.pop(scope, ()):
+            self.values.pop(k, None)
+            self.lists.pop(k, None)
+
+    def _track(self, address: ValueAddress[Any] | ListAddress[Any]) -> _Key:
+        key = _key(address)
+        if address.scope != SESSION:
+            self.scoped.setdefault(address.scope, set()).add(key)
+        return key
 
 
 def _key(address: ValueAddress[Any] | ListAddress[Any]) -> _Key:
