@@ -14,7 +14,11 @@ Reported per server, for one call of a command printing about ``--mb`` MB of lin
 - total time from sending the call to holding the result;
 - overhead for ``true``: the median round trip of ``--true-calls`` calls. The servers
   stay connected and take turns, one ``true`` each per round, so a change in the
-  machine's load hits every row alike.
+  machine's load hits every row alike;
+- the server's CPU per ``true`` (its own, its threads' and its commands', from
+  ``/proc/PID/stat`` in clock ticks, over the ``--true-calls`` calls): what a call
+  costs the machine, which a loaded machine does not inflate the way it inflates the
+  round trip.
 
 ``--memory`` adds a row for ``toolfold mcp --store memory:``: the same server with a
 store that never touches the disk, so the gap between it and the SQLite row is what
@@ -68,16 +72,40 @@ def vm_hwm(pid: int) -> int:
     return 0
 
 
+def children() -> set[int]:
+    """The pids of this process's children (each server is one, started by the SDK)."""
+    me = str(os.getpid())
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if stat.rpartition(")")[2].split()[1] == me:
+                found.add(int(entry.name))
+    return found
+
+
+def cpu_ticks(pid: int) -> int:
+    """CPU time of ``pid`` and of the children it waited for (its commands), in clock
+    ticks (user + system, ``/proc/PID/stat`` fields 14-17)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11:15])
+
+
 async def measure(
     name: str, params: StdioServerParameters, command: str, stack: AsyncExitStack
 ) -> tuple[dict[str, Any], ClientSession]:
     log = Path(params.cwd or ".") / f"{name.replace(' ', '-').replace(',', '')}.err"
     errlog = stack.enter_context(log.open("w"))
+    before = children()
     r, w = await stack.enter_async_context(stdio_client(params, errlog=errlog))
     client = await stack.enter_async_context(ClientSession(r, w))
     await client.initialize()
-    who = await client.call_tool("bash", {"command": "echo $PPID"})
-    pid = int(who.content[0].text.split()[0])  # type: ignore[union-attr]
+    # The server's own pid, from our side: a sandboxed command sees a PID namespace of
+    # its own, where $PPID is not the server.
+    [pid] = children() - before
     progress: list[tuple[float, int]] = []
 
     async def on_progress(value: float, total: float | None, message: str | None) -> None:
@@ -95,6 +123,7 @@ async def measure(
         "first_progress": (progress[0][0] - start) if progress else None,
         "total": total,
         "rss": vm_hwm(pid),
+        "pid": pid,
     }
     return row, client
 
@@ -202,12 +231,16 @@ async def run(
         async with AsyncExitStack() as stack:
             measured = [await measure(name, params, command, stack) for name, params in servers]
             trues: list[list[float]] = [[] for _ in measured]
+            ticks = [cpu_ticks(row["pid"]) for row, _ in measured]
             for _ in range(calls):
                 for (_, client), times in zip(measured, trues, strict=True):
                     t0 = time.perf_counter()
                     await client.call_tool("bash", {"command": "true"})
                     times.append(time.perf_counter() - t0)
             rows = [row for row, _ in measured]
+            hz = os.sysconf("SC_CLK_TCK")
+            for row, t0 in zip(rows, ticks, strict=True):
+                row["cpu_ms"] = (cpu_ticks(row["pid"]) - t0) / hz / calls * 1000
             for row, times in zip(rows, trues, strict=True):
                 row["true_ms"] = statistics.median(times) * 1000
                 row["true_p90"] = sorted(times)[int(0.9 * (len(times) - 1))] * 1000
@@ -231,15 +264,16 @@ def main() -> None:
     print(f"command: `{big_command(args.mb)}` ({args.mb * 10**6:,} bytes of output)\n")
     print(
         "| server | bytes to client | progress msgs | first progress | total | peak RSS "
-        "| `true` round trip (median) | p90 | vs subprocess.run |"
+        "| `true` round trip (median) | p90 | vs subprocess.run | server CPU per `true` |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         first = f"{row['first_progress']:.2f} s" if row["first_progress"] is not None else "never"
         print(
             f"| {row['server']} | {row['bytes']:,} | {row['progress']} | {first} | "
             f"{row['total']:.2f} s | {row['rss'] / 2**20:.0f} MiB | {row['true_ms']:.1f} ms | "
-            f"{row['true_p90']:.1f} ms | {row['true_ms'] / base['true_ms']:.2f}x |"
+            f"{row['true_p90']:.1f} ms | {row['true_ms'] / base['true_ms']:.2f}x | "
+            f"{row['cpu_ms']:.1f} ms |"
         )
     tf = rows[1]
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
