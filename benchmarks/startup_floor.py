@@ -17,7 +17,8 @@ of the spill directory, signals, every option. ``bench_startup.py`` runs it besi
 
 The default is on asyncio, the runtime toolfold's exec env and harness are built on.
 ``--sync`` does the same with ``subprocess`` alone, to show what asyncio's import
-costs on its own.
+costs on its own. Both end as ``toolfold run`` does: output flushed, then
+``os._exit`` rather than the interpreter's teardown.
 """
 
 from __future__ import annotations
@@ -105,4 +106,8 @@ if __name__ == "__main__":
         args = args[1:]
     if not args:
         raise SystemExit("usage: startup_floor.py [--sync] -- COMMAND...")
-    sys.exit(run_sync(args) if sync else run_async(args))
+    status = run_sync(args) if sync else run_async(args)
+    # Ends as `toolfold run` does once its call has settled: output flushed, without the
+    # interpreter's teardown (which a process about to end need not pay).
+    sys.stdout.flush()
+    os._exit(status)

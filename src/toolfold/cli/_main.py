@@ -15,12 +15,15 @@ from ._shared import (
     CONTEXT,
     SIZE,
     STORE_HELP,
+    Finished,
     _arun,
     _check_session_name,
     _exit,
+    _finish,
     _quote,
     _session_and_store,
     _window,
+    end_process,
 )
 from ._store import resolve_store
 
@@ -224,10 +227,13 @@ def run(
         on_started=worker.on_started if worker is not None else None,
     )
     try:
-        _exit(_arun(run_call(settings), spec))
+        status = _arun(run_call(settings), spec)
     finally:
         if worker is not None:
             worker.close()
+    if worker is not None:
+        _exit(status)  # a detached run's worker ends the ordinary way
+    _finish(status)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -483,9 +489,18 @@ def exec_host(
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``toolfold`` script: user errors end as one line on stderr
-    (``toolfold: error: ...``) with exit status 2, never a traceback."""
+    (``toolfold: error: ...``) with exit status 2, never a traceback.
+
+    As the process's entry point (``argv`` None: the console script, ``python -m
+    toolfold.cli``), a command that finished (``run``) ends the process without the
+    interpreter's teardown (``end_process``); called with ``argv``, every command ends
+    in ``SystemExit`` as usual."""
     try:
         cli.main(args=argv, prog_name="toolfold", standalone_mode=False)
+    except Finished as done:
+        if argv is None:
+            end_process(done.code)
+        raise
     except CliError as exc:
         _fail(str(exc), exc.exit_code)
     except click.UsageError as exc:
