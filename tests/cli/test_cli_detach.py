@@ -299,3 +299,31 @@ def test_attach_says_which_lines_went_past_the_window(tmp_path: Path, retain: st
     )
     if retain == "tail":
         assert out == "ready\n26\n27\n28\n29\n30\nend-x\n"
+
+
+def test_a_killed_run_is_listed_dead_and_stop_kills_what_it_left(tmp_path: Path) -> None:
+    run_id = detach(tmp_path, "--lease", "0.5", "--", "echo pid $$; sleep 1000 & wait")
+    attached = Attached(tmp_path, run_id)
+    pgid = int(attached.until("pid ").split("pid ")[1].split()[0])
+    info = json.loads((control(tmp_path, run_id) / "run.json").read_text())
+    os.kill(info["pid"], signal.SIGKILL)  # the detached run's own process, not its command
+    wait_for(lambda: not alive(info["pid"]), "the worker to be gone")
+    assert len(live_in_group(pgid)) == 2  # its command lives on, as after any kill -9
+    listed = toolfold("ps", cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[:3] == [run_id, str(info["pid"]), "dead"]
+    assert "`toolfold stop ID` stops what it left" in listed.stderr
+    stopped = toolfold("stop", run_id, cwd=tmp_path)
+    assert stopped.stdout.startswith(
+        f"toolfold: {run_id} did not end by itself: killed 2 processes"
+    )
+    assert wait_for(lambda: not live_in_group(pgid), f"group {pgid} to be gone")
+    assert not control(tmp_path, run_id).exists()
+    code, _out, err = attached.finish()
+    assert code == 2 and "ended before its call settled" in err
+    wait_for(
+        lambda: (
+            "settled from its last checkpoint as interrupted"
+            in toolfold("resume", run_id, cwd=tmp_path).stdout
+        ),
+        "resume to settle the call",
+    )
