@@ -199,6 +199,28 @@ async def test_a_tool_list_then_kill_9_leaves_no_session(tmp_path: Path) -> None
         await repo.close()
 
 
+async def test_no_event_loop_noise_when_the_upstream_leaves_its_stdout_open(
+    tmp_path: Path,
+) -> None:
+    # What npx does: the upstream process exits when its stdin closes, but a process it
+    # started still holds its stdout. asyncio closes a subprocess transport only once the
+    # process exited and every pipe reached end of file, so unless the proxy closes it,
+    # the garbage collector does, after the loop closed: "Event loop is closed".
+    holder = tmp_path / "holder.pid"
+    script = f"sleep 600 & echo $! > {holder}; exec {sys.executable} {HOSTILE}"
+    errlog = tmp_path / "proxy.err"
+    try:
+        with anyio.fail_after(60):
+            async with session_on(proxy(tmp_path, "/bin/sh", "-c", script), errlog) as client:
+                await client.call_tool("echo", {"text": "bye"})
+        said = errlog.read_text()
+        for noise in ("Event loop is closed", "Traceback", "Exception ignored"):
+            assert noise not in said, said
+        assert said.startswith("toolfold: MCP proxy for upstream")
+    finally:
+        os.kill(int(holder.read_text()), signal.SIGKILL)
+
+
 async def test_no_event_loop_noise_on_exit(tmp_path: Path, everything_server: Path) -> None:
     errlog = tmp_path / "proxy.err"
     with anyio.fail_after(120):

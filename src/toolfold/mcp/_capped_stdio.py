@@ -235,6 +235,9 @@ async def capped_stdio_client(
                     process.kill()
                     await process.wait()
                 await read_out.aclose()
+                # asyncio closes a subprocess transport itself only once the process
+                # exited and its stdout reached end of file, which never happens while a
+                # process the upstream started holds that stdout (npx's children do).
                 # Closed now, not by the garbage collector after the event loop has
                 # closed (which prints "Event loop is closed" from its __del__).
                 transport = getattr(getattr(process, "_process", None), "_transport", None)
