@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolfold.harness import tool
+from toolfold.mcp import ask_client
 
 RED_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 """A 1x1 red PNG."""
@@ -27,6 +28,18 @@ class NoParams(BaseModel):
 
 class GreetParams(BaseModel):
     name: str
+
+
+class DeleteParams(BaseModel):
+    filename: str = "file.txt"
+
+
+def _elicit(message: str, field: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {field: {"type": "boolean"}}, "required": [field]}
+    return {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": message, "requestedSchema": schema},
+    }
 
 
 class ComputeParams(BaseModel):
@@ -104,6 +117,30 @@ async def test_reconnection(
     out.write("Reconnection test completed successfully")
 
 
+@tool(params=DeleteParams)
+async def confirm_delete(
+    tool_call_id: str, params: DeleteParams, cancel: Any, out: Any, ctx: Any
+) -> None:
+    """Ask the user to confirm, then say what was decided (nothing is deleted)."""
+    answers = await ask_client({"confirm": _elicit(f"Delete {params.filename}?", "confirm")})
+    answer = answers["confirm"]
+    accepted = isinstance(answer, dict) and answer.get("action") == "accept"
+    confirmed = accepted and bool((answer.get("content") or {}).get("confirm"))
+    out.write(f"{params.filename}: {'deleted' if confirmed else 'kept'}\n")
+
+
+@tool(params=NoParams)
+async def multi_input(tool_call_id: str, params: NoParams, cancel: Any, out: Any, ctx: Any) -> None:
+    """Ask two questions at once, then report both answers."""
+    answers = await ask_client(
+        {
+            "first": _elicit("First question?", "confirm"),
+            "second": _elicit("Second question?", "confirm"),
+        }
+    )
+    out.write(f"answered: {sorted(answers)}\n")
+
+
 TOOLS = [
     test_simple_text,
     test_error_handling,
@@ -113,4 +150,6 @@ TOOLS = [
     slow_compute,
     failing_job,
     test_reconnection,
+    confirm_delete,
+    multi_input,
 ]

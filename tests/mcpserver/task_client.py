@@ -47,6 +47,7 @@ class TaskState(types.Result):
     poll_interval_ms: int | None = Field(alias="pollIntervalMs", default=None)
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, Any] | None = Field(alias="inputRequests", default=None)
 
 
 class Ack(types.Result):
@@ -59,6 +60,14 @@ class TaskIdParams(types.RequestParams):
 
 
 class TaskRequest(types.Request[TaskIdParams, str]):
+    name_param: ClassVar[str | None] = "taskId"
+
+
+class UpdateIdParams(TaskIdParams):
+    input_responses: dict[str, Any] = Field(alias="inputResponses")
+
+
+class UpdateRequest(types.Request[UpdateIdParams, str]):
     name_param: ClassVar[str | None] = "taskId"
 
 
@@ -80,6 +89,11 @@ async def call(client: ClientSession, tool: str, args: dict[str, Any]) -> Any:
 async def get(client: ClientSession, task_id: str) -> TaskState:
     request = TaskRequest(method="tasks/get", params=TaskIdParams(taskId=task_id))
     return await client.send_request(request, TaskState)
+
+
+async def update(client: ClientSession, task_id: str, responses: dict[str, Any]) -> Ack:
+    params = UpdateIdParams(taskId=task_id, inputResponses=responses)
+    return await client.send_request(UpdateRequest(method="tasks/update", params=params), Ack)
 
 
 async def cancel(client: ClientSession, task_id: str) -> Ack:

@@ -14,6 +14,8 @@ from toolfold.harness import tool
 class GateParams(BaseModel):
     gate: str
     """A file: the tool waits until it exists."""
+    lines: int = 0
+    """Lines printed once through the gate (``line 1`` ...)."""
 
 
 @tool(params=GateParams, replay_safe=True)
@@ -25,6 +27,7 @@ async def gated(tool_call_id: str, params: GateParams, cancel: Any, out: Any, co
             return
         await asyncio.sleep(0.02)
     out.write("through the gate\n")
+    out.write("".join(f"line {i}\n" for i in range(1, params.lines + 1)))
 
 
 TOOLS = [gated]

@@ -46,6 +46,15 @@ class Host:
     def cancel_call(self, call_id: str) -> bool:
         return False
 
+    async def wait_call(self, call_id: str) -> None:
+        return None
+
+    def pending_input(self, call_id: str) -> dict[str, Any]:
+        return {}
+
+    def give_input(self, call_id: str, responses: dict[str, Any]) -> None:
+        return None
+
 
 async def ended_task(session: Session, key: str, call_id: str, spill: Path, clock: Clock) -> None:
     settings = TaskSettings(ttl_ms=60_000, clock=clock)

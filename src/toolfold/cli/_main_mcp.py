@@ -3,6 +3,9 @@ commands themselves are in ``_mcp.py``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from ._errors import CliError
@@ -19,6 +22,43 @@ from ._shared import (
 )
 from ._store import resolve_store
 from ._tasks_options import TaskOptions
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def task_options(f: F) -> F:
+    """``--task-after``, ``--task-ttl`` and ``--task-poll``: ``toolfold mcp`` and its
+    proxy share them."""
+    for option in reversed(_TASK_OPTIONS):
+        f = option(f)
+    return f
+
+
+_TASK_OPTIONS = [
+    click.option(
+        "--task-after",
+        "task_after",
+        multiple=True,
+        metavar="SECONDS|TOOL=SECONDS|TOOL=never",
+        help="For a client that negotiated the tasks extension: a call still running after SECONDS (default 1; 0: at once) is answered with a task; TOOL=... sets it for one tool (repeatable).",
+    ),
+    click.option(
+        "--task-ttl",
+        type=float,
+        default=3600.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="How long an ended task (and its spill file) is kept from its creation.",
+    ),
+    click.option(
+        "--task-poll",
+        type=float,
+        default=1.0,
+        show_default=True,
+        metavar="SECONDS",
+        help="The polling interval a task suggests to the client.",
+    ),
+]
 
 MCP_SESSION_HELP = (
     "Session to record calls in (created if missing). "
@@ -51,29 +91,7 @@ MCP_SESSION_HELP = (
 @click.option(
     "--port", default=8766, show_default=True, type=int, help="Port to listen on (--http)."
 )
-@click.option(
-    "--task-after",
-    "task_after",
-    multiple=True,
-    metavar="SECONDS|TOOL=SECONDS|TOOL=never",
-    help="For a client that negotiated the tasks extension: a call still running after SECONDS (default 1; 0: at once) is answered with a task; TOOL=... sets it for one tool (repeatable).",
-)
-@click.option(
-    "--task-ttl",
-    type=float,
-    default=3600.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="How long an ended task (and its spill file) is kept from its creation.",
-)
-@click.option(
-    "--task-poll",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="SECONDS",
-    help="The polling interval a task suggests to the client.",
-)
+@task_options
 @sandbox_options("workspace-write", "the commands a client runs (bash, pytest)")
 @click.option(
     "--allow-commands",
@@ -216,6 +234,17 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
     metavar="SECONDS",
     help="A request the upstream leaves unanswered this long is an error, and the upstream is restarted (default: no limit).",
 )
+@click.option(
+    "--tasks",
+    "task_source",
+    type=click.Choice(["own", "upstream"]),
+    default="own",
+    show_default=True,
+    help="own: a slow upstream call becomes the proxy's own durable task; upstream: "
+    "speak 2026-07-28 to the upstream and pass its own tasks through (bounded), own "
+    "tasks for an upstream without them.",
+)
+@task_options
 @sandbox_options("workspace-write", "the commands of the built-in tools (--with-builtin)")
 @click.argument("command", nargs=-1, metavar="[--] UPSTREAM_COMMAND...")
 def mcp_proxy(
@@ -230,6 +259,10 @@ def mcp_proxy(
     with_builtin: bool,
     max_message_bytes: int,
     upstream_timeout: float | None,
+    task_source: str,
+    task_after: tuple[str, ...],
+    task_ttl: float,
+    task_poll: float,
     sandbox_profile: str,
     sandbox_write: tuple[str, ...],
     sandbox_network: bool,
@@ -288,6 +321,8 @@ def mcp_proxy(
         upstream_timeout,
         headers,
         sandbox,
+        _task_options(task_after, task_ttl, task_poll),
+        task_source == "upstream",
     )
     _exit(_arun(proxy_command(options), spec))
 

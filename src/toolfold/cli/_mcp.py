@@ -101,6 +101,12 @@ def _beyond_loopback(options: McpOptions, tools: list[Any]) -> list[Any]:
     return kept
 
 
+def _task_settings(t: TaskOptions) -> Any:
+    from toolfold.mcp import TaskSettings
+
+    return TaskSettings(after=t.after, per_tool=t.per_tool, ttl_ms=t.ttl_ms, poll_ms=t.poll_ms)
+
+
 async def mcp_command(options: McpOptions) -> int:
     """Serve until the client disconnects (stdio) or a signal arrives (HTTP)."""
     try:
@@ -108,7 +114,6 @@ async def mcp_command(options: McpOptions) -> int:
             McpHost,
             McpHostError,
             McpSettings,
-            TaskSettings,
             load_tools,
             serve_http,
             serve_stdio,
@@ -135,14 +140,11 @@ async def mcp_command(options: McpOptions) -> int:
     spec = options.spec
     async with open_store(spec, create=True) as repo:
         session = await repo.open_session(options.session, create=True)
-        t = options.tasks
         settings = McpSettings(
             session_name=options.session,
             spill_dir=spec.spill_dir(options.session),
             tools=tools,
-            tasks=TaskSettings(
-                after=t.after, per_tool=t.per_tool, ttl_ms=t.ttl_ms, poll_ms=t.poll_ms
-            ),
+            tasks=_task_settings(options.tasks),
             sandbox=options.sandbox,
         )
         try:
@@ -186,6 +188,9 @@ class ProxyOptions:
     upstream_timeout: float | None = None
     headers: dict[str, str] | None = None
     sandbox: Sandbox | None = None
+    tasks: TaskOptions = field(default_factory=TaskOptions)
+    upstream_tasks: bool = False
+    """``--tasks upstream``: pass the upstream's own tasks through."""
 
 
 async def proxy_command(options: ProxyOptions) -> int:
@@ -214,7 +219,11 @@ async def proxy_command(options: ProxyOptions) -> int:
             session = DeferredSession(repo, options.session)
         spill_dir = spec.spill_dir(options.session)
         settings = McpSettings(
-            session_name=options.session, spill_dir=spill_dir, tools=[], sandbox=options.sandbox
+            session_name=options.session,
+            spill_dir=spill_dir,
+            tools=[],
+            tasks=_task_settings(options.tasks),
+            sandbox=options.sandbox,
         )
         upstream = Upstream(
             UpstreamSpec(
@@ -228,7 +237,12 @@ async def proxy_command(options: ProxyOptions) -> int:
         )
         try:
             host = ProxyHost(
-                session, settings, upstream, options.policy, with_builtin=options.with_builtin
+                session,
+                settings,
+                upstream,
+                options.policy,
+                with_builtin=options.with_builtin,
+                upstream_tasks=options.upstream_tasks,
             )
         except McpHostError as exc:
             raise CliError(str(exc)) from exc

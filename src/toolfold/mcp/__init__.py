@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ._errors import McpHostError, ToolSpecError
 from ._host import INSTRUCTIONS, McpHost, McpSettings
+from ._input import InputUnavailable, ask_client
 from ._progress import ForwardedProgress, McpHooks, ProgressReporter, status_line
 from ._proxy import READER, ProxyHost, UpstreamArgs, proxy_note
 from ._results import call_tool_result, read_hint
@@ -31,6 +32,7 @@ __all__ = [
     "READER",
     "TASKS_EXTENSION",
     "ForwardedProgress",
+    "InputUnavailable",
     "McpHooks",
     "McpHost",
     "McpHostError",
@@ -43,6 +45,7 @@ __all__ = [
     "UpstreamArgs",
     "UpstreamError",
     "UpstreamSpec",
+    "ask_client",
     "call_tool_result",
     "describe",
     "http_app",

@@ -55,6 +55,7 @@ from toolfold.output import ToolOutput
 from toolfold.storage import Repository, Session, set_value
 
 from ._errors import McpHostError
+from ._input import CallInputs, bind
 from ._progress import McpHooks, ProgressReporter, progress_token
 from ._results import call_tool_result
 from ._task_board import TaskBoard
@@ -68,6 +69,8 @@ from ._tasks import (
 )
 from ._telemetry import DurationMiddleware
 from ._tools import OUTPUT_SCHEMA, READ_TOOL, SIZE_HINT_KEY, describe, input_schema, size_hint
+
+FIRST = asyncio.FIRST_COMPLETED
 
 SHUTDOWN_GRACE = 10.0
 """Seconds calls still running when the client goes away get to settle as cancelled."""
@@ -158,6 +161,7 @@ class McpHost:
         )
         self.reader: str | None = READ_TOOL if READ_TOOL in self.harness.tools else None
         self._calls: dict[str, _Call] = {}
+        self._inputs: dict[str, CallInputs] = {}
         self.tasks = TaskBoard(self, settings.tasks, repository)
 
     # -- what the task board reads ---------------------------------------------------
@@ -196,6 +200,29 @@ class McpHost:
         if call is not None:
             call.cancel.set()
         return call is not None
+
+    def pending_input(self, call_id: str) -> dict[str, Any]:
+        """The input requests a call running here waits on (``ask_client``)."""
+        inputs = self._inputs.get(call_id)
+        return inputs.pending if inputs is not None else {}
+
+    def give_input(self, call_id: str, responses: dict[str, Any]) -> None:
+        """The client's answers to a call running here."""
+        inputs = self._inputs.get(call_id)
+        if inputs is not None:
+            inputs.answer(responses)
+
+    async def wait_call(self, call_id: str) -> None:
+        """Wait until a call running here has settled (at once if it does not run here)."""
+        call = self._calls.get(call_id)
+        if call is not None:
+            await asyncio.wait({call.task})
+
+    def task_handoff(self, tool: Tool[Any], call_id: str) -> asyncio.Future[Any] | None:
+        """For a call that may become a task: a future that an upstream's own task
+        handle resolves (the proxy), ``None`` when the call's task is the server's own
+        choice (its delay). Resolved with ``None``: the delay applies after all."""
+        return None
 
     # -- start-up --------------------------------------------------------------------
 
@@ -345,21 +372,36 @@ class McpHost:
         reporter = self.progress_for(tool, call_id, ctx) if progress_token(ctx.meta) else None
         cancel = asyncio.Event()
         started = asyncio.Event()
+        # A tool that asks its client for input (ask_client) makes its call a task at
+        # once; a call that cannot be a task cannot ask.
+        inputs = CallInputs(allowed=after is not None)
+        asked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        inputs.on_ask = lambda: None if asked.done() else asked.set_result(True)
+        self._inputs[call_id] = inputs
         if after is not None:
             self.tasks.expect(call_id)
             self._hooks.started[call_id] = started
-        task = asyncio.create_task(self._run(call_id, tool.name, args, cancel), name=call_id)
+        task = asyncio.create_task(
+            self._run(call_id, tool.name, args, cancel, inputs), name=call_id
+        )
         self._calls[call_id] = _Call(cancel, task)
         task.add_done_callback(lambda done: self._ended(call_id, done))
+        handoff = self.task_handoff(tool, call_id) if after is not None else None
         try:
+            if handoff is not None:
+                # The upstream decides: a task of its own, or an answer.
+                await asyncio.wait({task, handoff}, return_when=asyncio.FIRST_COMPLETED)
+                if not task.done() and handoff.result() is not None:
+                    raise TimeoutError
             # Shielded: the SDK interrupts this handler on notifications/cancelled; the
             # call itself must instead see its cancel event and settle as cancelled.
-            if after is None:
-                result = await asyncio.shield(task)
-            elif after > 0:
-                result = await asyncio.wait_for(asyncio.shield(task), after)
-            else:
-                raise TimeoutError
+            if after is not None and not task.done():
+                if after > 0:
+                    waits: set[asyncio.Future[Any]] = {task, asked}
+                    await asyncio.wait(waits, timeout=after, return_when=FIRST)
+                if not task.done():
+                    raise TimeoutError
+            result = await asyncio.shield(task)
         except TimeoutError:
             # Still running: answer with a task (committed first), and stop sending
             # progress, which the spec does not carry for a task.
@@ -372,8 +414,9 @@ class McpHost:
             finally:
                 waiter.cancel()
                 self._hooks.started.pop(call_id, None)
+            upstream = handoff.result() if handoff is not None and handoff.done() else None
             return await self.tasks.create(
-                call_id, tool.name, auth_scope(ctx.request, self.session_name)
+                call_id, tool.name, auth_scope(ctx.request, self.session_name), upstream
             )
         except asyncio.CancelledError:
             if reporter is not None:
@@ -382,6 +425,9 @@ class McpHost:
             raise
         finally:
             self._hooks.started.pop(call_id, None)
+            if handoff is not None and not handoff.done():
+                handoff.cancel()
+            asked.cancel()
             if after is not None and not self.tasks.is_task(call_id):
                 self.tasks.forget(call_id)
         return self.result_for(tool, result, call_id)
@@ -401,6 +447,7 @@ class McpHost:
 
     def _ended(self, call_id: str, task: asyncio.Task[ToolResult]) -> None:
         self._calls.pop(call_id, None)
+        self._inputs.pop(call_id, None)
         if not task.cancelled() and task.exception() is not None:
             # The handler re-raises it to the client when it still waits; after a
             # cancel nobody does, so say it here rather than lose it.
@@ -411,8 +458,15 @@ class McpHost:
             )
 
     async def _run(
-        self, call_id: str, name: str, args: dict[str, Any], cancel: asyncio.Event
+        self,
+        call_id: str,
+        name: str,
+        args: dict[str, Any],
+        cancel: asyncio.Event,
+        inputs: CallInputs | None = None,
     ) -> ToolResult:
+        if inputs is not None:
+            bind(inputs)  # this task's context: the tool's task inherits it
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         run_id = f"run-{call_id}"
         record = new_run_record(_summary(name, args), str(self.settings.spill_dir), started)

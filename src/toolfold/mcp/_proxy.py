@@ -43,12 +43,14 @@ from ._adopt import bound_json, bound_text
 from ._client_link import ClientLink
 from ._host import McpHost, McpSettings, Stoppable, package_version
 from ._layout import Layout, compose
+from ._listen import ListenRelay
 from ._passthrough import Passthrough
 from ._progress import ForwardedProgress
 from ._tasks import CreateTaskResult
 from ._telemetry import timed_tool_call
 from ._tools import WINDOW_ENDS
 from ._upstream import Upstream, UpstreamError
+from ._upstream_tasks import TaskRelay, client_options
 
 PREFIX = "toolfold_"
 """Prefix of the proxy's own tools, so they never collide with an upstream's."""
@@ -112,6 +114,7 @@ class ProxyHost(Passthrough, McpHost):
         policy: OutputPolicy,
         *,
         with_builtin: bool = False,
+        upstream_tasks: bool = False,
     ) -> None:
         own = builtin_tools() if with_builtin else [READ]
         settings.tools = [dataclasses.replace(t, name=f"{PREFIX}{t.name}") for t in own]
@@ -130,8 +133,16 @@ class ProxyHost(Passthrough, McpHost):
         self.client = ClientLink(passes=self._passes)
         # Sampling, elicitation and roots callbacks follow the client's capabilities
         # (``Passthrough.seen``): until a request shows them, the upstream gets none.
-        upstream.callbacks["message_handler"] = self.client.notified
+        self.listens = ListenRelay(upstream)
+        upstream.callbacks["message_handler"] = self._notified
         upstream.gate = self.client.gate
+        self.relay: TaskRelay | None = None
+        if upstream_tasks:
+            # 2026-07-28 toward an upstream that knows it, declaring the extension.
+            upstream.modern = True
+            upstream.callbacks.update(client_options())
+            self.relay = TaskRelay(upstream, policy.max_bytes)
+            self.tasks.relay = self.relay
 
     def server(self) -> Server[Any]:
         """The low-level server: tools (a slow call answered as a task, for a client
@@ -161,6 +172,7 @@ class ProxyHost(Passthrough, McpHost):
             on_get_prompt=self._get_prompt,
             on_set_logging_level=self._set_level,
             on_completion=self._complete,
+            on_subscriptions_listen=self.listens.serve,
         )
 
     def initialization_options(self, server: Server[Any]) -> InitializationOptions:
@@ -238,6 +250,11 @@ class ProxyHost(Passthrough, McpHost):
             output=self.policy,
         )
 
+    def task_handoff(self, tool: Tool[Any], call_id: str) -> asyncio.Future[Any] | None:
+        if self.relay is None or tool.params is not UpstreamArgs:
+            return None
+        return self.relay.handoff(call_id)
+
     def progress_for(
         self, tool: Tool[Any], call_id: str, ctx: ServerRequestContext[Any]
     ) -> Stoppable:
@@ -253,11 +270,16 @@ class ProxyHost(Passthrough, McpHost):
         args = dict(params.model_extra or {})
         forward = self._forwards.pop(call_id, None)
         callback = forward.update if forward is not None else None
+        relay = self.relay
         task = asyncio.ensure_future(
             timed_tool_call(
                 name,
-                lambda: self.upstream.call(
-                    lambda s: s.call_tool(name, args, progress_callback=callback)
+                lambda: (
+                    relay.call(call_id, name, args, callback)
+                    if relay is not None
+                    else self.upstream.call(
+                        lambda s: s.call_tool(name, args, progress_callback=callback)
+                    )
                 ),
             )
         )
@@ -444,6 +466,12 @@ class ProxyHost(Passthrough, McpHost):
         await self._known(params.name)
         return await super()._call_tool_or_task(ctx, params)
 
+    async def _notified(self, message: Any) -> None:
+        # A 2025-era client gets the notification itself; a 2026-07-28 one through
+        # the subscriptions/listen streams it opened.
+        await self.listens.publish(message)
+        await self.client.notified(message)
+
     async def _passes(self, message: Any) -> bool:
         # A tools/list_changed is news only once per listing: until the client lists
         # the tools again, further ones say nothing it will not learn then (an
@@ -456,6 +484,7 @@ class ProxyHost(Passthrough, McpHost):
 
     async def aclose(self, grace: float = 10.0) -> None:
         await super().aclose(grace)
+        await self.listens.aclose()
         await self.upstream.aclose()
         await self.client.aclose()
 

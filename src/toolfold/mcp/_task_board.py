@@ -48,6 +48,7 @@ from ._tasks import (
     TASK_NAMESPACE,
     TASKS_EXTENSION,
     TERMINAL,
+    UPSTREAM_KEY,
     Ack,
     CreateTaskResult,
     DetailedTask,
@@ -55,6 +56,7 @@ from ._tasks import (
     TaskSettings,
     UpdateParams,
     auth_scope,
+    clip,
     detailed,
     expired,
     negotiated,
@@ -100,6 +102,26 @@ class TaskHost(Protocol):
     def cancel_call(self, call_id: str) -> bool:
         """Ask a call running here to stop; whether it runs here."""
 
+    async def wait_call(self, call_id: str) -> None:
+        """Wait until a call running here has settled (at once if it does not run here)."""
+
+    def pending_input(self, call_id: str) -> dict[str, Any]:
+        """The input requests a call running here waits on (empty: none)."""
+
+    def give_input(self, call_id: str, responses: dict[str, Any]) -> None:
+        """Pass the client's answers to a call running here."""
+
+
+class Relay(Protocol):
+    """Where the tasks an upstream runs for the proxy's calls are asked about."""
+
+    async def status(self, call_id: str) -> Any | None:
+        """The upstream's task now (``status``, ``status_message``, ``input_requests``),
+        or ``None`` once it ended."""
+
+    async def update(self, call_id: str, responses: dict[str, Any]) -> None:
+        """Pass the client's input responses on."""
+
 
 @dataclass
 class _Found:
@@ -128,6 +150,8 @@ class TaskBoard:
         self._cancelled: set[str] = set()
         self._others: dict[str, Session] = {}
         self._resuming: dict[str, asyncio.Task[None]] = {}
+        self.relay: Relay | None = None
+        """Set by the proxy when it passes an upstream's own tasks through."""
 
     # -- the MCP surface ---------------------------------------------------------------
 
@@ -144,9 +168,17 @@ class TaskBoard:
         return await self._answer(params.task_id, found)
 
     async def update(self, ctx: ServerRequestContext[Any], params: UpdateParams) -> Ack:
-        # toolfold's tools never ask the client for input, so no task is ever
-        # input_required and no response is outstanding: the SEP has them ignored.
-        await self._find(ctx, params.task_id)
+        # The answers go to the tool that asked (ask_client), or to the upstream's task
+        # (the proxy); answers nothing waits for are ignored, as the SEP says.
+        found = await self._find(ctx, params.task_id)
+        record = found.record
+        if record["status"] in TERMINAL:
+            return Ack()
+        call_id = str(record["call_id"])
+        if self.relay is not None and UPSTREAM_KEY in record:
+            await self.relay.update(call_id, params.input_responses)
+        else:
+            self.host.give_input(call_id, params.input_responses)
         return Ack()
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> Ack:
@@ -175,11 +207,16 @@ class TaskBoard:
         self._expected.discard(call_id)
         self._ended.pop(call_id, None)
 
-    async def create(self, call_id: str, tool: str, scope: str) -> CreateTaskResult:
-        """Commit the task of a running call and return its handle."""
+    async def create(
+        self, call_id: str, tool: str, scope: str, upstream: Any | None = None
+    ) -> CreateTaskResult:
+        """Commit the task of a running call and return its handle (``upstream``: the
+        handle of the upstream's own task the call follows, for the proxy)."""
         await self.sweep()
         task_id, key = new_task_id(self.host.session_name)
         record = new_record(call_id=call_id, tool=tool, scope=scope, settings=self.settings)
+        if upstream is not None:
+            record[UPSTREAM_KEY] = upstream.task_id
         async with self._lock:
             self._expected.discard(call_id)
             ended = self._ended.pop(call_id, None)
@@ -188,6 +225,9 @@ class TaskBoard:
             else:
                 self._finish(record, *ended)
             await self.host.session.commit([set_value(task_address(key), record)])
+        if upstream is not None and record["status"] not in TERMINAL:
+            fields = task_fields(task_id, record, clip(upstream.status_message))
+            return CreateTaskResult(**{**fields, "status": upstream.status})
         sink = self.host.live_sink(call_id)
         return CreateTaskResult(**task_fields(task_id, record, self._live_message(sink)))
 
@@ -268,10 +308,35 @@ class TaskBoard:
             return detailed(task_id, record)
         call_id = str(record["call_id"])
         sink = self.host.live_sink(call_id)
+        if self.relay is not None and UPSTREAM_KEY in record and call_id in self._live:
+            return await self._relayed(task_id, found)
         if sink is not None or call_id in self._live:
-            return detailed(task_id, record, self._live_message(sink))
+            answer = detailed(task_id, record, self._live_message(sink))
+            pending = self.host.pending_input(call_id)
+            if pending:
+                return answer.model_copy(
+                    update={"status": "input_required", "input_requests": pending}
+                )
+            return answer
         # Not running here: it ran in a server that stopped (or runs in another).
         return detailed(task_id, record, await self._settle_elsewhere(found))
+
+    async def _relayed(self, task_id: str, found: _Found) -> DetailedTask:
+        # The upstream runs the task: its status, message and input requests now.
+        assert self.relay is not None
+        call_id = str(found.record["call_id"])
+        state = await self.relay.status(call_id)
+        if state is not None:
+            answer = detailed(task_id, found.record, state.status_message)
+            return answer.model_copy(
+                update={"status": state.status, "input_requests": state.input_requests}
+            )
+        # It ended upstream: the call adopts the result (bounded, recorded) at once.
+        await self.host.wait_call(call_id)
+        record = await found.session.get_value(task_address(found.key))
+        if not isinstance(record, dict):
+            raise not_found()
+        return detailed(task_id, record, None if record["status"] in TERMINAL else "finishing")
 
     @staticmethod
     def _live_message(sink: ToolOutput | None) -> str:

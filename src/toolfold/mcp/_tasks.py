@@ -40,6 +40,12 @@ NOT_FOUND = "Failed to retrieve task: Task not found"
 """The one answer to an unknown, expired or foreign task id (they look alike, so a
 guessed id tells nothing)."""
 
+UPSTREAM_KEY = "upstream_task"
+"""The key of a proxy task's record that holds the upstream's task id."""
+
+MAX_STATUS_CHARS = 4096
+"""An upstream's status message is cut to this many characters on its way on."""
+
 _TASK_ID = re.compile(r"([0-9a-f]{32})~([A-Za-z0-9_-][A-Za-z0-9._-]{0,127})")
 
 
@@ -159,6 +165,13 @@ def parse_task_id(task_id: str) -> tuple[str, str]:
     return match.group(1), match.group(2)
 
 
+def clip(message: str | None) -> str | None:
+    """An upstream's status message, cut to ``MAX_STATUS_CHARS``."""
+    if message is None or len(message) <= MAX_STATUS_CHARS:
+        return message
+    return message[:MAX_STATUS_CHARS] + " [...]"
+
+
 def not_found() -> MCPError:
     return MCPError(types.INVALID_PARAMS, NOT_FOUND)
 
@@ -221,6 +234,7 @@ __all__ = [
     "TASKS_EXTENSION",
     "TASK_NAMESPACE",
     "TERMINAL",
+    "UPSTREAM_KEY",
     "Ack",
     "CreateTaskResult",
     "DetailedTask",
@@ -228,6 +242,7 @@ __all__ = [
     "TaskSettings",
     "UpdateParams",
     "auth_scope",
+    "clip",
     "detailed",
     "expired",
     "negotiated",

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import mcp_types as types
+from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
@@ -86,6 +87,9 @@ class Upstream:
         self._ended = Exit()
         self.starts = 0
         """How many times the upstream was started (a restart counts again)."""
+        self.modern = False
+        """Try 2026-07-28 (``server/discover``) first, falling back to ``initialize``
+        for an upstream that does not know it; else ``initialize`` only."""
 
     async def session(self) -> ClientSession:
         """The live session, starting the upstream if it is not running."""
@@ -164,7 +168,10 @@ class Upstream:
         session: ClientSession | None = None
         try:
             async with self._connect() as session:
-                await session.initialize()
+                if self.modern:
+                    await negotiate_auto(session)
+                else:
+                    await session.initialize()
                 for hook in self.on_start:
                     await hook(session)
                 self._session = session

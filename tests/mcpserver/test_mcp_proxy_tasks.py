@@ -1,0 +1,120 @@
+"""``toolfold mcp proxy --tasks upstream``: an upstream's own tasks passed through the
+proxy with bounded results. The upstream is ``toolfold mcp`` itself (it serves the
+tasks extension), the client the official SDK client declaring the extension."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import stdio_client
+from mcp_helpers import TOOLFOLD, calls, proxy, store_url, text_of
+from task_client import TaskHandle, call, cancel, get, task_session
+from test_mcp_tasks import until_status
+
+HERE = str(Path(__file__).parent)
+
+
+@pytest.fixture(autouse=True)
+def _importable_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The upstream imports task_tools (--tools) from this directory.
+    monkeypatch.setenv("PYTHONPATH", HERE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def upstream(tmp_path: Path, *args: str) -> tuple[str, ...]:
+    """``toolfold mcp`` serving ``task_tools`` in session ``up``: every call a task."""
+    return (
+        *TOOLFOLD,
+        "mcp",
+        "--store",
+        store_url(tmp_path),
+        "--session",
+        "up",
+        "--no-builtin",
+        "--tools",
+        "task_tools:TOOLS",
+        *args,
+    )
+
+
+async def test_an_upstream_task_passes_through_with_a_bounded_result(tmp_path: Path) -> None:
+    gate, held = tmp_path / "gate", tmp_path / "held"
+    params = proxy(
+        tmp_path,
+        *upstream(tmp_path, "--task-after", "0"),
+        options=("--tasks", "upstream", "--max-lines", "5", "--task-poll", "0.2"),
+    )
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w), task_session(r, w) as client:
+            await client.discover()
+            handle = await call(client, "gated", {"gate": str(gate), "lines": 100})
+            working = await get(client, handle.task_id)
+            gate.touch()
+            done = await until_status(client, handle.task_id, "completed")
+            again = await get(client, handle.task_id)
+            # A cancel goes to the upstream's task: the upstream's call is cancelled.
+            second = await call(client, "gated", {"gate": str(held)})
+            acked = await cancel(client, second.task_id)
+            cancelled = await until_status(client, second.task_id, "cancelled")
+    assert isinstance(handle, TaskHandle) and handle.task_id.endswith("~p1")
+    assert handle.poll_interval_ms == 200
+    # The status is the upstream's: its live window, which the proxy does not have.
+    assert working.status == "working"
+    assert working.status_message is not None and "waiting for the gate" in working.status_message
+    assert done.result is not None and done.result["isError"] is False
+    text = done.result["content"][0]["text"]
+    # The upstream's own window holds all 102 lines; the proxy's is 5.
+    assert text.startswith("waiting for the gate\nthrough the gate\nline 1\nline 2\nline 3\n")
+    assert "line 4\n" not in text and "toolfold_read" in text
+    record = done.result["_meta"]["toolfold"]
+    assert record["truncation"]["total_lines"] >= 102 and record["truncation"]["output_lines"] == 5
+    assert Path(record["spill_path"]).read_text().endswith("line 100\n")
+    assert again.status == "completed" and again.result == done.result
+    assert acked.result_type == "complete" and cancelled.status == "cancelled"
+    assert [c.status for c in await calls(tmp_path, "p1")] == ["ok", "cancelled"]
+    assert [c.status for c in await calls(tmp_path, "up")] == ["ok", "cancelled"]
+
+
+async def test_a_client_without_tasks_gets_the_upstream_task_s_result_in_full(
+    tmp_path: Path,
+) -> None:
+    # The proxy still asks the upstream for tasks, follows its task, and answers the
+    # plain client with the bounded result once it ended.
+    gate = tmp_path / "gate"
+    gate.touch()
+    params = proxy(
+        tmp_path, *upstream(tmp_path, "--task-after", "0"), options=("--tasks", "upstream")
+    )
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            result = await client.call_tool("gated", {"gate": str(gate), "lines": 3})
+    assert result.is_error is False
+    assert text_of(result).startswith("waiting for the gate\nthrough the gate\nline 1\n")
+    assert [c.status for c in await calls(tmp_path, "up")] == ["ok"]
+
+
+async def test_own_tasks_for_an_upstream_without_the_extension(tmp_path: Path) -> None:
+    # --tasks upstream in front of a 2025-era upstream with no tasks: the proxy's own
+    # task, after its --task-after delay.
+    gate = tmp_path / "gate"
+    gated = str(Path(__file__).with_name("gated_upstream.py"))
+    params = proxy(
+        tmp_path, sys.executable, gated, options=("--tasks", "upstream", "--task-after", "0")
+    )
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w), task_session(r, w) as client:
+            await client.discover()
+            handle = await call(client, "wait", {"gate": str(gate)})
+            working = await get(client, handle.task_id)
+            gate.touch()
+            done = await until_status(client, handle.task_id, "completed")
+    assert isinstance(handle, TaskHandle) and working.status == "working"
+    assert done.result is not None and done.result["content"][0]["text"].startswith("through")
