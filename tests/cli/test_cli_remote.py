@@ -133,3 +133,34 @@ def test_remote_option_errors_are_one_line_and_record_nothing(tmp_path: Path) ->
         assert len(lines) == 1 and lines[0].startswith("toolfold: error: "), done.stderr
         assert message in lines[0], (args, lines[0])
     assert not (tmp_path / "toolfold.db").exists()  # refused before the store was opened
+
+
+def test_a_detached_run_over_ssh_is_followed_and_stopped(
+    sshd_server: SSHServer, tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "pid"
+    done = toolfold(
+        "run",
+        "--detach",
+        *ssh_args(sshd_server, tmp_path),
+        "--",
+        f"echo $$ > {pid_file}; echo remote-up; sleep 1000",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    remote_pid = read_pid(pid_file)
+    attached = start("attach", run_id, cwd=tmp_path)
+    out = LineReader(attached.stdout)
+    wait_for(lambda: out.has("remote-up"), "its output", proc=attached)
+    refused = toolfold("send", run_id, "x", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "takes no input: its command runs on another machine" in refused.stderr
+    stopped = toolfold("stop", run_id, cwd=tmp_path)
+    assert (
+        stopped.stdout == f"toolfold: stopped {run_id}; `toolfold show {run_id}` has its output\n"
+    )
+    assert wait_gone(remote_pid)
+    assert attached.wait(timeout=60) == 130
+    assert attached.stderr is not None and "toolfold: cancelled" in attached.stderr.read().decode()
+    assert out.text().count("remote-up") == 1
