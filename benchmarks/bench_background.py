@@ -5,8 +5,12 @@ Run: .venv/bin/python benchmarks/bench_background.py [--quick]
 Three measurements, each beside the alternative a harness would otherwise use:
 
 1. **Latency from a write to a subscriber.** A background child prints
-   ``time.monotonic_ns()`` every 200 ms (flushed); a subscriber (``subscribe``) parses
-   the newest stamp of each update on arrival: the delay is arrival minus stamp. The
+   ``time.monotonic_ns()`` every 200 ms (flushed); a subscriber parses the newest stamp
+   of each update on arrival: the delay is arrival minus stamp. Two subscribers: the
+   exec env's own (``background.follow``: its paced updates), and a listener on the
+   bus of a ``Harness`` with a SQLite session, which gets the ops of the call that
+   records the command's output after ``bash`` settled (what ``toolfold serve``'s
+   lanes and the viewer fold; the durable checkpoints run beside it). The
    alternative: polling ``read`` every 500 ms (as an agent loop calling a read tool
    would), delay = when the poll returned the line minus its stamp.
 2. **CPU of an idle background command.** ``sleep`` in the background, nobody reading
@@ -32,6 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from toolfold.chord import apply
 from toolfold.execenv import (
     Append,
     LocalExecEnv,
@@ -39,6 +44,16 @@ from toolfold.execenv import (
     ShellOutputUpdate,
     Slide,
 )
+from toolfold.harness import (
+    Harness,
+    HarnessEvent,
+    ToolCall,
+    ToolContext,
+    ToolUpdate,
+    background_settled,
+)
+from toolfold.storage import open_repository
+from toolfold.tools import BASH
 
 STAMPER = (
     "import time, sys\n"
@@ -80,7 +95,7 @@ async def latency(env: LocalExecEnv, stamps: int) -> tuple[list[float], list[flo
 
     started = await env.exec(f"exec {sys.executable} -u {script}", yield_after=0.05)
     assert started.handle is not None
-    env.background.subscribe(started.handle, on_update)
+    follower = asyncio.ensure_future(env.background.follow(started.handle)(on_update))
     polled: list[float] = []
     # The poller runs at the same time on the same command (reads do not disturb
     # the subscriber: they window a second capture).
@@ -90,7 +105,45 @@ async def latency(env: LocalExecEnv, stamps: int) -> tuple[list[float], list[flo
         now = time.monotonic_ns()
         polled += [(now - int(w)) / 1e6 for w in read.text.split() if w.isdigit()]
     await env.background.stop(started.handle)
+    await follower
     return pushed, polled
+
+
+async def harness_latency(tmp: Path, stamps: int) -> list[float]:
+    """Write → a listener on a durable harness's bus, through the background call."""
+    script = tmp / "stamp_harness.py"
+    script.write_text(STAMPER.format(n=stamps))
+    env = LocalExecEnv(tmp / "spill-harness", kill_grace=0.5)
+    repo = open_repository(f"sqlite:{tmp / 'bench.db'}")
+    session = await repo.create_session("bench")
+    harness = Harness([BASH], context=ToolContext(env=env, cwd=tmp), session=session)
+    outputs: dict[str, object] = {}
+    seen: set[int] = set()
+    pushed: list[float] = []
+
+    def listener(event: HarnessEvent) -> None:
+        if not isinstance(event, ToolUpdate):
+            return
+        now = time.monotonic_ns()
+        state = outputs[event.tool_call_id] = apply(outputs.get(event.tool_call_id), event.ops)
+        text = "".join(b["text"] for b in state["content"] if b["type"] == "text")  # type: ignore[index]
+        for word in text.split():
+            # Stamps first shown by the starting call count there, not again.
+            if word.isdigit() and int(word) not in seen:
+                seen.add(int(word))
+                pushed.append((now - int(word)) / 1e6)
+
+    harness.bus.add_listener(listener)
+    command = f"exec {sys.executable} -u {script}"
+    [started] = await harness.run(
+        [ToolCall("c1", "bash", {"command": command, "yield_after": 0.05})]
+    )
+    await asyncio.sleep(stamps * 0.2 + 0.5)
+    await env.background.stop(started.details["handle"])
+    await env.aclose()
+    await background_settled()
+    await repo.close()
+    return pushed
 
 
 async def idle_cpu(env: LocalExecEnv, seconds: float, poll: float | None) -> float:
@@ -134,11 +187,16 @@ async def main(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         env = LocalExecEnv(Path(tmp) / "spill", kill_grace=0.5)
         pushed, polled = await latency(env, 15 if quick else 50)
+        bus = await harness_latency(Path(tmp), 15 if quick else 50)
         print("| write → consumer | median | p95 | samples |")
         print("| --- | --- | --- | --- |")
         print(
-            f"| subscriber (paced updates) | {statistics.median(pushed):.1f} ms | "
+            f"| exec env subscriber (`follow`, paced updates) | {statistics.median(pushed):.1f} ms | "
             f"{pct(pushed, 0.95):.1f} ms | {len(pushed)} |"
+        )
+        print(
+            f"| harness bus, background call ops (SQLite session) | "
+            f"{statistics.median(bus):.1f} ms | {pct(bus, 0.95):.1f} ms | {len(bus)} |"
         )
         print(
             f"| poll `read` every 500 ms | {statistics.median(polled):.1f} ms | "
@@ -146,7 +204,8 @@ async def main(quick: bool) -> None:
         )
         print(
             f"\nratio (poll / subscriber, median): "
-            f"{statistics.median(polled) / statistics.median(pushed):.0f}x\n"
+            f"{statistics.median(polled) / statistics.median(pushed):.0f}x; "
+            f"poll / harness bus: {statistics.median(polled) / statistics.median(bus):.0f}x\n"
         )
         seconds = 2.0 if quick else 5.0
         idle = await idle_cpu(env, seconds, None)
