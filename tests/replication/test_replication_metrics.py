@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
@@ -79,3 +81,30 @@ async def test_a_follower_records_its_lag_after_each_change_signal(
         await followers.aclose()
         await writer_repo.close()
         await reader_repo.close()
+
+
+def test_a_served_lanes_sse_subscriber_is_counted_until_it_disconnects(
+    metrics: InMemoryMetricReader, serve: Callable[[Any], Any]
+) -> None:
+    from lane_fixtures import SSEReplica
+
+    from toolfold.server import create_app
+
+    gc.collect()
+    lanes = Lanes(default_lane="main")
+    # A short keep-alive: the server finds a gone client at its next write.
+    server = serve(create_app(lanes=lanes, keepalive=0.05))
+    server.call(lambda: lanes.host("main"))
+    lanes_before = value(metrics, "toolfold.lane.count")
+    subs_before = value(metrics, "toolfold.lane.subscriber.count")
+    replica = SSEReplica(server.client(), "/v1/lanes/main/state")
+    replica.step()  # the base batch: the server holds the subscription
+    assert value(metrics, "toolfold.lane.subscriber.count") == subs_before + 1
+    assert value(metrics, "toolfold.lane.count") == lanes_before
+    replica.close()
+    # The server notices the disconnect on its own loop: wait for the count to drop.
+    for _ in range(1000):
+        if value(metrics, "toolfold.lane.subscriber.count") == subs_before:
+            break
+        time.sleep(0.01)
+    assert value(metrics, "toolfold.lane.subscriber.count") == subs_before
