@@ -32,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 
 HOST_MARK_VAR = "TOOLFOLD_EXEC_HOST"
@@ -80,23 +79,29 @@ class HostGuard:
     def __init__(self) -> None:
         self.mark = os.urandom(8).hex()
         self._pipe: int | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
 
     def start(self) -> None:
         """Start the guard (once; best effort: a host that cannot start it still runs
         commands, as before the guard existed)."""
-        if self._process is not None or not sys.platform.startswith("linux"):
+        if self._pid is not None or not sys.platform.startswith("linux"):
             return
-        read_end, write_end = os.pipe()  # both close-on-exec; the guard gets read_end as 0
+        read_end, write_end = os.pipe()  # both close-on-exec
         try:
-            self._process = subprocess.Popen(
+            # posix_spawn, not Popen: nothing to wait for at the end (see close), and no
+            # fork of a process that has threads. The guard's stdin is the pipe; its
+            # stdout and stderr are not the host's (over ssh those are the channel, which
+            # must not stay open once the host is gone).
+            self._pid = os.posix_spawn(
+                sys.executable,
                 [sys.executable, "-I", "-S", os.path.abspath(__file__), self.mark],
-                stdin=read_end,
-                # Not the host's stdout / stderr: over ssh those are the channel, which
-                # the guard must not keep open after the host is gone.
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
+                {},
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_end, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,
             )
         except OSError:
             os.close(write_end)
@@ -112,16 +117,17 @@ class HostGuard:
         return out
 
     def close(self) -> None:
-        """The host ends normally: tell the guard to leave, and reap it."""
+        """The host ends normally: tell the guard to leave. Not waited for (it may still
+        be starting); reaped here if it already left, else by init once the host exits."""
         if self._pipe is not None:
             with contextlib.suppress(OSError):
                 os.write(self._pipe, _QUIT)
             os.close(self._pipe)
             self._pipe = None
-        if self._process is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(5.0)
-            self._process = None
+        if self._pid is not None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self._pid, os.WNOHANG)
+            self._pid = None
 
 
 def _guard(mark: str) -> int:
