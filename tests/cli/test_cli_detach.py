@@ -24,7 +24,7 @@ from toolfold.execenv import kill_marked
 NOBODY = 65534
 BOUND = 60.0
 SCRIPT = (
-    "echo pid $$; sleep 1000 & "  # a second process in the command's group
+    "sleep 1000 & echo pid $$; "  # a second process in the command's group, first
     'read -r line; echo "got: $line"; read -r more; echo "more: $more"; wait'
 )
 
@@ -302,7 +302,7 @@ def test_attach_says_which_lines_went_past_the_window(tmp_path: Path, retain: st
 
 
 def test_a_killed_run_is_listed_dead_and_stop_kills_what_it_left(tmp_path: Path) -> None:
-    run_id = detach(tmp_path, "--lease", "0.5", "--", "echo pid $$; sleep 1000 & wait")
+    run_id = detach(tmp_path, "--lease", "0.5", "--", "sleep 1000 & echo pid $$; wait")
     attached = Attached(tmp_path, run_id)
     pgid = int(attached.until("pid ").split("pid ")[1].split()[0])
     info = json.loads((control(tmp_path, run_id) / "run.json").read_text())

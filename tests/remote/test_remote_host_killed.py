@@ -57,7 +57,7 @@ async def kill_host_while_running(transport: Transport, tmp_path: Path) -> None:
         )
         assert started.handle is not None
         foreground = asyncio.ensure_future(
-            env.exec(f"echo $$ > {tmp_path}/fg; sleep 1000; echo never")
+            env.exec(f"sleep 1000 & echo $$ > {tmp_path}/fg; wait; echo never")
         )
         groups = [
             await asyncio.to_thread(read_pid, tmp_path / "bg"),
