@@ -3,7 +3,9 @@ order, schemas, logging and completion, errors, the store, and a quiet exit."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -160,6 +162,32 @@ async def test_a_session_without_calls_leaves_nothing_in_the_store(tmp_path: Pat
     finally:
         await repo.close()
     assert "bare" not in sessions and "p1" in sessions
+
+
+async def test_a_running_commands_hint_names_the_tools_as_the_client_sees_them(
+    tmp_path: Path,
+) -> None:
+    # --with-builtin serves bash as toolfold_bash: its "still running" hint must name
+    # toolfold_bash_read, which the client has, not bash_read, which it does not.
+    params = proxy(tmp_path, sys.executable, str(HOSTILE), options=("--with-builtin",))
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            started = await client.call_tool(
+                "toolfold_bash", {"command": "cat", "yield_after": 0.01}
+            )
+            hint = text_of(started)
+            found = re.search(r'(\w+) (\{"handle": "[^"]+"\}) shows its new output', hint)
+            assert found is not None, hint
+            assert found.group(1) == "toolfold_bash_read"
+            assert "toolfold_bash_write sends it input" in hint
+            assert "toolfold_bash_stop ends it" in hint
+            # The tool the hint names is one the client can call, with those arguments.
+            listed = {t.name for t in (await client.list_tools()).tools}
+            assert {"toolfold_bash_read", "toolfold_bash_write", "toolfold_bash_stop"} <= listed
+            read = await client.call_tool(found.group(1), json.loads(found.group(2)))
+            assert not read.is_error, text_of(read)
+            stopped = await client.call_tool("toolfold_bash_stop", json.loads(found.group(2)))
+            assert not stopped.is_error, text_of(stopped)
 
 
 async def test_a_tool_list_then_kill_9_leaves_no_session(tmp_path: Path) -> None:

@@ -52,8 +52,9 @@ class ToolContext:
 
     ``env`` is the execution environment (``toolfold.execenv``) commands run in,
     ``cwd`` the working directory relative paths resolve against. ``run_id``,
-    ``turn_id`` and ``tool_call_id`` identify the call (the harness fills them in
-    per call with ``for_call``). ``memos`` is attached by the durability layer;
+    ``turn_id`` and ``tool_call_id`` identify the call, and ``tool_name`` is the name the
+    model called the tool by (a host may serve it renamed, e.g. ``toolfold_bash``); the
+    harness fills them in per call with ``for_call``. ``memos`` is attached by the durability layer;
     without it ``get_memo`` / ``set_memo`` raise ``MemoUnavailableError``.
     ``extra`` carries host-specific values (keep it small). ``on_background`` is set by
     the harness per call: how a tool hands over a command that outlived the call
@@ -65,13 +66,27 @@ class ToolContext:
     run_id: str = ""
     turn_id: str = ""
     tool_call_id: str = ""
+    tool_name: str = ""
     memos: MemoBackend | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     on_background: Callable[[str, str], None] | None = None
 
-    def for_call(self, *, run_id: str, turn_id: str, tool_call_id: str) -> ToolContext:
+    def for_call(
+        self, *, run_id: str, turn_id: str, tool_call_id: str, tool_name: str = ""
+    ) -> ToolContext:
         """A copy of this context identifying one call."""
-        return dataclasses.replace(self, run_id=run_id, turn_id=turn_id, tool_call_id=tool_call_id)
+        return dataclasses.replace(
+            self, run_id=run_id, turn_id=turn_id, tool_call_id=tool_call_id, tool_name=tool_name
+        )
+
+    def sibling(self, name: str, own: str) -> str:
+        """The name the model knows tool ``name`` by, for a tool whose own name is ``own``:
+        a host that serves the tools under a prefix (``toolfold mcp proxy`` serves
+        ``bash`` as ``toolfold_bash``) serves its siblings under the same one, so a hint
+        names ``toolfold_bash_read``, not a ``bash_read`` the model cannot call."""
+        if self.tool_name.endswith(own) and self.tool_name != own:
+            return self.tool_name[: -len(own)] + name
+        return name
 
     def with_memos(self, memos: MemoBackend | None) -> ToolContext:
         """A copy with ``memos`` attached (the durability layer's seam)."""

@@ -86,7 +86,7 @@ async def _run(
     cancelled (the caller re-raises after describing the call)."""
     hooks = hooks if hooks is not None else ExecutionHooks()
     ctx = (context if context is not None else ToolContext()).for_call(
-        run_id=call.run_id, turn_id=call.turn_id, tool_call_id=call.tool_call_id
+        run_id=call.run_id, turn_id=call.turn_id, tool_call_id=call.tool_call_id, tool_name=name
     )
     cancel = cancel if cancel is not None else asyncio.Event()
     followed: list[tuple[str, str]] = []  # commands that outlive the call

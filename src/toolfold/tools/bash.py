@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
@@ -178,12 +179,15 @@ def _both_ends(t: ShellOutputTruncation) -> str:
     return f"Showing {start} and {end} of {t.total_lines:,}"
 
 
-def running_note(handle: str, waited: float | None) -> str:
-    """The model-visible note on a command that went on in the background."""
+def running_note(
+    handle: str, waited: float | None, name: Callable[[str], str] = lambda tool: tool
+) -> str:
+    """The model-visible note on a command that went on in the background; ``name`` gives
+    the name the model knows each background tool by."""
     return (
         f"[Still running after {waited:g} s, in the background as {handle}: "
-        f'bash_read {{"handle": "{handle}"}} shows its new output, bash_write sends it input, '
-        "bash_stop ends it.]"
+        f'{name("bash_read")} {{"handle": "{handle}"}} shows its new output, '
+        f"{name('bash_write')} sends it input, {name('bash_stop')} ends it.]"
     )
 
 
@@ -250,7 +254,10 @@ async def run_bash(
     out.feed(Replace(result.view))
     note = footer(result, policy.retain)
     if result.handle is not None:
-        note = "\n".join(filter(None, [note, running_note(result.handle, params.yield_after)]))
+        running = running_note(
+            result.handle, params.yield_after, lambda tool: context.sibling(tool, "bash")
+        )
+        note = "\n".join(filter(None, [note, running]))
         out.footer(("\n" if out.text and not out.text.endswith("\n") else "") + note)
         out.details.update({"exit_code": None, "handle": result.handle, "running": True})
         # Its further output is recorded as a call of its own (live, durable) once this
