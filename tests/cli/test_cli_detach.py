@@ -327,3 +327,23 @@ def test_a_killed_run_is_listed_dead_and_stop_kills_what_it_left(tmp_path: Path)
         ),
         "resume to settle the call",
     )
+
+
+def test_a_detached_run_in_the_sandbox_takes_input_and_cannot_see_its_control_files(
+    host_dir: Path,
+) -> None:
+    run_id = detach(
+        host_dir,
+        "--sandbox",
+        "workspace-write",
+        "--",
+        "read -r x; echo got $x; touch made-here; "
+        "cat .toolfold/detached/*/run.json || echo no-control-files; "
+        "touch /usr/nope 2>/dev/null || echo usr-refused",
+    )
+    assert toolfold("send", run_id, "hi", cwd=host_dir).returncode == 0
+    code, out, err = Attached(host_dir, run_id).finish()
+    assert code == 0, err
+    assert out.splitlines()[0] == "got hi"
+    assert "no-control-files" in out and "usr-refused" in out and '"mark"' not in out
+    assert (host_dir / "made-here").exists()

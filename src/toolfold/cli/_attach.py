@@ -30,11 +30,11 @@ from ._detach import (
     LOG_FILE,
     MARK_VAR,
     STDIN_FIFO,
-    _check_private,
-    _refuse_link,
+    check_private,
     detached_root,
     list_runs,
     load_run,
+    refuse_link,
     remove_control,
     worker_alive,
 )
@@ -61,12 +61,11 @@ def ps_command(spec: StoreSpec, limit: int) -> int:
         return 0
     rows = []
     for run in runs[:limit]:
-        state = "running" if run.alive else "dead (worker gone: `toolfold stop` cleans up)"
         rows.append(
             [
                 run.run_id,
                 str(run.info.get("pid", "?")),
-                state if run.alive else "dead",
+                "running" if run.alive else "dead",
                 str(run.info.get("started", "")),
                 str(run.info.get("command", "")),
             ]
@@ -109,11 +108,11 @@ def send_command(spec: StoreSpec, run_id: str, data: bytes, eof: bool) -> int:
                 dir_fd=dir_fd,
             )
         except OSError as exc:
-            raise _refuse_link(path, exc) from exc
+            raise refuse_link(path, exc) from exc
     finally:
         os.close(dir_fd)
     try:
-        _check_private(fd, path, stat.S_ISFIFO, "a FIFO")
+        check_private(fd, path, stat.S_ISFIFO, "a FIFO")
         sent = _write_within(fd, data, SEND_WAIT)
     finally:
         os.close(fd)

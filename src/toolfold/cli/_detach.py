@@ -68,7 +68,7 @@ def detached_root(spec: StoreSpec) -> str:
     return str(spec.home / DETACHED)
 
 
-def _refuse_link(path: str, exc: OSError) -> OSError:
+def refuse_link(path: str, exc: OSError) -> OSError:
     if os.path.islink(path):
         return UnsafePathError(
             f"refusing {path}: it is a symbolic link; toolfold follows no link it did not "
@@ -84,7 +84,7 @@ def open_control(spec: StoreSpec, run_id: str, *, create: bool) -> int:
     return open_private_dir(spec.home, DETACHED, run_id, create=create)
 
 
-def _check_private(fd: int, path: str, kind: Callable[[int], bool], what: str) -> None:
+def check_private(fd: int, path: str, kind: Callable[[int], bool], what: str) -> None:
     st = os.fstat(fd)
     if not kind(st.st_mode):
         raise UnsafePathError(f"refusing {path}: it is not {what}; remove it", path)
@@ -107,9 +107,9 @@ def read_run_file(dir_fd: int, where: str) -> dict[str, Any]:
     try:
         fd = os.open(RUN_FILE, os.O_RDONLY | _O, dir_fd=dir_fd)
     except OSError as exc:
-        raise _refuse_link(path, exc) from exc
+        raise refuse_link(path, exc) from exc
     try:
-        _check_private(fd, path, stat.S_ISREG, "a regular file")
+        check_private(fd, path, stat.S_ISREG, "a regular file")
         data = os.read(fd, MAX_RUN_FILE + 1)
     finally:
         os.close(fd)
@@ -386,7 +386,7 @@ class Worker:
                 # it the command's reads wait for input instead of seeing end of file.
                 keep = os.open(STDIN_FIFO, os.O_RDWR | os.O_NONBLOCK | _O, dir_fd=dir_fd)
                 worker.keep = keep
-                _check_private(keep, path, stat.S_ISFIFO, "a FIFO")
+                check_private(keep, path, stat.S_ISFIFO, "a FIFO")
                 reader = os.open(STDIN_FIFO, os.O_RDONLY | os.O_NONBLOCK | _O, dir_fd=dir_fd)
                 os.set_blocking(reader, True)  # the command reads it as a plain stdin
                 worker.stdin = reader

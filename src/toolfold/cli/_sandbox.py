@@ -78,9 +78,10 @@ MODEL_SANDBOX = SandboxChoice("workspace-write")
 
 def store_paths(spec: StoreSpec) -> list[Path]:
     """What of the store a confined command must not reach: the SQLite file and its
-    journal files, a JSONL directory, and the spill directories. Not the store's whole
-    directory: for ``--store sqlite:toolfold.db`` that is the workspace itself."""
-    paths = [spec.home / "spill"]
+    journal files, a JSONL directory, the spill directories, and the control files of
+    detached runs. Not the store's whole directory: for ``--store sqlite:toolfold.db``
+    that is the workspace itself."""
+    paths = [spec.home / "spill", spec.home / "detached"]
     if spec.kind == "sqlite":
         db = Path(spec.url.removeprefix("sqlite:"))
         paths += [db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))]
