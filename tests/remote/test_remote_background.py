@@ -87,3 +87,60 @@ async def test_closing_the_client_stops_the_remote_command(
     pid = int(text.split()[0])
     await env.aclose()
     assert await asyncio.to_thread(wait_gone, pid)
+
+
+async def test_a_remote_commands_output_is_a_live_call_of_its_own(
+    sshd_server: SSHServer, tmp_path: Path
+) -> None:
+    from toolfold.chord import apply
+    from toolfold.harness import Harness, HarnessEvent, ToolCall, ToolContext, ToolSettled
+    from toolfold.harness import ToolUpdate as Update
+    from toolfold.tools import BASH
+
+    events: list[HarnessEvent] = []
+    outputs: dict[str, object] = {}
+    changed = asyncio.Event()
+
+    def listen(event: HarnessEvent) -> None:
+        events.append(event)
+        if isinstance(event, Update):
+            outputs[event.tool_call_id] = apply(outputs.get(event.tool_call_id), event.ops)
+        changed.set()
+
+    def text(call_id: str) -> str:
+        out = outputs.get(call_id)
+        return "".join(b["text"] for b in out["content"] if b["type"] == "text") if out else ""  # type: ignore[index]
+
+    async def until(check: object) -> None:
+        async with asyncio.timeout(BOUND):
+            while not check():  # type: ignore[operator]
+                changed.clear()
+                await changed.wait()
+
+    async with RemoteExecEnv(sshd_server.transport(), spill_dir=str(tmp_path)) as env:
+        harness = Harness([BASH], context=ToolContext(env=env, cwd=tmp_path))
+        harness.bus.add_listener(listen)
+        command = f"exec {PY} -u -m http.server --bind 127.0.0.1 0"
+        [started] = await harness.run(
+            [ToolCall("c1", "bash", {"command": command, "yield_after": 0.3})]
+        )
+        handle = started.details["handle"]
+        bg = f"c1.{handle}"
+        # Its output after the call settled comes over the connection, as ops of c1.bg-1.
+        await until(lambda: "Serving HTTP" in text(bg))
+        port = re.search(r"port (\d+)", text(bg)).group(1)  # type: ignore[union-attr]
+        fetch = f"{PY} -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}/')\""
+        [fetched] = await harness.run([ToolCall("c2", "bash", {"command": fetch})])
+        assert not fetched.is_error
+        await until(lambda: '"GET / HTTP/1.1" 200' in text(bg))
+        # The model's reads are unaffected: the new bytes since its last read.
+        read = await env.background.read(handle)
+        assert '"GET / HTTP/1.1" 200' in read.text
+        await env.background.stop(handle)
+        await until(
+            lambda: any(isinstance(e, ToolSettled) and e.tool_call_id == bg for e in events)
+        )
+    [settled] = [e for e in events if isinstance(e, ToolSettled) and e.tool_call_id == bg]
+    assert settled.message["kind"] == "background" and settled.message["outcome"] == "ok"
+    assert settled.message["details"]["ended"] == "stopped"
+    assert settled.message["content"][0]["text"].endswith(f"[{handle} was stopped]")

@@ -312,6 +312,8 @@ class ExecHost:
                 )
             elif fn == "stop":
                 result = await bg.stop(args["handle"])
+            elif fn == "follow":
+                result = await self._follow(request_id, bg, args)
             elif fn == "list":
                 result = [dataclasses.asdict(info) for info in bg.commands()]
             elif fn == "resize":
@@ -319,8 +321,8 @@ class ExecHost:
                 result = None
             else:
                 raise ExecConfigError(
-                    f"unknown bg operation {fn!r}; expected read, write, signal, stop, list "
-                    "or resize"
+                    f"unknown bg operation {fn!r}; expected read, write, signal, stop, follow, "
+                    "list or resize"
                 )
             if isinstance(result, BackgroundRead):
                 result = bg_read_to_dict(result)
@@ -335,6 +337,22 @@ class ExecHost:
             reply = error_to_dict(request_id, ExecError(f"{type(exc).__name__}: {exc}"))
         with contextlib.suppress(ConnectionError):
             await self.output.send(reply)
+
+    async def _follow(
+        self, request_id: int, bg: BackgroundCommands, args: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Send a background command's paced updates as ``update`` messages of this
+        request until it ends; its end (a ``BackgroundInfo``) is the result. A send that
+        fails (the client is gone) stops the command, as for ``exec``."""
+        tag = args.get("tag")
+        run = bg.follow(args["handle"], tag=tag if isinstance(tag, str) else None)
+
+        async def on_update(update: ShellOutputUpdate) -> None:
+            await self.output.send(
+                {"op": "update", "id": request_id, "update": update_to_dict(update)}
+            )
+
+        return dataclasses.asdict(await run(on_update))
 
     async def _stop_all(self) -> None:
         # stdin closed: nobody will read results. Cancel every command (their process

@@ -519,8 +519,10 @@ class RemoteExecEnv:
             raise error_from_dict(message, self.transport.describe())
         return result_from_dict(message.get("result"))
 
-    async def _bg_request(self, fn: str, args: dict[str, Any]) -> Any:
-        pending = _Pending(what=f"the background operation {fn}")
+    async def _bg_request(
+        self, fn: str, args: dict[str, Any], on_update: UpdateConsumer | None = None
+    ) -> Any:
+        pending = _Pending(what=f"the background operation {fn}", on_update=on_update)
         message = await self._request({"op": "bg", "fn": fn, "args": args}, pending, None)
         if message["op"] == "error":
             raise error_from_dict(message, self.transport.describe())

@@ -78,7 +78,13 @@ def _body(
         sink: ToolOutput, context: ToolContext, cancel: asyncio.Event
     ) -> tuple[Outcome, str | None]:
         sink.details.update({"handle": handle, "started_by": started_by, "running": True})
-        end = await follow(sink.feed)
+        try:
+            end = await follow(sink.feed)
+        except ExecError as exc:
+            # An exec host that forgot the handle, or whose connection ended: the
+            # output shown so far stays, with why it stops here.
+            sink.details["running"] = False
+            return "error", f"[{handle} is no longer followed: {exc}]"
         sink.details.update({"running": False, "exit_code": end.exit_code, "ended": end.ended})
         return _end(handle, end)
 
@@ -94,8 +100,7 @@ def follow_later(
     command: str,
 ) -> None:
     """Start the call recording ``handle``'s output (its starting call ``call`` has
-    settled). Nothing when the environment cannot follow a command (an exec host's
-    background commands send no updates: they are read)."""
+    settled). Nothing when the environment cannot follow a command."""
     start = getattr(getattr(context.env, "background", None), "follow", None)
     if not callable(start):
         return

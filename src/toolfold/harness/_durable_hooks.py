@@ -390,7 +390,9 @@ class DurableHooks(ExecutionHooks):
         if note is None and kind is not None:
             note = (
                 "[The process that followed this background command ended (a crash?) before "
-                "the command did; no record says it was left running.]"
+                "the command did, and nothing here shows it left running (it had ended, or "
+                "it ran on an exec host, which stops its commands when its connection "
+                "ends).]"
             )
         if note is not None:
             final["details"]["interrupted"] = note
