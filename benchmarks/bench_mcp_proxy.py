@@ -14,7 +14,8 @@ install mcp-server-git). Reported:
   round trip, direct and through the proxy. The clients stay connected and take turns,
   one call each per round, so a change in the machine's load hits every row alike;
   ``--before SRC`` adds a proxy run from another source tree (``git archive <commit>
-  src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``);
+  src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), ``--memory`` the
+  proxy on ``--store memory:`` (no flushes: the gap to the SQLite row is the store's);
 - the proxy's peak RSS (``VmHWM``), read from /proc before it is stopped;
 - the same for ``mcp_naive_proxy.py``, the smallest proxy on the same SDK (it forwards
   each call unchanged): the floor of an extra stdio hop, which toolfold's proxy pays
@@ -92,7 +93,9 @@ async def big_call(client: ClientSession, repo: Path, commits: int) -> tuple[int
     return len(log.model_dump_json(by_alias=True, exclude_none=True)), time.perf_counter() - t0
 
 
-def proxy_params(tmp: str, session: str, src: str | None) -> StdioServerParameters:
+def proxy_params(
+    tmp: str, session: str, src: str | None, store: str | None = None
+) -> StdioServerParameters:
     env = {**os.environ, "PYTHONPATH": src} if src is not None else None
     return StdioServerParameters(
         command=str(ROOT / ".venv" / "bin" / "python"),
@@ -102,7 +105,7 @@ def proxy_params(tmp: str, session: str, src: str | None) -> StdioServerParamete
             "mcp",
             "proxy",
             "--store",
-            f"sqlite:{tmp}/{session}.db",
+            store or f"sqlite:{tmp}/{session}.db",
             "--session",
             session,
             "--",
@@ -113,7 +116,7 @@ def proxy_params(tmp: str, session: str, src: str | None) -> StdioServerParamete
     )
 
 
-async def run(commits: int, small: int, before: str | None) -> None:
+async def run(commits: int, small: int, before: str | None, memory: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         repo = Path(tmp) / "repo"
         make_repo(repo, commits)
@@ -131,6 +134,14 @@ async def run(commits: int, small: int, before: str | None) -> None:
             ("through `toolfold mcp proxy`", proxy_params(tmp, session, None), session),
             ("through a pass-through SDK proxy (the floor)", naive, "mcp_naive_proxy"),
         ]
+        if memory:
+            paths.append(
+                (
+                    "through `toolfold mcp proxy --store memory:`",
+                    proxy_params(tmp, f"{session}-mem", None, "memory:"),
+                    f"{session}-mem",
+                )
+            )
         if before is not None:
             old = f"{session}-before"
             paths.append(("through the proxy, before", proxy_params(tmp, old, before), old))
@@ -177,10 +188,15 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=60_000)
     parser.add_argument("--small-calls", type=int, default=50)
     parser.add_argument("--before", help="another source tree's src/ for a 'before' row")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="add the proxy with --store memory: (no flushes: what the store's cost is)",
+    )
     args = parser.parse_args()
     if not GIT_SERVER.exists():
         raise SystemExit(f"{GIT_SERVER} is missing; see this script's docstring to install it")
-    anyio.run(run, args.commits, args.small_calls, args.before)
+    anyio.run(run, args.commits, args.small_calls, args.before, args.memory)
 
 
 if __name__ == "__main__":
