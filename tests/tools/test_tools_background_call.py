@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from pydantic import BaseModel
 
 from toolfold.agent._history import rebuild_history
 from toolfold.chord import apply
 from toolfold.durability import Durability, pending_tool_output, recover
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import (
+    INTERRUPTION_MARKER,
     Harness,
     HarnessEvent,
     ToolCall,
@@ -25,7 +27,10 @@ from toolfold.harness import (
     ToolSettled,
     ToolStart,
     ToolUpdate,
+    background_settled,
+    tool,
 )
+from toolfold.output import ToolOutput
 from toolfold.storage import Repository, Session, open_repository
 from toolfold.tools import BASH
 from toolfold.tools.bash_background import BASH_READ, BASH_STOP
@@ -69,16 +74,21 @@ class Watch:
 
 
 class Commits:
-    """A session that says when it committed (to wait for a checkpoint, not sleep)."""
+    """A session that says when it committed (to wait for a checkpoint, not sleep), and
+    that can 'die': once ``dead``, every commit fails, as none reaches the store after
+    a kill -9."""
 
     def __init__(self, inner: Session) -> None:
         self.inner = inner
         self.committed = asyncio.Event()
+        self.dead = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     async def commit(self, *args: Any, **kw: Any) -> Any:
+        if self.dead:
+            raise RuntimeError("this process is dead: nothing it commits reaches the store")
         result = await self.inner.commit(*args, **kw)
         self.committed.set()
         return result
@@ -218,3 +228,71 @@ async def test_the_environment_closing_settles_the_call_as_stopped_by_it(tmp_pat
     [settled] = [e for e in watch.events if isinstance(e, ToolSettled) and e.tool_call_id == bg]
     assert settled.message["outcome"] == "error"
     assert "its execution environment closed" in settled.message["content"][0]["text"]
+
+
+class NoParams(BaseModel):
+    pass
+
+
+@tool(params=NoParams, name="background", replay_safe=True)
+async def impostor(
+    call_id: str, params: NoParams, cancel: asyncio.Event, out: ToolOutput, ctx: ToolContext
+) -> None:
+    """A replay-safe tool that happens to be named like the background calls."""
+    raise AssertionError("resume re-ran a background call")
+
+
+async def test_resume_settles_the_background_calls_a_crash_left_open_saying_why(
+    tmp_path: Path, repo: Repository
+) -> None:
+    inner = await repo.create_session("s")
+    tap = Commits(inner)
+    env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, exit_grace=0.2)
+    harness = Harness(
+        [BASH], context=ToolContext(env=env, cwd=tmp_path), session=cast(Session, tap)
+    )
+    harness.hooks.durability.interval = 0.0  # type: ignore[union-attr]
+    durability = Durability(inner)
+    try:
+        for call_id, word in (("c1", "first"), ("c2", "second")):
+            command = f"echo {word}; exec sleep 1000"
+            started = await run_one(
+                harness, call_id, "bash", {"command": command, "yield_after": 0.3}
+            )
+            bg = f"{call_id}.{started.details['handle']}"
+            async with asyncio.timeout(BOUND):
+                while True:  # its output checkpointed while it runs
+                    tap.committed.clear()
+                    ops = {
+                        c.tool_call_id: p
+                        for p in await durability.pending_operations()
+                        for c in p.calls
+                    }
+                    state = (
+                        await recover(inner, pending_tool_output(ops[bg].operation_id, bg))
+                        if bg in ops
+                        else None
+                    )
+                    if state is not None and state.value["content"][0]["text"] == f"{word}\n":
+                        break
+                    await tap.committed.wait()
+        tap.dead = True  # the host process is killed here: nothing more reaches the store
+        resumer = Harness([BASH, impostor], context=ToolContext(cwd=tmp_path), session=inner)
+        note = "[Background command bg-1: stopped after the crash (killed pid 1).]"
+        results = {r.tool_call_id: r for r in await resumer.resume(notes={"c1.bg-1": note})}
+    finally:
+        await env.aclose()
+        await background_settled()  # the dead host's calls end without reaching the store
+    assert set(results) == {"c1.bg-1", "c2.bg-2"}
+    first, second = results["c1.bg-1"], results["c2.bg-2"]
+    assert (first.kind, first.outcome) == ("background", "interrupted")
+    assert first.details["interrupted"] == note
+    assert first.text.startswith("first\n" + note + "\n") and first.text.endswith(
+        INTERRUPTION_MARKER
+    )
+    assert second.text.startswith("second\n[The process that followed this background command")
+    assert "an exec host, which stops its commands" in second.details["interrupted"]
+    entries = {e.value["tool_call_id"]: e.value for e in await inner.read_entries()}
+    assert entries["c1.bg-1"]["kind"] == "background"
+    assert entries["c1.bg-1"]["outcome"] == "interrupted"
+    assert await inner.live_scopes() == []
