@@ -220,16 +220,20 @@ HTTP_TOKEN = "test-token-0123456789"
 
 @contextlib.contextmanager
 def http_server(
-    tmp_path: Path, *args: str, session: str = "h1", port: int | None = None
+    tmp_path: Path,
+    *args: str,
+    session: str = "h1",
+    port: int | None = None,
+    launcher: list[str] = TOOLFOLD,  # read only
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """A ``toolfold mcp --http --store <tmp store> --session S ARGS`` subprocess (token
-    ``HTTP_TOKEN``); yields its endpoint URL, once it answers, and its process; killed
-    afterwards (a test may kill it first)."""
+    ``HTTP_TOKEN``), started by ``launcher``; yields its endpoint URL, once it answers,
+    and its process; killed afterwards (a test may kill it first)."""
     port = port or free_port()
     with open(tmp_path / f"server-{session}.err", "a") as err:
         proc = subprocess.Popen(
             [
-                *TOOLFOLD,
+                *launcher,
                 "mcp",
                 "--http",
                 "--port",

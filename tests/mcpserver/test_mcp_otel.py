@@ -81,6 +81,7 @@ async def test_toolfold_mcp_continues_the_clients_trace(
     assert (request["kind"], request["scope"]) == ("SERVER", "mcp-python-sdk")
     assert request["attributes"]["mcp.method.name"] == "tools/call"
     assert request["attributes"]["gen_ai.tool.name"] == "bash"
+    assert request["attributes"]["network.transport"] == "pipe"  # toolfold's, on stdio
     assert (request["trace_id"], request["parent_id"]) == (trace_id, send_id)
     # toolfold's spans nest inside it, in the same trace.
     call = one(remote, "execute_tool bash")
@@ -97,6 +98,9 @@ async def test_toolfold_mcp_continues_the_clients_trace(
         for p in durations["mcp.server.operation.duration"]
     }
     assert requests[("tools/call", "bash")] == 1
+    assert {
+        p["attributes"]["network.transport"] for p in durations["mcp.server.operation.duration"]
+    } == {"pipe"}
     assert ("initialize", None) in requests
 
 
@@ -137,3 +141,34 @@ async def test_toolfold_mcp_proxy_continues_the_trace_and_passes_it_upstream(
         "attributes": {"mcp.method.name": "tools/call", "gen_ai.tool.name": "table"},
         "value": 1,
     }
+
+
+async def test_toolfold_mcp_over_http_continues_the_trace_and_names_its_session(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_helpers import HTTP_TOKEN, http_server
+
+    out = tmp_path / "server-spans.jsonl"
+    launcher = [sys.executable, TRACED, str(out), "-m", "toolfold.cli"]
+    with http_server(tmp_path, launcher=launcher) as (url, _):
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {HTTP_TOKEN}"}) as http,
+            streamable_http_client(url, http_client=http) as (r, w),
+            ClientSession(r, w) as client,
+        ):
+            await client.initialize()
+            with trace.get_tracer("an agent").start_as_current_span("agent step"):
+                result = await client.call_tool("bash", {"command": "echo over http"})
+        assert text_of(result).startswith("over http")
+        trace_id, send_id = client_send(spans, "bash")
+        # Each span is written as it ends: the request span before its answer was sent.
+        remote = read_spans(out)
+    request = one(remote, "tools/call bash")
+    assert (request["trace_id"], request["parent_id"]) == (trace_id, send_id)
+    assert request["attributes"]["network.transport"] == "tcp"
+    assert request["attributes"]["mcp.session.id"]  # the Mcp-Session-Id the server issued
+    call = one(remote, "execute_tool bash")
+    assert call["parent_id"] == request["span_id"]

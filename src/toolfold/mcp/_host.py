@@ -67,7 +67,7 @@ from ._tasks import (
     auth_scope,
     negotiated,
 )
-from ._telemetry import DurationMiddleware
+from ._telemetry import RequestTelemetry
 from ._tools import OUTPUT_SCHEMA, READ_TOOL, SIZE_HINT_KEY, describe, input_schema, size_hint
 
 FIRST = asyncio.FIRST_COMPLETED
@@ -297,7 +297,7 @@ class McpHost:
         ``tools/call`` handler must be :meth:`_call_tool_or_task`)."""
         server.extensions[TASKS_EXTENSION] = {}
         # Inside the SDK's own tracing middleware: the request span is current.
-        server.middleware.append(DurationMiddleware())
+        server.middleware.append(RequestTelemetry())
         for method, params, handler in self.tasks.methods():
             server.add_request_handler(method, params, handler)
 

@@ -4,10 +4,11 @@ The MCP SDK traces every request itself: a SERVER span per inbound request, cont
 the trace context the client put in ``params._meta`` (``traceparent``, ``tracestate``),
 and a CLIENT span per outbound request, whose context it injects into that request's
 ``_meta``. toolfold's ``execute_tool`` span runs inside the first, and the proxy's
-request to its upstream inside that. What the SDK does not record is the convention's
-duration metrics: ``mcp.server.operation.duration`` for every request a toolfold server
-answers, ``mcp.client.operation.duration`` for every tool call the proxy forwards. Both
-cost one look-up when no meter provider is configured (``toolfold._otel``).
+request to its upstream inside that. What the SDK does not record is the transport
+(and the session id over HTTP) on its request span, and the convention's duration
+metrics: ``mcp.server.operation.duration`` for every request a toolfold server answers,
+``mcp.client.operation.duration`` for every tool call the proxy forwards. Each costs a
+look-up when no provider is configured (``toolfold._otel``).
 """
 
 from __future__ import annotations
@@ -30,18 +31,32 @@ def _error_type(exc: BaseException) -> str:
     return str(exc.error.code) if isinstance(exc, MCPError) else type(exc).__qualname__
 
 
-class DurationMiddleware:
-    """Server middleware recording ``mcp.server.operation.duration``."""
+class RequestTelemetry:
+    """Server middleware (inside the SDK's tracing middleware): adds the transport and,
+    over HTTP, the MCP session id to the SDK's request span, and records
+    ``mcp.server.operation.duration``."""
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        meters = _otel.meters()
+        span, meters = _otel.recording_span(), _otel.meters()
+        if span is None and meters is None:
+            return await call_next(ctx)
+        # stdio has no HTTP request; the convention names it a pipe.
+        transport = "pipe" if ctx.request is None else "tcp"
+        if span is not None:
+            found: dict[str, _otel.AttrValue] = {"network.transport": transport}
+            headers = getattr(ctx.request, "headers", None)
+            session_id = headers.get("mcp-session-id") if headers is not None else None
+            if isinstance(session_id, str) and session_id:
+                found["mcp.session.id"] = session_id
+            span.set_attributes(found)
         if meters is None:
             return await call_next(ctx)
         attributes: dict[str, _otel.AttrValue] = {
             "mcp.method.name": ctx.method,
             "mcp.protocol.version": ctx.protocol_version,
+            "network.transport": transport,
         }
         name = ctx.params.get("name") if ctx.params else None
         if ctx.method == "tools/call" and isinstance(name, str):
