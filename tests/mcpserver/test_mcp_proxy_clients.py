@@ -182,8 +182,13 @@ async def test_a_running_commands_hint_names_the_tools_as_the_client_sees_them(
             assert "toolfold_bash_write sends it input" in hint
             assert "toolfold_bash_stop ends it" in hint
             # The tool the hint names is one the client can call, with those arguments.
-            listed = {t.name for t in (await client.list_tools()).tools}
-            assert {"toolfold_bash_read", "toolfold_bash_write", "toolfold_bash_stop"} <= listed
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert {"toolfold_bash_read", "toolfold_bash_write", "toolfold_bash_stop"} <= set(tools)
+            # So do the descriptions and schemas the model reads before any call.
+            bash = tools["toolfold_bash"]
+            said = f"{bash.description} {json.dumps(bash.input_schema)}"
+            assert "toolfold_bash_read" in said
+            assert re.search(r"(?<![\w-])bash_(read|write|signal|stop)", said) is None, said
             read = await client.call_tool(found.group(1), json.loads(found.group(2)))
             assert not read.is_error, text_of(read)
             stopped = await client.call_tool("toolfold_bash_stop", json.loads(found.group(2)))

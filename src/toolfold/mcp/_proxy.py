@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import re
 import secrets
@@ -95,6 +96,22 @@ class _Passed:
     layout: Layout
     structured: Any
     meta: dict[str, Any] | None
+
+
+_SIBLING = re.compile(r"(?<![\w-])bash_(?:read|write|signal|stop|list)\b")
+"""The background tools' names, as the built-in tools' descriptions mention them."""
+
+
+def _served_names(tool: types.Tool) -> types.Tool:
+    """``tool`` (one of the proxy's own) with the built-in tools it mentions named as the
+    client sees them: ``toolfold_bash_read``, not a ``bash_read`` it cannot call."""
+
+    def prefix(text: str) -> str:
+        return _SIBLING.sub(lambda m: PREFIX + m.group(0), text)
+
+    schema = json.loads(prefix(json.dumps(tool.input_schema)))
+    description = prefix(tool.description) if tool.description is not None else None
+    return tool.model_copy(update={"description": description, "input_schema": schema})
 
 
 def _internal_name(name: str) -> str:
@@ -217,7 +234,7 @@ class ProxyHost(Passthrough, McpHost):
 
     async def tool_list(self) -> list[types.Tool]:
         await self._refresh()
-        return [*self._listed, *await super().tool_list()]
+        return [*self._listed, *(_served_names(t) for t in await super().tool_list())]
 
     async def resolve(self, name: str) -> Tool[Any] | None:
         own = await super().resolve(name)
