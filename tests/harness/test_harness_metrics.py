@@ -124,3 +124,80 @@ def test_off_means_no_meters_and_no_import() -> None:
         "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_metrics_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path) -> None:
+    """The SDK's OTLP/HTTP metric exporter posts protobuf to a receiver on loopback,
+    which decodes the call's metrics from it."""
+    import http.server
+    import threading
+    from typing import Any
+
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.metrics import _internal as metrics_internal
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest,
+        ExportMetricsServiceResponse,
+    )
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.util._once import Once
+
+    received: list[tuple[str, bytes]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+            reply = ExportMetricsServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/metrics"
+    # Exported when flushed below, never by the timer within the test.
+    reader = PeriodicExportingMetricReader(
+        OTLPMetricExporter(endpoint=endpoint), export_interval_millis=3_600_000
+    )
+    provider = MeterProvider(metric_readers=[reader])
+    saved = metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE
+    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+    metrics_internal.set_meter_provider(provider)
+    try:
+        context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+        harness = Harness([bash_tool(output=OutputPolicy(max_lines=5))], context=context)
+        asyncio.run(harness.run([ToolCall("c1", "bash", {"command": "seq 1 100"})]))
+        provider.force_flush()
+    finally:
+        metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE = saved
+        provider.shutdown()
+        server.shutdown()
+        server.server_close()
+    exported: dict[str, Any] = {}
+    for path, body in received:
+        assert path == "/v1/metrics"
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        for resource_metrics in request.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                assert scope_metrics.scope.name == "toolfold"
+                for metric in scope_metrics.metrics:
+                    exported[metric.name] = metric
+    duration = exported["gen_ai.execute_tool.duration"]
+    assert duration.unit == "s"
+    [point] = duration.histogram.data_points
+    attrs = {kv.key: kv.value.string_value for kv in point.attributes}
+    assert attrs["gen_ai.tool.name"] == "bash" and attrs["toolfold.outcome"] == "ok"
+    assert point.count == 1
+    seen = exported["toolfold.tool.output.seen"]
+    assert seen.unit == "By"
+    assert seen.sum.data_points[0].as_int == len("".join(f"{i}\n" for i in range(1, 101)))
+    assert exported["toolfold.tool.output.kept"].sum.data_points[0].as_int == len(
+        "96\n97\n98\n99\n100\n"
+    )
