@@ -1,7 +1,8 @@
 """``kill -9`` of the exec host itself: the commands it runs — a background command and
-what it forked, and a command still in its first call — die with it, through the
-container-style transport and over a real OpenSSH server; and a host that ends normally
-leaves what a finished command started on purpose."""
+what it forked, one on a pseudo-terminal, and a command still in its first call — die
+with it, through the container-style transport and over a real OpenSSH server, and so do
+a sandboxing host's; and a host that ends normally leaves what a finished command started
+on purpose."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from sshd_fixture import SSHServer, local_transport, read_pid, wait_gone
-from toolfold.execenv import RemoteExecEnv, Transport
+from sshd_fixture import EXEC_HOST, SSHServer, local_transport, read_pid, wait_gone
+from toolfold.execenv import CommandTransport, RemoteExecEnv, Transport
 
 BOUND = 60.0
 
@@ -56,12 +57,17 @@ async def kill_host_while_running(transport: Transport, tmp_path: Path) -> None:
             BOUND,
         )
         assert started.handle is not None
+        # One on a pseudo-terminal too (its controlling terminal is the host's pty).
+        on_tty = await asyncio.wait_for(
+            env.exec(f"sleep 1000 & echo $$ > {tmp_path}/tty; wait", yield_after=0.3, tty=True),
+            BOUND,
+        )
+        assert on_tty.handle is not None
         foreground = asyncio.ensure_future(
             env.exec(f"sleep 1000 & echo $$ > {tmp_path}/fg; wait; echo never")
         )
         groups = [
-            await asyncio.to_thread(read_pid, tmp_path / "bg"),
-            await asyncio.to_thread(read_pid, tmp_path / "fg"),
+            await asyncio.to_thread(read_pid, tmp_path / name) for name in ("bg", "tty", "fg")
         ]
         for pgid in groups:
             assert len(live_in_group(pgid)) >= 2, pgid  # the shell and its sleep(s)
@@ -104,3 +110,50 @@ async def test_a_host_that_ends_normally_leaves_what_a_command_started_on_purpos
             assert f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
     finally:
         os.kill(daemon, signal.SIGKILL)
+
+
+def with_token(token: str) -> list[int]:
+    """The live processes whose command line holds ``token``."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    if token.encode() in f.read():
+                        found.append(int(name))
+            except OSError:
+                continue
+    return [pid for pid in found if pid != os.getpid() and pid_alive(pid)]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+async def test_kill_9_of_a_sandboxing_exec_host_ends_its_sandboxes(tmp_path: Path) -> None:
+    # In the sandbox $$ is a pid of its own namespace: the processes are found by a
+    # token on their command line instead.
+    token = f"{1000 + os.getpid() % 1000}.{int.from_bytes(os.urandom(3), 'big')}"
+    transport = CommandTransport(["env"], remote_command=f"{EXEC_HOST} --sandbox read-only")
+    env = RemoteExecEnv(transport, spill_dir=str(tmp_path))
+    try:
+        host = await env.connect()
+        started = await asyncio.wait_for(
+            env.exec(f"sleep {token} & echo started; wait", yield_after=0.3), BOUND
+        )
+        assert started.handle is not None
+        deadline = time.monotonic() + BOUND
+        while not with_token(token):
+            assert time.monotonic() < deadline, "the sandboxed sleep never showed up"
+            await asyncio.sleep(0.02)
+        os.kill(host.pid, signal.SIGKILL)
+        assert await asyncio.to_thread(wait_gone, host.pid)
+        while with_token(token):
+            assert time.monotonic() < deadline, with_token(token)
+            await asyncio.sleep(0.02)
+    finally:
+        await env.aclose()
