@@ -7,15 +7,26 @@ from __future__ import annotations
 import asyncio
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from sshd_fixture import SSHServer, wait_gone
+from sshd_fixture import EXEC_HOST, SSHServer, read_pid, wait_gone
 from toolfold.execenv import HandleError, RemoteExecEnv
+from toolfold.output import output_text
 
 PY = sys.executable
 BOUND = 60.0
+
+
+def poll(probe: object, what: str, tries: int = 600) -> None:
+    """Call ``probe`` until it is true, at most ``tries`` times, 50 ms apart."""
+    for _ in range(tries):
+        if probe():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
 
 
 async def output_until(env: RemoteExecEnv, text: str, handle: str, until: str) -> str:
@@ -144,3 +155,80 @@ async def test_a_remote_commands_output_is_a_live_call_of_its_own(
     assert settled.message["kind"] == "background" and settled.message["outcome"] == "ok"
     assert settled.message["details"]["ended"] == "stopped"
     assert settled.message["content"][0]["text"].endswith(f"[{handle} was stopped]")
+
+
+def test_kill_9_of_the_host_then_resume_marks_the_remote_background_call(
+    sshd_server: SSHServer, tmp_path: Path
+) -> None:
+    import json
+    import os
+    import signal
+    import subprocess
+
+    from toolfold.history import list_calls, pending_output
+    from toolfold.storage import open_repository
+
+    store = f"sqlite:{tmp_path / 'toolfold.db'}"
+    pid_file = tmp_path / "pid"
+    child = subprocess.Popen(
+        [
+            PY,
+            str(Path(__file__).with_name("bg_crash_child.py")),
+            store,
+            sshd_server.destination,
+            json.dumps(sshd_server.options),
+            f"{EXEC_HOST} --spill-dir {tmp_path / 'remote-spill'}",
+            str(tmp_path),
+            f"echo $$ > {pid_file}; echo first; exec sleep 1000",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+    async def checkpointed() -> str:
+        repo = open_repository(store, read_only=True)
+        try:
+            session = await repo.open_session("s")
+            calls = {c.tool_call_id: c for c in await list_calls(session)}
+            call = calls.get("c1.bg-1")
+            state = (
+                await pending_output(session, call)
+                if call is not None and not call.settled
+                else None
+            )
+            return output_text(state) if isinstance(state, dict) else ""
+        finally:
+            await repo.close()
+
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "bg-1"
+        pid = read_pid(pid_file)
+        # While it runs, its output call is checkpointed on this side.
+        poll(lambda: asyncio.run(checkpointed()) == "first\n", "the background call's checkpoint")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)  # the host dies; its ssh client is orphaned
+        child.wait()
+    # The exec host saw its connection end and stopped the command: nothing to re-attach.
+    assert wait_gone(pid, 30.0)
+    resumed = subprocess.run(
+        [PY, "-m", "toolfold.cli", "resume", "s", "--store", store],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "c1.bg-1 (background): output of background command bg-1 of call c1" in resumed.stdout
+    shown = subprocess.run(
+        [PY, "-m", "toolfold.cli", "show", "s", "c1.bg-1", "--store", store, "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    message = json.loads(shown.stdout)
+    assert message["kind"] == "background" and message["outcome"] == "interrupted"
+    assert message["content"][0]["text"].startswith("first\n[The process that followed")
+    assert "an exec host, which stops its commands" in message["details"]["interrupted"]

@@ -89,6 +89,7 @@ class ExecHost:
         self.exit_grace = exit_grace
         self.cancels: dict[int, asyncio.Event | threading.Event] = {}
         self.tasks: set[asyncio.Task[None]] = set()
+        self.followers: set[asyncio.Task[None]] = set()
         # The commands left running in the background by this client's execs; stopped
         # when its connection closes.
         self.background = BackgroundCommands(kill_grace=kill_grace)
@@ -184,8 +185,10 @@ class ExecHost:
                 request_id, f"unknown request op {op!r}; expected exec, call, bg or cancel"
             )
         task = asyncio.ensure_future(job)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
+        # A follow lasts as long as its command: it ends when the commands are stopped.
+        tasks = self.followers if op == "bg" and message.get("fn") == "follow" else self.tasks
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
 
     async def _refuse(self, request_id: int, message: str) -> None:
         with contextlib.suppress(ConnectionError):
@@ -368,6 +371,8 @@ class ExecHost:
                 f"({read.command[:80]!r}): the client went away",
                 file=sys.stderr,
             )
+        if self.followers:  # they end with their commands, just stopped
+            await asyncio.gather(*self.followers, return_exceptions=True)
 
 
 async def _open_stdio() -> tuple[asyncio.StreamReader, _Output]:
