@@ -30,4 +30,21 @@ async def gated(tool_call_id: str, params: GateParams, cancel: Any, out: Any, co
     out.write("".join(f"line {i}\n" for i in range(1, params.lines + 1)))
 
 
-TOOLS = [gated]
+class AskParams(BaseModel):
+    size: int
+    """Characters of the question."""
+
+
+@tool(params=AskParams)
+async def ask_big(
+    tool_call_id: str, params: AskParams, cancel: Any, out: Any, context: Any
+) -> None:
+    """Ask the client a question ``size`` characters long, then say what it answered."""
+    from toolfold.mcp import ask_client
+
+    question = {"method": "elicitation/create", "params": {"message": "?" * params.size}}
+    answers = await ask_client({"q": question})
+    out.write(f"answered: {answers['q']}\n")
+
+
+TOOLS = [gated, ask_big]

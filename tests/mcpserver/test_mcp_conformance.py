@@ -138,8 +138,15 @@ def test_the_tasks_scenarios_pass_or_the_docs_say_why(
     tmp_path: Path, conformance_next: tuple[Path, Path]
 ) -> None:
     # Every call of a client that negotiated tasks is a task, except greet, which the
-    # suite calls as a tool that answers at once.
-    tasks = ("--task-after", "0", "--task-after", "greet=never")
+    # suite calls as a tool that answers at once; failing_job requires a task.
+    tasks = (
+        "--task-after",
+        "0",
+        "--task-after",
+        "greet=never",
+        "--task-after",
+        "failing_job=required",
+    )
     logs = []
     with forwarded(tmp_path, *TOOLS, *tasks) as url:
         for scenario in TASK_SCENARIOS:

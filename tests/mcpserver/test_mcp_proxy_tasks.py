@@ -14,7 +14,7 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
 from mcp_helpers import TOOLFOLD, calls, proxy, store_url, text_of
 from task_client import TaskHandle, call, cancel, get, task_session
-from test_mcp_tasks import until_status
+from test_mcp_tasks import until, until_status
 
 HERE = str(Path(__file__).parent)
 
@@ -118,3 +118,32 @@ async def test_own_tasks_for_an_upstream_without_the_extension(tmp_path: Path) -
             done = await until_status(client, handle.task_id, "completed")
     assert isinstance(handle, TaskHandle) and working.status == "working"
     assert done.result is not None and done.result["content"][0]["text"].startswith("through")
+
+
+async def test_input_requests_bigger_than_the_window_fail_the_task(tmp_path: Path) -> None:
+    # An upstream task asks for input in 20 KB of requests; the proxy's window is 2 KB:
+    # the client is never handed them, the upstream's task is cancelled, and the
+    # proxy's task ends with an error result saying why. A small one passes.
+    params = proxy(
+        tmp_path,
+        *upstream(tmp_path, "--task-after", "0"),
+        options=("--tasks", "upstream", "--max-bytes", "2K"),
+    )
+
+    async def upstream_cancelled() -> bool:
+        return "cancelled" in [c.status for c in await calls(tmp_path, "up")]
+
+    with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (r, w), task_session(r, w) as client:
+            await client.discover()
+            big = await call(client, "ask_big", {"size": 20_000})
+            failed = await until_status(client, big.task_id, "completed")
+            # The upstream's task was cancelled: its call stopped waiting, settled so.
+            await until(upstream_cancelled, "the upstream's call to settle as cancelled")
+            small = await call(client, "ask_big", {"size": 10})
+            asking = await until_status(client, small.task_id, "input_required")
+    assert failed.input_requests is None and failed.result is not None
+    assert failed.result["isError"] is True
+    text = failed.result["content"][0]["text"]
+    assert "asked for input in" in text and "over the proxy's window of 2,048 bytes" in text
+    assert asking.input_requests is not None and list(asking.input_requests) == ["q"]

@@ -12,7 +12,8 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from mcp_helpers import TOOLFOLD, connect, proxy, store_url, text_of
+from mcp.shared.exceptions import MCPError
+from mcp_helpers import TOOLFOLD, calls, connect, proxy, store_url, text_of
 from task_client import TaskHandle, call, get, task_session, tasks_over_stdio, update
 from test_mcp_tasks import until_status
 
@@ -89,3 +90,25 @@ async def test_the_proxy_passes_an_upstream_task_s_input_requests_on(tmp_path: P
             requests, text = await _confirm(client)
     assert list(requests) == ["confirm"]
     assert text.startswith("a.txt: deleted")
+
+
+async def test_a_required_task_tool_is_refused_to_a_client_without_the_extension(
+    tmp_path: Path,
+) -> None:
+    gate = tmp_path / "gate"
+    required = ("--tools", "task_tools:TOOLS", "--no-builtin", "--task-after", "gated=required")
+    with anyio.fail_after(120):
+        async with connect(tmp_path, *required) as plain:
+            with pytest.raises(MCPError) as refused:
+                await plain.call_tool("gated", {"gate": str(gate)})
+        async with tasks_over_stdio(tmp_path, *required, session="s2") as client:
+            # Not --task-after 0: required alone makes the call a task.
+            handle = await call(client, "gated", {"gate": str(gate)})
+            gate.touch()
+            done = await until_status(client, handle.task_id, "completed")
+    assert refused.value.error.code == -32021
+    assert refused.value.error.data == {
+        "requiredCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    }
+    assert await calls(tmp_path, "s1") == []  # refused before anything was recorded
+    assert isinstance(handle, TaskHandle) and done.result is not None

@@ -39,8 +39,8 @@ _TASK_OPTIONS = [
         "--task-after",
         "task_after",
         multiple=True,
-        metavar="SECONDS|TOOL=SECONDS|TOOL=never",
-        help="For a client that negotiated the tasks extension: a call still running after SECONDS (default 1; 0: at once) is answered with a task; TOOL=... sets it for one tool (repeatable).",
+        metavar="SECONDS|TOOL=SECONDS|TOOL=never|TOOL=required",
+        help="For a client that negotiated the tasks extension: a call still running after SECONDS (default 1; 0: at once) is answered with a task; TOOL=... sets it for one tool (repeatable): TOOL=never keeps it out of tasks, TOOL=required makes every call of it a task and refuses it (-32021) to a client without the extension.",
     ),
     click.option(
         "--task-ttl",
@@ -180,6 +180,7 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
     """``--task-after``/``--task-ttl``/``--task-poll``, checked."""
     default = 1.0
     per_tool: dict[str, float | None] = {}
+    required: set[str] = set()
     for item in after:
         tool, sep, value = item.rpartition("=")
         if not sep:
@@ -187,12 +188,20 @@ def _task_options(after: tuple[str, ...], ttl: float, poll: float) -> TaskOption
         elif not tool:
             raise CliError(f"--task-after {item!r}: give TOOL=SECONDS or TOOL=never")
         else:
-            per_tool[tool] = None if value == "never" else _seconds(value, f"--task-after {tool}")
+            required.discard(tool)
+            if value == "required":
+                required.add(tool)
+            else:
+                per_tool[tool] = (
+                    None if value == "never" else _seconds(value, f"--task-after {tool}")
+                )
     if not (ttl * 1000 >= 1 and poll * 1000 >= 1) or ttl == float("inf"):
         raise CliError(
             f"--task-ttl and --task-poll must be at least 0.001 seconds, got {ttl} and {poll}"
         )
-    return TaskOptions(default, per_tool, round(ttl * 1000), round(poll * 1000))
+    return TaskOptions(
+        default, per_tool, frozenset(required), round(ttl * 1000), round(poll * 1000)
+    )
 
 
 @mcp.command(

@@ -104,7 +104,13 @@ def _beyond_loopback(options: McpOptions, tools: list[Any]) -> list[Any]:
 def _task_settings(t: TaskOptions) -> Any:
     from toolfold.mcp import TaskSettings
 
-    return TaskSettings(after=t.after, per_tool=t.per_tool, ttl_ms=t.ttl_ms, poll_ms=t.poll_ms)
+    return TaskSettings(
+        after=t.after,
+        per_tool=t.per_tool,
+        required=t.required,
+        ttl_ms=t.ttl_ms,
+        poll_ms=t.poll_ms,
+    )
 
 
 async def mcp_command(options: McpOptions) -> int:

@@ -12,6 +12,7 @@ class TaskOptions:
 
     after: float = 1.0
     per_tool: dict[str, float | None] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
     ttl_ms: int = 3_600_000
     poll_ms: int = 1000
 

@@ -65,6 +65,7 @@ from ._tasks import (
     CreateTaskResult,
     TaskSettings,
     auth_scope,
+    missing_extension,
     negotiated,
 )
 from ._telemetry import RequestTelemetry
@@ -364,17 +365,16 @@ class McpHost:
             )
         args: dict[str, Any] = dict(params.arguments or {})
         call_id = f"mcp-{uuid.uuid4().hex[:12]}"
-        after = (
-            self.settings.tasks.after_for(tool.name)
-            if tasks and negotiated(ctx.protocol_version, ctx.meta)
-            else None
-        )
+        can_task = tasks and negotiated(ctx.protocol_version, ctx.meta)
+        if tasks and not can_task and tool.name in self.settings.tasks.required:
+            raise missing_extension()  # before anything runs or is recorded
+        after = self.settings.tasks.after_for(tool.name) if can_task else None
         reporter = self.progress_for(tool, call_id, ctx) if progress_token(ctx.meta) else None
         cancel = asyncio.Event()
         started = asyncio.Event()
         # A tool that asks its client for input (ask_client) makes its call a task at
         # once; a call that cannot be a task cannot ask.
-        inputs = CallInputs(allowed=after is not None)
+        inputs = CallInputs(allowed=after is not None, cancel=cancel)
         asked: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         inputs.on_ask = lambda: None if asked.done() else asked.set_result(True)
         self._inputs[call_id] = inputs

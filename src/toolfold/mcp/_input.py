@@ -34,8 +34,16 @@ class InputUnavailable(RuntimeError):
 class CallInputs:
     """The input requests of one call, waiting for the client's answers."""
 
-    def __init__(self, *, allowed: bool, on_ask: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        allowed: bool,
+        on_ask: Callable[[], None] | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> None:
         self.allowed = allowed
+        self.cancel = cancel
+        """The call's cancel event: a cancelled call stops waiting for answers."""
         self.on_ask = on_ask
         """Called when the tool asks (the call becomes a task now)."""
         self._pending: dict[str, tuple[dict[str, Any], asyncio.Future[Any]]] = {}
@@ -71,9 +79,19 @@ class CallInputs:
             self._pending[key] = (dict(request), futures[key])
         if self.on_ask is not None:
             self.on_ask()
+        gathered: asyncio.Future[list[Any]] = asyncio.gather(*futures.values())
+        stop: asyncio.Future[Any] = (
+            asyncio.ensure_future(self.cancel.wait()) if self.cancel else loop.create_future()
+        )
         try:
-            answers = await asyncio.gather(*futures.values())
+            waits: set[asyncio.Future[Any]] = {gathered, stop}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if not gathered.done():
+                gathered.cancel()
+                raise InputUnavailable("the call was cancelled while it waited for input")
+            answers = gathered.result()
         finally:
+            stop.cancel()
             for key in requests:
                 self._pending.pop(key, None)
         return dict(zip(futures, answers, strict=True))

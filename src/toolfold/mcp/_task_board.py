@@ -46,7 +46,6 @@ from ._progress import status_line
 from ._results import call_tool_result
 from ._tasks import (
     TASK_NAMESPACE,
-    TASKS_EXTENSION,
     TERMINAL,
     UPSTREAM_KEY,
     Ack,
@@ -59,6 +58,7 @@ from ._tasks import (
     clip,
     detailed,
     expired,
+    missing_extension,
     negotiated,
     new_record,
     new_task_id,
@@ -278,12 +278,7 @@ class TaskBoard:
 
     async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> _Found:
         if not negotiated(ctx.protocol_version, ctx.meta):
-            raise MCPError(
-                types.MISSING_REQUIRED_CLIENT_CAPABILITY,
-                "Missing required client capability: declare the "
-                f"{TASKS_EXTENSION} extension in the request's client capabilities",
-                {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
-            )
+            raise missing_extension()
         headers = getattr(ctx.request, "headers", None)
         if headers is not None and headers.get(MCP_NAME_HEADER, task_id) != task_id:
             # Intermediaries route tasks/* by this header (SEP-2243): it must agree.

@@ -55,12 +55,16 @@ class TaskSettings:
 
     ``after``: seconds a call of a client that negotiated the extension may run before
     the server answers with a task instead of waiting (0: every call is a task);
-    ``per_tool`` overrides it for a tool by name (``None``: never a task). ``ttl_ms``:
+    ``per_tool`` overrides it for a tool by name (``None``: never a task); a tool in
+    ``required`` is always a task, and refused to a request that did not negotiate
+    the extension (-32021, as SEP-2663 says for a tool that cannot answer without
+    one). ``ttl_ms``:
     how long a task is kept from its creation (a task still working is kept until it
     ends); ``poll_ms``: the polling interval suggested to the client."""
 
     after: float = 1.0
     per_tool: Mapping[str, float | None] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
     ttl_ms: int = 3_600_000
     poll_ms: int = 1000
     clock: Callable[[], float] = time.time
@@ -73,6 +77,8 @@ class TaskSettings:
 
     def after_for(self, tool: str) -> float | None:
         """Seconds a call of ``tool`` runs before it becomes a task (``None``: never)."""
+        if tool in self.required:
+            return 0.0
         return self.per_tool.get(tool, self.after)
 
 
@@ -172,6 +178,16 @@ def clip(message: str | None) -> str | None:
     return message[:MAX_STATUS_CHARS] + " [...]"
 
 
+def missing_extension() -> MCPError:
+    """The error for a request that needs the extension and did not declare it."""
+    return MCPError(
+        types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+        "Missing required client capability: declare the "
+        f"{TASKS_EXTENSION} extension in the request's client capabilities",
+        {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+    )
+
+
 def not_found() -> MCPError:
     return MCPError(types.INVALID_PARAMS, NOT_FOUND)
 
@@ -245,6 +261,7 @@ __all__ = [
     "clip",
     "detailed",
     "expired",
+    "missing_extension",
     "negotiated",
     "new_record",
     "new_task_id",
