@@ -126,3 +126,26 @@ async def test_the_client_config_starts_the_installed_toolfold(
                 await client.initialize()
                 names = {t.name for t in (await client.list_tools()).tools}
         assert {"bash", "read"} <= names, names
+
+
+INSTALLERS = re.compile(
+    r"\b(?:pip3? install|pipx install|uv pip install|uv tool install|uv add|uvx)\b(.*)"
+)
+
+
+def test_no_doc_installs_toolfold_from_the_package_index() -> None:
+    # toolfold is not on the package index: `pip install 'toolfold[otel]'`, `pipx install
+    # toolfold`, `uvx --from toolfold ...` fail as written. Docs install from the clone
+    # (`pip install -e '.[extra]'`), a path (`./toolfold[mcp]`) or a built wheel.
+    offenders = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
+            found = INSTALLERS.search(line)
+            if found is None:
+                continue
+            # The command's own words: up to a comment or the end of its inline code.
+            for word in re.split(r"[`#;|)]", found.group(1), maxsplit=1)[0].split():
+                word = word.strip("`'\",;()")
+                if re.match(r"toolfold(?:$|\[|==|>=|<|~=|@)", word):
+                    offenders.append(f"{doc.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert offenders == [], "\n".join(offenders)
