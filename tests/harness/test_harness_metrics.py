@@ -8,7 +8,9 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import BaseModel
 
@@ -131,7 +133,6 @@ def test_metrics_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path)
     which decodes the call's metrics from it."""
     import http.server
     import threading
-    from typing import Any
 
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.metrics import _internal as metrics_internal
@@ -201,3 +202,27 @@ def test_metrics_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path)
     assert exported["toolfold.tool.output.kept"].sum.data_points[0].as_int == len(
         "96\n97\n98\n99\n100\n"
     )
+
+
+async def test_a_call_the_harness_cannot_settle_is_recorded_with_the_exception_class(
+    metrics: InMemoryMetricReader, spans: Any
+) -> None:
+    from toolfold.harness import ExecutionHooks
+
+    class BrokenStore(ExecutionHooks):
+        async def before_settle(self, call: Any, sink: Any, result: Any) -> None:
+            raise OSError("the store's disk went away")
+
+    # Harness.run runs its calls in a task group: the failure comes out in its group.
+    with pytest.raises(ExceptionGroup) as raised:
+        await Harness([silent], hooks=BrokenStore()).run([ToolCall("c1", "silent", {})])
+    assert raised.group_contains(OSError, match="disk went away")
+    [point] = points(metrics, "gen_ai.execute_tool.duration")
+    assert dict(point.attributes or {}) == {
+        "gen_ai.tool.name": "silent",
+        "gen_ai.tool.type": "function",
+        "error.type": "OSError",
+    }
+    # The same error.type as the call's span.
+    [span] = [s for s in spans.get_finished_spans() if s.name == "execute_tool silent"]
+    assert dict(span.attributes or {})["error.type"] == "OSError"

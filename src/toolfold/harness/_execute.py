@@ -27,7 +27,7 @@ from ._hooks import CallInfo, ExecutionHooks, ToolCall
 from ._result import INTERRUPTION_MARKER, Outcome, ToolResult
 from ._tool_body import DEFAULT_CANCEL_GRACE, Body, Interrupted, tool_body
 from ._tools import Tool
-from ._tracing import record_call, settle_span, time_first_output, tool_span
+from ._tracing import record_call, record_failure, settle_span, time_first_output, tool_span
 from .events import RunEnd, RunStart, ToolEnd, ToolSettled, ToolStart, ToolUpdate
 
 
@@ -55,12 +55,17 @@ async def _observed(
     # Not awaited yet: the span (when one is wanted) opens first, in this task, so it is
     # a child of the caller's current span and the parent of whatever the tool opens.
     run = start(meters)
-    if tracer is None:
-        result, interrupted = await run
-    else:
-        with tool_span(tracer, name, tool_call_id) as span:
+    try:
+        if tracer is None:
             result, interrupted = await run
-            settle_span(span, result, policy)
+        else:
+            with tool_span(tracer, name, tool_call_id) as span:
+                result, interrupted = await run
+                settle_span(span, result, policy)
+    except Exception as exc:  # the harness itself failed (a store, a hook): no result
+        if meters is not None:
+            record_failure(meters, name, exc, time.monotonic() - started)
+        raise
     if meters is not None:
         record_call(meters, name, result, time.monotonic() - started)
     if interrupted:

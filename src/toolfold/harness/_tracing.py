@@ -91,6 +91,17 @@ def record_call(meters: _otel.Meters, tool_name: str, result: ToolResult, durati
         meters.output_kept.add(cut["output_bytes"], tool)
 
 
+def record_failure(meters: _otel.Meters, tool_name: str, exc: Exception, duration: float) -> None:
+    """Record a call the harness could not settle (an exception escaped it): its
+    ``error.type`` is the exception's class, as on its span."""
+    attributes: dict[str, AttrValue] = {
+        "gen_ai.tool.name": tool_name,
+        "gen_ai.tool.type": "function",
+        "error.type": type(exc).__qualname__,
+    }
+    meters.tool_duration.record(duration, attributes)
+
+
 def time_first_output(meters: _otel.Meters, tool_name: str, sink: ToolOutput) -> Callable[[], None]:
     """Record the time from now to the sink's first new output byte (once; a resumed
     call's seed does not count); returns the function that stops watching (a call that
