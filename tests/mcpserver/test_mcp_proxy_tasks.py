@@ -12,8 +12,8 @@ import anyio
 import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import stdio_client
-from mcp_helpers import TOOLFOLD, calls, proxy, store_url, text_of
-from task_client import TaskHandle, call, cancel, get, task_session
+from mcp_helpers import HTTP_TOKEN, TOOLFOLD, calls, http_server, proxy, store_url, text_of
+from task_client import TaskHandle, call, cancel, get, task_session, update
 from test_mcp_tasks import until, until_status
 
 HERE = str(Path(__file__).parent)
@@ -147,3 +147,41 @@ async def test_input_requests_bigger_than_the_window_fail_the_task(tmp_path: Pat
     text = failed.result["content"][0]["text"]
     assert "asked for input in" in text and "over the proxy's window of 2,048 bytes" in text
     assert asking.input_requests is not None and list(asking.input_requests) == ["q"]
+
+
+async def test_an_http_upstream_s_task_passes_through(tmp_path: Path) -> None:
+    # Over Streamable HTTP the upstream checks that the Mcp-Name header of tasks/get,
+    # tasks/update and tasks/cancel is the task id: the proxy's requests carry it.
+    gate = tmp_path / "gate"
+    tools = ("--tools", "task_tools:TOOLS", "--no-builtin", "--task-after", "0")
+    with http_server(tmp_path, *tools, "--sandbox", "off", session="up") as (url, _):
+        params = proxy(
+            tmp_path,
+            options=(
+                "--tasks",
+                "upstream",
+                "--upstream-url",
+                url,
+                "--upstream-header",
+                f"Authorization: Bearer {HTTP_TOKEN}",
+            ),
+        )
+        with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+            async with (
+                stdio_client(params, errlog=errlog) as (r, w),
+                task_session(r, w) as client,
+            ):
+                await client.discover()
+                handle = await call(client, "gated", {"gate": str(gate), "lines": 2})
+                working = await get(client, handle.task_id)
+                gate.touch()
+                done = await until_status(client, handle.task_id, "completed")
+                asking = await call(client, "ask_big", {"size": 10})
+                await until_status(client, asking.task_id, "input_required")
+                await update(client, asking.task_id, {"q": {"action": "accept"}})
+                answered = await until_status(client, asking.task_id, "completed")
+    assert working.status_message is not None and "waiting for the gate" in working.status_message
+    assert done.result is not None and "line 2" in done.result["content"][0]["text"]
+    assert answered.result is not None
+    assert "answered: {'action': 'accept'}" in answered.result["content"][0]["text"]
+    assert [c.status for c in await calls(tmp_path, "up")] == ["ok", "ok"]
