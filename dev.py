@@ -8,12 +8,13 @@ needs (re-installing only when pyproject.toml changed), then runs:
     run    `toolfold ARGS...` inside the virtualenv (e.g. `python3 dev.py run run -- make`)
     test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
            (`test --random`: hypothesis draws new examples instead of CI's fixed ones)
-    mutate the mutation run on the data-corrupting core (mutmut; slow, not part of CI):
-           prints the score per module for docs/TESTING.md (`mutate storage`: only the
-           mutants of one package, e.g. chord, output, execenv, durability, storage;
-           mutmut's own mutant-name globs such as `toolfold.storage._base*` work too, and
-           so do its options, e.g. `--max-children 1`). It runs at the lowest CPU priority,
-           and on Linux a watchdog stops a mutant whose tests hang (see docs/TESTING.md)
+    mutate the mutation run on the modules where a bug corrupts data or breaks a bound
+           (mutmut; slow, not part of CI): prints the score per module for docs/TESTING.md
+           (`mutate server`: only that package's listed modules, against its own tests
+           from [tool.toolfold.mutate.tests]; `--tests PATH` narrows those further;
+           mutmut's mutant-name globs such as `toolfold.storage._base*` narrow the mutants,
+           and its options pass through, e.g. `--max-children 1`). It runs at the lowest
+           CPU priority, and on Linux a watchdog stops a mutant whose tests hang
     bench  every script in benchmarks/ (slow; writes nothing outside .toolfold/)
 
 Only the standard library is used here, so this works with nothing but Python 3.11+
@@ -31,6 +32,7 @@ import contextlib
 import glob
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -260,19 +262,97 @@ def watch_for_hung_mutants(
         last = seen
 
 
+#: Runs mutmut with the module list and test selection of `[tool.mutmut]` replaced by those
+#: given as its first argument (JSON; an empty list keeps pyproject.toml's). mutmut reads its
+#: config once per process and its fork server and workers are forks of this one, so the
+#: replacement holds for the whole run, the stats run included, without editing any file.
+_MUTMUT_LAUNCHER = """
+import json, sys
+from mutmut.configuration import config
+from mutmut.__main__ import CatchOutput, cli
+# mutmut swaps sys.stdout for an object with no file descriptor while it runs the stats
+# and clean runs; tests that start processes need a real one (pytest stops with exit 3).
+CatchOutput.start = CatchOutput.stop
+narrowed = json.loads(sys.argv[1])
+for key in ("only_mutate", "pytest_add_cli_args_test_selection"):
+    if narrowed[key]:
+        setattr(config(), key, narrowed[key])
+sys.argv = ["mutmut", *sys.argv[2:]]
+cli()
+"""
+
+
+def mutate_selection(
+    args: list[str], settings: dict[str, object]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """What `dev.py mutate ARGS` runs, from `[tool.mutmut]` and `[tool.toolfold.mutate]`
+    (``settings`` is pyproject.toml's ``tool`` table): (the modules to mutate, the pytest
+    selection, mutmut's mutant-name globs, mutmut's other arguments). A bare package name
+    (`server`) stands for its modules listed in `only_mutate` and is checked against that
+    package's tests from `[tool.toolfold.mutate] tests`; `--tests PATH` (repeatable) narrows
+    the selection further; anything else goes to `mutmut run` as it is (its options, or
+    mutant-name globs such as `toolfold.server._guard*`). An empty list keeps pyproject's."""
+    mutmut = settings.get("mutmut", {})
+    ours = settings.get("toolfold", {})
+    assert isinstance(mutmut, dict) and isinstance(ours, dict)
+    listed: list[str] = list(mutmut.get("only_mutate", []))
+    package_tests: dict[str, list[str]] = dict(ours.get("mutate", {}).get("tests", {}))
+    modules: list[str] = []
+    tests: list[str] = []
+    names: list[str] = []
+    rest: list[str] = []
+    explicit: list[str] = []
+    globs: list[str] = []
+    it = iter(args)
+    for arg in it:
+        if arg == "--tests":
+            explicit.append(next(it, ""))
+        elif arg.startswith("--tests="):
+            explicit.append(arg.partition("=")[2])
+        elif arg.isidentifier():
+            mine = [m for m in listed if m.startswith(f"src/toolfold/{arg}/")]
+            if not mine:
+                raise SystemExit(
+                    f"dev.py mutate: no module of package {arg!r} is listed under "
+                    "[tool.mutmut] only_mutate in pyproject.toml; add the ones to mutate"
+                )
+            modules += mine
+            tests += package_tests.get(arg, [f"tests/{arg}"])
+            names.append(f"toolfold.{arg}.*")
+        elif arg == "--max-children":  # mutmut run's one option with a separate value
+            rest += [arg, next(it, "")]
+        elif arg.startswith("-"):
+            rest.append(arg)
+        else:
+            globs.append(arg)
+    if "" in explicit:
+        raise SystemExit("dev.py mutate: --tests needs a test path, e.g. --tests tests/output")
+    # Mutant-name globs narrow a package to some of its mutants (`server
+    # 'toolfold.server._guard.x_allowed_hosts*'`): they replace the package's own glob.
+    return modules, explicit or tests, globs or names, rest
+
+
 def mutate(args: list[str]) -> int:
-    """Run mutmut on the modules listed under [tool.mutmut] in pyproject.toml, then print
-    killed / survived per module and every survivor (docs/TESTING.md keeps the verdicts)."""
+    """Run mutmut on the modules listed under [tool.mutmut] in pyproject.toml (or those of
+    the packages named), then print killed / survived per module and every survivor
+    (docs/TESTING.md keeps the verdicts)."""
+    import tomllib
+
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]
+    modules, tests, names, options = mutate_selection(args, settings)
     _ensure_venv("dev,mutate")
     children = str(max(1, (os.cpu_count() or 2)))
     os.environ.setdefault("HYPOTHESIS_PROFILE", "mutate")  # tests/conftest.py: no shrinking
-    # A bare package name stands for its mutants: `mutate storage` -> `toolfold.storage.*`.
-    names = [f"toolfold.{a}.*" if a.isidentifier() else a for a in args]
     if hasattr(os, "nice"):
         os.nice(19)  # inherited by mutmut and every test it runs: the run yields to all else
-    args = [str(BIN / "mutmut"), "run", "--max-children", children, *names]
-    print("$ " + " ".join(args), flush=True)
-    with subprocess.Popen(args, cwd=ROOT) as run:
+    if "--max-children" not in " ".join(options):
+        options = ["--max-children", children, *options]
+    narrowed = json.dumps({"only_mutate": modules, "pytest_add_cli_args_test_selection": tests})
+    cmd = [str(PY), "-c", _MUTMUT_LAUNCHER, narrowed, "run", *options, *names]
+    print(f"$ mutmut run {' '.join([*options, *names])}", flush=True)
+    if modules:
+        print(f"  mutating {' '.join(modules)}\n  against {' '.join(tests)}", flush=True)
+    with subprocess.Popen(cmd, cwd=ROOT) as run:
         done = threading.Event()
         watchdog = threading.Thread(
             target=watch_for_hung_mutants, args=(run.pid, done), daemon=True
@@ -292,30 +372,44 @@ def mutate(args: list[str]) -> int:
         text=True,
         check=True,
     ).stdout
+    print(mutate_report(listing, names))
+    return 0
+
+
+def mutate_report(listing: str, names: list[str]) -> str:
+    """The per-module table and the survivors of `mutmut results --all true`'s ``listing``,
+    for the mutants matching ``names`` (all of them when empty). The score counts timeouts
+    as caught, as mutmut's own does."""
+    import fnmatch
+
     per_module: dict[str, dict[str, int]] = {}
     survivors: list[str] = []
     for line in listing.splitlines():
         name, sep, status = line.strip().rpartition(": ")
         if not sep or "__mutmut_" not in name:
             continue
+        if names and not any(fnmatch.fnmatchcase(name, n) for n in names):
+            continue
         module = name.split(".x", 1)[0]  # toolfold.chord._apply.x_apply__mutmut_3
         counts = per_module.setdefault(module, {})
         counts[status] = counts.get(status, 0) + 1
         if status == "survived":
             survivors.append(name)
-    print("| module | mutants | killed | survived | timeouts | other | score |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    total = killed = 0
+    lines = [
+        "| module | mutants | killed | survived | timeouts | other | score |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    total = caught = 0
     for module, counts in sorted(per_module.items()):
         n, k, s = sum(counts.values()), counts.get("killed", 0), counts.get("survived", 0)
         t = counts.get("timeout", 0)
-        total, killed = total + n, killed + k
-        score = 100 * k / max(n, 1)
-        print(f"| {module} | {n} | {k} | {s} | {t} | {n - k - s - t} | {score:.1f} % |")
-    print(f"| all | {total} | {killed} | | | {100 * killed / max(total, 1):.1f} % |")
-    print("\nsurvivors (give each a verdict in docs/TESTING.md):")
-    print("\n".join(survivors) or "none")
-    return 0
+        total, caught = total + n, caught + k + t
+        score = 100 * (k + t) / max(n, 1)
+        lines.append(f"| {module} | {n} | {k} | {s} | {t} | {n - k - s - t} | {score:.1f} % |")
+    lines.append(f"| all | {total} | | | | | {100 * caught / max(total, 1):.1f} % |")
+    lines.append("\nsurvivors (give each a verdict in docs/TESTING.md):")
+    lines.append("\n".join(survivors) or "none")
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:

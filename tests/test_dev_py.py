@@ -4,6 +4,7 @@ the tests that need them."""
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 import signal
@@ -167,3 +168,90 @@ def test_the_mutate_watchdog_leaves_a_worker_alone_while_its_subprocess_computes
     # The worker itself uses no CPU while it waits; the watchdog counts all it started, and
     # never touches mutmut's own process (no CPU limit), idle in waitpid the whole time.
     assert _watched(dev, "busy") == 0
+
+
+def _mutate_settings() -> dict[str, object]:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]  # type: ignore[no-any-return]
+
+
+def test_mutate_with_a_package_mutates_its_listed_modules_against_its_own_tests(
+    dev: ModuleType,
+) -> None:
+    settings = _mutate_settings()
+    modules, tests, names, options = dev.mutate_selection(
+        ["--max-children", "1", "server"], settings
+    )
+    listed = settings["mutmut"]["only_mutate"]  # type: ignore[index]
+    assert modules == [m for m in listed if m.startswith("src/toolfold/server/")]
+    assert "src/toolfold/server/_guard.py" in modules
+    assert tests == settings["toolfold"]["mutate"]["tests"]["server"]  # type: ignore[index]
+    assert all(t.startswith("tests/replication/test_server_") for t in tests)
+    assert names == ["toolfold.server.*"]
+    assert options == ["--max-children", "1"]
+    for test in tests:
+        assert (ROOT / test).exists(), test
+
+
+def test_mutate_every_package_named_in_the_docs_has_modules_and_tests(dev: ModuleType) -> None:
+    settings = _mutate_settings()
+    for package in (
+        "chord",
+        "output",
+        "execenv",
+        "durability",
+        "storage",
+        "server",
+        "mcp",
+        "agent",
+        "integrations",
+        "cli",
+        "harness",
+    ):
+        modules, tests, names, _ = dev.mutate_selection([package], settings)
+        assert modules and tests and names == [f"toolfold.{package}.*"], package
+        for path in [*modules, *tests]:
+            assert glob.glob(str(ROOT / path)), path
+
+
+def test_mutate_tests_narrows_the_selection_and_globs_pass_through(dev: ModuleType) -> None:
+    settings = _mutate_settings()
+    modules, tests, names, _ = dev.mutate_selection(
+        ["execenv", "--tests", "tests/tools/test_read_bounds.py", "toolfold.execenv._fileops*"],
+        settings,
+    )
+    assert tests == ["tests/tools/test_read_bounds.py"]
+    assert names == ["toolfold.execenv._fileops*"]
+    assert "src/toolfold/execenv/_capture.py" in modules
+    # No package: pyproject.toml's own lists stand (empty means "keep them").
+    assert dev.mutate_selection(["toolfold.chord._apply*"], settings)[:3] == (
+        [],
+        [],
+        ["toolfold.chord._apply*"],
+    )
+
+
+def test_mutate_refuses_a_package_with_nothing_listed_in_one_line(dev: ModuleType) -> None:
+    with pytest.raises(SystemExit, match="no module of package 'nosuch' is listed"):
+        dev.mutate_selection(["nosuch"], _mutate_settings())
+    with pytest.raises(SystemExit, match="--tests needs a test path"):
+        dev.mutate_selection(["server", "--tests"], _mutate_settings())
+
+
+def test_mutate_report_counts_only_the_selected_mutants_and_timeouts_as_caught(
+    dev: ModuleType,
+) -> None:
+    listing = "\n".join(
+        [
+            "    toolfold.server._guard.x__name__mutmut_1: killed",
+            "    toolfold.server._guard.x__name__mutmut_2: survived",
+            "    toolfold.server._guard.x__name__mutmut_3: timeout",
+            "    toolfold.server._guard.x__name__mutmut_4: killed",
+            "    toolfold.chord._apply.x_apply__mutmut_1: survived",
+        ]
+    )
+    report = dev.mutate_report(listing, ["toolfold.server.*"])
+    assert "| toolfold.server._guard | 4 | 2 | 1 | 1 | 0 | 75.0 % |" in report
+    assert "toolfold.server._guard.x__name__mutmut_2" in report
+    assert "chord" not in report

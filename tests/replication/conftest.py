@@ -47,8 +47,15 @@ class ServerThread:
         self.sock.listen(128)
         self.port: int = self.sock.getsockname()[1]
         self.url = f"http://{host}:{self.port}"
+
+        async def asgi(scope: Any, receive: Any, send: Any) -> None:
+            await app(scope, receive, send)
+
+        # uvicorn calls the app with no arguments to tell it from an app factory: a plain
+        # function refuses at once, as the app's own __call__ does, but not the argument-
+        # forwarding wrapper a mutation run (docs/TESTING.md) puts around it.
         self.server = uvicorn.Server(
-            uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
+            uvicorn.Config(asgi, log_level="warning", lifespan="on", timeout_graceful_shutdown=10)
         )
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="uvicorn", daemon=True)

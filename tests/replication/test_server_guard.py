@@ -391,3 +391,125 @@ def test_nesting_check_of_a_hostile_megabyte_answers(body: bytes, too_deep: bool
     # of times.
     assert len(body) >= 1_000_000
     assert _json_too_deep(body, 64) is too_deep
+
+
+# The guard at the ASGI level, without a server in between: what it hands the server to
+# send. ASGI requires lower-case header names in a response; a real server may send them
+# as given. uvicorn (h11) also refuses some requests before any app sees them (two
+# Content-Length values), but the guard promises its checks to any ASGI server.
+HOST = (b"host", b"127.0.0.1:8000")
+BEARER = (b"authorization", f"Bearer {TOKEN}".encode())
+FRAMING = [
+    (b"content-security-policy", b"frame-ancestors 'none'"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+def _through_guard(
+    headers: list[tuple[bytes, bytes]],
+    *,
+    app_headers: list[tuple[bytes, bytes]] | None = None,
+    method: str = "GET",
+    query: bytes = b"",
+    body: list[dict[str, Any]] | None = None,
+) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """(what the guard sent, the bodies the app read) for one request; the app answers
+    200 with ``app_headers`` (no ``headers`` key at all when ``None``)."""
+    sent: list[dict[str, Any]] = []
+    read: list[bytes] = []
+    incoming = list(body or [])
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        read.append(message.get("body", b""))
+        start: dict[str, Any] = {"type": "http.response.start", "status": 200}
+        if app_headers is not None:
+            start["headers"] = app_headers
+        await send(start)
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": "/",
+        "query_string": query,
+        "headers": headers,
+        "server": ("127.0.0.1", 8000),
+    }
+    asyncio.run(Guard(app, GuardConfig(token=TOKEN, max_body_bytes=LIMIT))(scope, receive, send))
+    return sent, read
+
+
+def test_the_apps_own_headers_pass_with_no_store_and_no_framing_added() -> None:
+    mine = [(b"content-type", b"text/plain"), (b"x-app", b"1")]
+    sent, _ = _through_guard([HOST, BEARER], app_headers=mine)
+    assert sent[0]["headers"] == [*mine, (b"cache-control", b"no-store"), *FRAMING]
+    assert sent[1] == {"type": "http.response.body", "body": b"ok"}
+    # An app that sends no header list at all still gets the guard's.
+    sent, _ = _through_guard([HOST, BEARER])
+    assert sent[0]["headers"] == [(b"cache-control", b"no-store"), *FRAMING]
+
+
+def test_an_apps_own_cache_policy_stands_unless_the_token_came_in_the_address() -> None:
+    mine = [(b"content-type", b"text/plain"), (b"Cache-Control", b"max-age=60")]
+    sent, _ = _through_guard([HOST, BEARER], app_headers=mine)
+    assert sent[0]["headers"] == [*mine, *FRAMING]
+    # ?token=: the cookie is set and nothing may keep the page (its address holds the token).
+    sent, _ = _through_guard([HOST], app_headers=mine, query=f"token={TOKEN}".encode())
+    cookie = f"toolfold-token-8000={TOKEN}; Path=/; HttpOnly; SameSite=Strict".encode()
+    assert sent[0]["headers"] == [
+        (b"content-type", b"text/plain"),
+        (b"set-cookie", cookie),
+        (b"referrer-policy", b"no-referrer"),
+        (b"cache-control", b"no-store"),
+        *FRAMING,
+    ]
+
+
+def test_a_refusal_is_one_complete_json_response_that_closes_the_connection() -> None:
+    sent, read = _through_guard([HOST])
+    body = sent[1]["body"]
+    assert sent[0] == {
+        "type": "http.response.start",
+        "status": 401,
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *FRAMING,
+            (b"www-authenticate", b'Bearer realm="toolfold"'),
+        ],
+    }
+    assert sent[1] == {"type": "http.response.body", "body": body, "more_body": False}
+    assert json.loads(body)["error"].startswith("this server needs its token") and read == []
+
+
+def test_two_different_content_lengths_are_refused_before_any_body_is_read() -> None:
+    json_post = [HOST, BEARER, (b"content-type", b"application/json")]
+    for lengths in ([b"2", b"3"], [b"2", b"x"], [b"x"]):
+        body = [{"type": "http.request", "body": b"[]", "more_body": False}]
+        sent, read = _through_guard(
+            [*json_post, *((b"content-length", n) for n in lengths)], method="POST", body=body
+        )
+        assert sent[0]["status"] == 400, lengths
+        assert b"is not one whole number" in sent[1]["body"] and read == []
+    body = [{"type": "http.request", "body": b"[]", "more_body": False}]
+    sent, read = _through_guard(
+        [*json_post, (b"content-length", b"2"), (b"content-length", b"2")], method="POST", body=body
+    )
+    assert sent[0]["status"] == 200 and read == [b"[]"]
+
+
+def test_a_json_content_type_with_several_parameters_is_json() -> None:
+    body = [{"type": "http.request", "body": b"[]", "more_body": False}]
+    kind = b"Application/JSON ; charset=utf-8; profile=x"
+    sent, read = _through_guard(
+        [HOST, BEARER, (b"content-type", kind), (b"content-length", b"2")], method="POST", body=body
+    )
+    assert sent[0]["status"] == 200 and read == [b"[]"]
