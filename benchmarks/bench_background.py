@@ -14,8 +14,10 @@ Three measurements, each beside the alternative a harness would otherwise use:
    alternative: polling ``read`` every 500 ms (as an agent loop calling a read tool
    would), delay = when the poll returned the line minus its stamp.
 2. **CPU of an idle background command.** ``sleep`` in the background, nobody reading
-   it, for a few seconds: this process's user+system CPU seconds per wall second. The
-   alternative: the same with a read every 100 ms (a poller that tails the output).
+   it, for a few seconds: this process's user+system CPU seconds per wall second; and
+   the same command started by ``bash`` in a durable harness, whose background call
+   follows it (updates, checkpoints). The alternative: a read every 100 ms (a poller
+   that tails the output).
 3. **Bytes per read for a chatty server.** The child prints a 100-byte log line every
    5 ms; ten reads 300 ms apart. Ours: the text a read returns (only what is new).
    The alternative: the whole current window each time (what a tool that returns
@@ -161,6 +163,26 @@ async def idle_cpu(env: LocalExecEnv, seconds: float, poll: float | None) -> flo
     return (after.user - before.user + after.system - before.system) / elapsed
 
 
+async def idle_followed_cpu(tmp: Path, seconds: float) -> float:
+    """The same idle command started by ``bash`` in a durable harness (SQLite): its
+    background call follows it, checkpoints and all."""
+    env = LocalExecEnv(tmp / "spill-idle", kill_grace=0.5)
+    repo = open_repository(f"sqlite:{tmp / 'idle.db'}")
+    session = await repo.create_session("idle")
+    harness = Harness([BASH], context=ToolContext(env=env, cwd=tmp), session=session)
+    command = {"command": "exec sleep 1000", "yield_after": 0.05}
+    [started] = await harness.run([ToolCall("c1", "bash", command)])
+    await asyncio.sleep(1.5)  # past the background call's start and first checkpoint
+    before, wall = os.times(), time.monotonic()
+    await asyncio.sleep(seconds)
+    after, elapsed = os.times(), time.monotonic() - wall
+    await env.background.stop(started.details["handle"])
+    await env.aclose()
+    await background_settled()
+    await repo.close()
+    return (after.user - before.user + after.system - before.system) / elapsed
+
+
 async def bytes_per_read(env: LocalExecEnv, reads: int) -> tuple[list[int], list[int]]:
     script = Path(tempfile.mkdtemp()) / "chatty.py"
     script.write_text(CHATTY)
@@ -210,9 +232,11 @@ async def main(quick: bool) -> None:
         seconds = 2.0 if quick else 5.0
         idle = await idle_cpu(env, seconds, None)
         polling = await idle_cpu(env, seconds, 0.1)
+        followed = await idle_followed_cpu(Path(tmp), seconds)
         print("| idle background command | CPU s / wall s |")
         print("| --- | --- |")
         print(f"| nobody reading | {idle:.4f} |")
+        print(f"| followed by its background call (durable harness, SQLite) | {followed:.4f} |")
         print(f"| a read every 100 ms | {polling:.4f} |")
         ours, whole = await bytes_per_read(env, 5 if quick else 10)
         print("\n| chatty server, a read every 300 ms | bytes per read (median) | total |")
