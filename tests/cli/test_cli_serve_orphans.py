@@ -117,7 +117,10 @@ def test_serve_resume_orphans_settles_a_killed_run_and_leaves_a_live_one(
                 found = calls(store_url, name)
                 return found[0] if found and found[0].settled else None
 
-            call = wait_for(settled, f"serve to settle the call of {name}", proc=server)
+            try:
+                call = wait_for(settled, f"serve to settle the call of {name}", proc=server)
+            except AssertionError as exc:  # say what serve printed meanwhile
+                raise AssertionError(f"{exc}; serve's stderr: {errors.text()[-2000:]!r}") from None
             assert call.status == "interrupted" and call.message is not None
             text = call.message["content"][0]["text"]
             assert text.startswith(f"{name}-started\n") and INTERRUPTION_MARKER in text
