@@ -6,6 +6,7 @@ left, and a second resume finds nothing. A closed server stops its own."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -15,7 +16,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from mcp_helpers import TOOLFOLD, clean_env, poll, store_url
+from mcp_helpers import TOOLFOLD, clean_env, lease_owners, poll, store_url
 
 from sshd_fixture import wait_gone
 
@@ -135,6 +136,9 @@ def test_kill_9_of_the_server_then_resume_stops_the_background_command(tmp_path:
             lambda: f"{pid}\n" in toolfold(tmp_path, "show", "s1", bg).stdout,
             "the background call's output to be checkpointed",
         )
+        # ... and leased by the server, like every call it runs (the only open operation).
+        [owner] = asyncio.run(lease_owners(tmp_path))
+        assert owner != "-" and owner.endswith(f":{proc.pid}"), owner
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=60)
         assert alive(pid), "the background command died with the server: nothing to test"
