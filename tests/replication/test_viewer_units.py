@@ -55,3 +55,20 @@ def test_js_and_python_plurals_agree(page: Any) -> None:
     )
     assert got == [plural(c, "settled result") for c in counts]
     assert got[1] == "1 settled result"
+
+
+def test_a_background_calls_card_names_its_command_and_the_call_that_started_it(
+    browser_context: Any,
+) -> None:
+    static = UNITS_JS.parent
+    p = browser_context.new_page()
+    try:
+        p.set_content("<!doctype html><title>cards</title>")
+        for name in ("units.js", "parts.js", "cards.js"):
+            p.add_script_tag(content=(static / name).read_text(encoding="utf-8"))
+        what = "a => window.toolfoldCards.whatText(a)"
+        args = {"command": "npm run dev", "handle": "bg-1", "started_by": "c1"}
+        assert p.evaluate(what, args) == "bg-1 of c1: npm run dev"
+        assert p.evaluate(what, {"command": "npm run dev"}) == "npm run dev"
+    finally:
+        p.close()

@@ -165,6 +165,7 @@ async def test_a_dev_servers_log_reaches_subscribers_and_the_store_after_its_cal
     assert settled.message["details"]["started_by"] == "c1"
     entries = {e.value["tool_call_id"]: e.value for e in await session.read_entries()}
     assert entries[bg]["kind"] == "background" and "kind" not in entries["c1"]
+    assert entries[bg]["what"] == f"{handle} of c1: {command}"
     assert '"GET / HTTP/1.1" 200' in entries[bg]["content"][0]["text"]
     assert entries[bg]["content"][0]["text"].endswith(f"[{handle} was stopped]")
     assert await session.live_scopes() == []

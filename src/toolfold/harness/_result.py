@@ -30,6 +30,9 @@ def describe_call(args: Any) -> str:
     tool, else the arguments as compact JSON, cut to ``WHAT_MAX_CHARS``."""
     if isinstance(args, dict) and isinstance(args.get("command"), str):
         text = args["command"]
+        if isinstance(args.get("handle"), str) and isinstance(args.get("started_by"), str):
+            # A background command's output call: which command of which call.
+            text = f"{args['handle']} of {args['started_by']}: {text}"
     else:
         try:
             text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()

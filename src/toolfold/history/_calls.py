@@ -151,6 +151,9 @@ class CallView:
         if isinstance(self.record, dict) and isinstance(self.record.get("command"), str):
             return str(self.record["command"])
         args = self.args
+        if isinstance(args, dict) and isinstance(args.get("started_by"), str):
+            # A background command's output call, as its settled entry's ``what`` says.
+            return f"{args.get('handle')} of {args['started_by']}: {args.get('command')}"
         if isinstance(args, dict) and isinstance(args.get("command"), str):
             return str(args["command"])
         if args is None and self.message is not None:

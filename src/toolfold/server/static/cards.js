@@ -38,7 +38,13 @@
   function whatText(a) {
     if (a === null || a === undefined) return "";
     if (typeof a !== "object" || Array.isArray(a)) return cellText(a);
-    if (typeof a.command === "string") return a.command;
+    if (typeof a.command === "string") {
+      // A background command's output (a call no model made): which command of which call.
+      if (typeof a.handle === "string" && typeof a.started_by === "string") {
+        return a.handle + " of " + a.started_by + ": " + a.command;
+      }
+      return a.command;
+    }
     return Object.keys(a).filter((k) => a[k] !== null && a[k] !== undefined)
       .map((k) => k + "=" + (typeof a[k] === "string" ? a[k] : cellText(a[k]))).join("  ");
   }
