@@ -1,0 +1,220 @@
+"""The file operations behind ``read`` and ``grep`` (``execenv._fileops``) and their head
+window (``HeadWindow``), called directly: every bound, refusal and total, exactly.
+
+These run in microseconds, so they are what a mutation run of these modules checks
+against (docs/TESTING.md); the tool-level tests in tests/tools check the same bounds
+through the tools."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolfold.execenv._fileops import FileOpError, grep, op_error_text, read_bytes, read_lines, stat
+from toolfold.execenv._headwindow import HeadWindow
+
+GO = threading.Event()
+
+
+def _reference(text: str, max_bytes: int, max_lines: int) -> dict[str, Any]:
+    """The window's rule, stated directly: the first ``max_lines`` lines, then at most
+    ``max_bytes`` UTF-8 bytes of them (no partial character), with the stream's totals."""
+    lines = text.split("\n")
+    pieces = [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+    head = "".join(pieces[:max_lines]).encode()
+    view = head[:max_bytes].decode("utf-8", "ignore")
+    shown = len(view.encode())
+    total = len(text.encode())
+    count = view.count("\n") + (1 if view and not view.endswith("\n") else 0)
+    return {
+        "text": view,
+        "truncated": total > shown,
+        "truncated_by": (
+            ("lines" if view.count("\n") >= max_lines else "bytes") if total > shown else None
+        ),
+        "first_line_exceeds_limit": len(lines[0].encode()) > max_bytes,
+        "max_bytes": max_bytes,
+        "max_lines": max_lines,
+        "output_lines": count,
+        "output_bytes": shown,
+        "total_lines": text.count("\n") + (1 if text and not text.endswith("\n") else 0),
+        "total_bytes": total,
+        "last_line_bytes": len(lines[-1].encode()),
+    }
+
+
+TEXT = st.text(alphabet=st.sampled_from("ab\n é€😀"), max_size=60)
+
+
+@given(TEXT, st.lists(st.integers(0, 60), max_size=6), st.integers(1, 40), st.integers(1, 8))
+def test_the_head_window_of_any_chunking_is_the_rule_on_the_whole_text(
+    text: str, cuts: list[int], max_bytes: int, max_lines: int
+) -> None:
+    window = HeadWindow(max_bytes, max_lines)
+    edges = [0, *sorted(c for c in cuts if c <= len(text)), len(text)]
+    kept = 0
+    for a, b in itertools.pairwise(edges):
+        kept += window.write(text[a:b])
+    expected = _reference(text, max_bytes, max_lines)
+    assert window.result() == expected
+    assert kept == len(expected["text"])
+    if expected["truncated"]:
+        assert window.full  # whatever comes next is only counted
+
+
+@given(TEXT, st.integers(0, 60), st.integers(1, 40), st.integers(1, 8))
+def test_tallying_the_rest_of_a_full_window_counts_it_as_writing_would(
+    text: str, cut: int, max_bytes: int, max_lines: int
+) -> None:
+    window = HeadWindow(max_bytes, max_lines)
+    pos = 0
+    while pos < len(text) and not window.full:
+        window.write(text[pos : pos + 3])
+        pos += 3
+    rest = text[pos:]
+    if window.full:
+        for piece in (rest[:cut], rest[cut:]):
+            window.tally(piece.encode(), piece.count("\n"))
+    else:
+        assert rest == ""
+    assert window.result() == _reference(text, max_bytes, max_lines)
+
+
+def test_tally_before_the_window_is_full_is_refused() -> None:
+    with pytest.raises(ValueError, match="tally\\(\\) counts what comes after a full window"):
+        HeadWindow(10, 10).tally(b"x", 0)
+
+
+def test_read_bytes_returns_a_file_up_to_its_cap_and_refuses_one_byte_more(
+    tmp_path: Path,
+) -> None:
+    data = bytes(range(256)) * 4
+    (tmp_path / "f").write_bytes(data)
+    got = read_bytes({"path": "f", "cwd": str(tmp_path), "max_bytes": len(data)}, GO)
+    assert got == {
+        "path": str(tmp_path / "f"),
+        "too_big": False,
+        "size": len(data),
+        "data": base64.b64encode(data).decode(),
+    }
+    got = read_bytes({"path": str(tmp_path / "f"), "max_bytes": len(data) - 1}, GO)
+    assert got == {"path": str(tmp_path / "f"), "too_big": True, "size": len(data)}
+
+
+def test_read_bytes_reads_past_a_megabyte_in_chunks_and_stops_when_cancelled(
+    tmp_path: Path,
+) -> None:
+    data = b"x" * ((1 << 20) * 2 + 7)
+    (tmp_path / "big").write_bytes(data)
+    got = read_bytes({"path": str(tmp_path / "big"), "max_bytes": len(data)}, GO)
+    assert got["too_big"] is False and base64.b64decode(got["data"]) == data
+    stopped = threading.Event()
+    stopped.set()
+    got = read_bytes({"path": str(tmp_path / "big"), "max_bytes": len(data)}, stopped)
+    assert got == {"path": str(tmp_path / "big"), "too_big": False, "size": 0, "data": ""}
+
+
+@pytest.mark.parametrize("bad", [0, -1, True, "5", 1.5, None])
+def test_every_bound_must_be_a_positive_int(tmp_path: Path, bad: object) -> None:
+    (tmp_path / "f").write_text("a\n")
+    path = str(tmp_path / "f")
+    message = f"'max_bytes' must be a positive integer, got {bad!r}"
+    with pytest.raises(FileOpError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_bytes({"path": path, "max_bytes": bad}, GO)
+    args = {"path": path, "max_bytes": 10, "max_lines": 10}
+    for name in ("max_lines", "start", "limit", "max_bytes"):
+        if name in ("start", "limit") and bad is None:
+            continue  # absent: the defaults (from line 1, no limit)
+        with pytest.raises(FileOpError, match=rf"^'{name}' must be a positive integer, got "):
+            read_lines({**args, name: bad}, GO)
+    with pytest.raises(FileOpError, match=r"^'max_lines' must be a positive integer"):
+        grep({"path": path, "pattern": "a", "max_bytes": 10, "max_lines": bad}, GO)
+
+
+@pytest.mark.parametrize("bad", [-1, True, "1", 0.5])
+def test_line_byte_must_be_a_non_negative_int(tmp_path: Path, bad: object) -> None:
+    (tmp_path / "f").write_text("abc\n")
+    with pytest.raises(
+        FileOpError, match=f"^'line_byte' must be a non-negative integer, got {bad!r}$"
+    ):
+        read_lines(
+            {"path": str(tmp_path / "f"), "max_bytes": 9, "max_lines": 9, "line_byte": bad}, GO
+        )
+
+
+@pytest.mark.parametrize("path", [None, "", 3])
+def test_a_path_must_be_a_non_empty_string(path: object) -> None:
+    with pytest.raises(FileOpError, match=f"^'path' must be a non-empty string, got {path!r}$"):
+        stat({"path": path}, GO)
+
+
+def test_read_lines_windows_from_a_line_and_byte_with_a_limit(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("one\ntwo\nthree\nfour\n")
+    args = {"path": "f", "cwd": str(tmp_path), "max_bytes": 100, "max_lines": 100}
+    got = read_lines({**args, "start": 2, "line_byte": 1, "limit": 2}, GO)
+    assert got["path"] == str(tmp_path / "f")
+    assert got["text"] == "wo\nthree\n" and got["shown"] == 2 and got["more"] is True
+    got = read_lines({**args, "max_lines": 1}, GO)
+    assert got["text"] == "one\n" and got["truncated"] and got["truncated_by"] == "lines"
+    assert got["total_lines"] == 4 and got["total_bytes"] == 19
+    got = read_lines({**args, "max_bytes": 5, "line_byte": 0}, GO)
+    assert got["text"] == "one\nt" and got["truncated_by"] == "bytes"
+
+
+def test_grep_windows_its_matches_and_counts_all_of_them(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hit 1\nmiss\nHIT 2\n")
+    (tmp_path / "b.txt").write_text("hit 3\n")
+    (tmp_path / "c.log").write_text("hit 4\n")
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / "d.txt").write_text("hit 5\n")
+    base = {"path": str(tmp_path), "pattern": "hit", "max_bytes": 100, "max_lines": 100}
+    got = grep(base, GO)
+    assert got["text"] == "a.txt:1:hit 1\nb.txt:1:hit 3\nc.log:1:hit 4\n"
+    assert (got["matches"], got["files"], got["searched"], got["missing"]) == (3, 3, 3, False)
+    got = grep({**base, "ignore_case": True, "glob": "*.txt", "max_lines": 2}, GO)
+    assert got["text"] == "a.txt:1:hit 1\na.txt:3:HIT 2\n"
+    assert (got["matches"], got["files"], got["searched"]) == (3, 2, 2)
+    assert got["truncated"] and got["truncated_by"] == "lines"
+    got = grep({**base, "path": str(tmp_path / "a.txt"), "pattern": "t ."}, GO)
+    assert got["text"] == "a.txt:1:hit 1\n" and got["searched"] == 1
+    got = grep({**base, "pattern": "t .", "literal": True}, GO)
+    assert got["matches"] == 0 and got["searched"] == 3
+    assert grep({**base, "path": str(tmp_path / "nope")}, GO) == {
+        "path": str(tmp_path / "nope"),
+        "missing": True,
+    }
+    with pytest.raises(FileOpError, match=r"^invalid regular expression '\(': missing "):
+        grep({**base, "pattern": "("}, GO)
+    with pytest.raises(FileOpError, match=r"^'pattern' must be a string, got None$"):
+        grep({**base, "pattern": None}, GO)
+    stopped = threading.Event()
+    stopped.set()
+    assert grep({**base}, stopped)["searched"] == 0
+
+
+def test_stat_and_the_one_line_errors(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"12345")
+    assert stat({"path": "f", "cwd": str(tmp_path)}, GO) == {
+        "path": str(tmp_path / "f"),
+        "exists": True,
+        "is_dir": False,
+        "size": 5,
+    }
+    assert stat({"path": str(tmp_path)}, GO)["is_dir"] is True
+    assert stat({"path": str(tmp_path / "x")}, GO) == {
+        "path": str(tmp_path / "x"),
+        "exists": False,
+        "is_dir": False,
+        "size": 0,
+    }
+    missing = FileNotFoundError(2, "No such file or directory", "/x")
+    assert op_error_text(missing) == "No such file or directory: /x"
+    assert op_error_text(FileOpError("bad")) == "bad"
+    assert op_error_text(KeyError("k")) == "KeyError: 'k'"
