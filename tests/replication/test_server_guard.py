@@ -412,6 +412,8 @@ def _through_guard(
     method: str = "GET",
     query: bytes = b"",
     body: list[dict[str, Any]] | None = None,
+    scope: dict[str, Any] | None = None,
+    received: list[dict[str, Any]] | None = None,
 ) -> tuple[list[dict[str, Any]], list[bytes]]:
     """(what the guard sent, the bodies the app read) for one request; the app answers
     200 with ``app_headers`` (no ``headers`` key at all when ``None``)."""
@@ -422,6 +424,8 @@ def _through_guard(
     async def app(scope: Any, receive: Any, send: Any) -> None:
         message = await receive()
         read.append(message.get("body", b""))
+        if received is not None:
+            received.extend([message, await receive()])
         start: dict[str, Any] = {"type": "http.response.start", "status": 200}
         if app_headers is not None:
             start["headers"] = app_headers
@@ -434,15 +438,17 @@ def _through_guard(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    scope = {
+    full_scope = {
         "type": "http",
         "method": method,
         "path": "/",
         "query_string": query,
         "headers": headers,
         "server": ("127.0.0.1", 8000),
+        **(scope or {}),
     }
-    asyncio.run(Guard(app, GuardConfig(token=TOKEN, max_body_bytes=LIMIT))(scope, receive, send))
+    guard = Guard(app, GuardConfig(token=TOKEN, max_body_bytes=LIMIT, max_json_depth=DEPTH))
+    asyncio.run(guard(full_scope, receive, send))
     return sent, read
 
 
@@ -513,3 +519,153 @@ def test_a_json_content_type_with_several_parameters_is_json() -> None:
         [HOST, BEARER, (b"content-type", kind), (b"content-length", b"2")], method="POST", body=body
     )
     assert sent[0]["status"] == 200 and read == [b"[]"]
+
+
+def _status(sent: list[dict[str, Any]]) -> tuple[int, str]:
+    body = json.loads(sent[1]["body"]) if sent[0]["status"] != 200 else {}
+    return sent[0]["status"], body.get("error", "")
+
+
+def test_a_streamed_body_is_joined_checked_and_replayed_as_one_message() -> None:
+    chunked = [
+        HOST,
+        BEARER,
+        (b"content-type", b"application/json"),
+        (b"transfer-encoding", b"chunked"),
+    ]
+    parts = [
+        {"type": "http.request", "body": b"[1,", "more_body": True},
+        {"type": "http.request", "more_body": True},  # ASGI: body may be left out
+        {"type": "http.request", "body": b"2]"},  # and more_body too
+    ]
+    received: list[dict[str, Any]] = []
+    sent, _ = _through_guard(chunked, method="POST", body=parts, received=received)
+    assert sent[0]["status"] == 200
+    # The app reads the body once, whole, then the live channel (the client left).
+    assert received == [
+        {"type": "http.request", "body": b"[1,2]", "more_body": False},
+        {"type": "http.disconnect"},
+    ]
+    half = {"type": "http.request", "body": b"[" + b"0," * 299, "more_body": True}
+    sent, read = _through_guard(chunked, method="POST", body=[half, half, half])
+    assert _status(sent) == (
+        413,
+        f"the request body passed {LIMIT} bytes, the most this server accepts; "
+        "refused without reading the rest",
+    )
+    assert read == []
+    deep = [{"type": "http.request", "body": b"[" * (DEPTH + 1) + b"]" * (DEPTH + 1)}]
+    sent, read = _through_guard(chunked, method="POST", body=deep)
+    assert _status(sent) == (
+        400,
+        f"the JSON body nests arrays/objects more than {DEPTH} deep; flatten it",
+    )
+
+
+def test_other_scopes_reach_the_app_untouched() -> None:
+    seen: list[tuple[Any, Any, Any]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append((scope, receive, send))
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "lifespan.startup"}
+
+    async def send(message: dict[str, Any]) -> None:
+        pass
+
+    scope = {"type": "lifespan"}
+    asyncio.run(Guard(app, GuardConfig(token=TOKEN))(scope, receive, send))
+    assert seen == [(scope, receive, send)]
+
+
+def test_tokens_are_found_in_every_form_a_client_sends() -> None:
+    padded = "A" * 20 + "=="  # base64 padding is part of a token
+    guard_config = GuardConfig(token=padded)
+    cases = [
+        ([HOST, (b"authorization", f"Bearer  {padded}".encode())], b"", True),
+        ([HOST, (b"authorization", f"bearer {padded}".encode())], b"", True),
+        ([HOST, (b"cookie", f"a=b;toolfold-token-8000={padded}".encode())], b"", True),
+        ([HOST, (b"cookie", f"toolfold-token-9000={padded}".encode())], b"", False),
+        ([HOST], f"x=1&token={padded}".encode(), True),
+    ]
+    for headers, query, ok in cases:
+        sent: list[dict[str, Any]] = []
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+
+        async def send(message: dict[str, Any], sent: list[Any] = sent) -> None:
+            sent.append(message)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        scope = {
+            "type": "http",
+            "method": "GET",
+            "path": "/",
+            "query_string": query,
+            "headers": headers,
+            "server": ("127.0.0.1", 8000),
+        }
+        asyncio.run(Guard(app, guard_config)(scope, receive, send))
+        assert (sent[0]["status"] == 200) is ok, (headers, query)
+    sent, _ = _through_guard([HOST, (b"authorization", b"Bearer wrong")])
+    assert _status(sent)[
+        1
+    ] == "this server needs its token and the request carried a wrong token: " + (
+        "send it as 'Authorization: Bearer <token>'"
+    )
+    # ?token= counts on GET and HEAD only, and sets the cookie named for the port (0: none).
+    for method, status in (("HEAD", 200), ("DELETE", 401)):
+        sent, _ = _through_guard([HOST], method=method, query=f"token={TOKEN}".encode())
+        assert sent[0]["status"] == status, method
+    sent, _ = _through_guard([HOST], query=f"token={TOKEN}".encode(), scope={"server": None})
+    assert (
+        b"set-cookie",
+        f"toolfold-token-0={TOKEN}; Path=/; HttpOnly; SameSite=Strict".encode(),
+    ) in sent[0]["headers"]
+
+
+def test_a_websocket_may_carry_its_token_in_the_address_and_long_reasons_are_cut_whole() -> None:
+    seen: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope["type"])
+
+    async def attempt(headers: list[tuple[bytes, bytes]], query: bytes) -> list[Any]:
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def receive() -> Any:
+            return {"type": "websocket.connect"}
+
+        scope = {"type": "websocket", "path": "/", "headers": headers, "query_string": query}
+        await Guard(app, GuardConfig(token=TOKEN))(scope, receive, send)
+        return sent
+
+    assert asyncio.run(attempt([HOST], f"token={TOKEN}".encode())) == [] and seen == ["websocket"]
+    # A refusal's reason is cut to the 123 bytes a close frame holds, never inside a character.
+    host = ("é" * 80).encode("latin-1")
+    sent = asyncio.run(attempt([(b"host", host)], b""))
+    reason = sent[0]["reason"]
+    assert reason == f"Host {'é' * 80!r}".encode()[:122].decode() and len(reason.encode()) == 122
+
+
+def test_host_and_origin_checks_at_their_edges() -> None:
+    # No Host at all: refused as not allowed, not a crash.
+    sent, _ = _through_guard([BEARER])
+    assert _status(sent)[0] == 403 and _status(sent)[1].startswith("Host '' is not allowed")
+    # A page's own origin passes whatever the case of the name.
+    own = [(b"host", b"LocalHost:8000"), (b"origin", b"http://localhost:8000"), BEARER]
+    assert _through_guard(own)[0][0]["status"] == 200
+    assert allowed_hosts(None, "box.lan") == LOOPBACK_HOSTS | {"box.lan"}
+    with pytest.raises(ValueError) as refused:
+        allowed_hosts("box.lan:80")
+    assert str(refused.value) == (
+        "'box.lan:80' is not a host name: give a bare name or address such as "
+        "'box.lan', '192.168.1.5' or '[fe80::1]' (no scheme, port or path)"
+    )
