@@ -7,6 +7,7 @@ through the tools."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import threading
@@ -218,3 +219,37 @@ def test_stat_and_the_one_line_errors(tmp_path: Path) -> None:
     assert op_error_text(missing) == "No such file or directory: /x"
     assert op_error_text(FileOpError("bad")) == "bad"
     assert op_error_text(KeyError("k")) == "KeyError: 'k'"
+
+
+async def test_run_file_op_runs_one_op_off_the_loop_with_its_path_rule(tmp_path: Path) -> None:
+    from toolfold.execenv import ExecError
+    from toolfold.execenv._fileops import READ_CHECK, run_file_op
+
+    (tmp_path / "f").write_text("one\ntwo\n")
+    (tmp_path / "secret").write_text("key\n")
+    args = {"path": str(tmp_path / "f"), "max_bytes": 100, "max_lines": 100}
+    got = await run_file_op("read_lines", args)
+    assert got["text"] == "one\ntwo\n" and got["path"] == str(tmp_path / "f")
+
+    def check(path: Path) -> str | None:
+        return f"{path.name} is hidden" if path.name == "secret" else None
+
+    with pytest.raises(ExecError, match=r"^secret is hidden$"):
+        await run_file_op("read_lines", {**args, "path": str(tmp_path / "secret")}, check=check)
+    assert READ_CHECK.get() is None  # the rule holds for that call only
+    got = await run_file_op("grep", {**args, "path": str(tmp_path), "pattern": "e"}, check=check)
+    assert got["text"] == "f:1:one\n" and got["searched"] == 1
+    with pytest.raises(ExecError, match=r"^unknown file operation 'write'; expected one of "):
+        await run_file_op("write", args)
+    with pytest.raises(ExecError, match=r"^No such file or directory: "):
+        await run_file_op("read_lines", {**args, "path": str(tmp_path / "nope")})
+    with pytest.raises(ExecError, match=r"^'max_lines' must be a positive integer, got 0$"):
+        await run_file_op("read_lines", {**args, "max_lines": 0})
+    # A call whose cancel is already set reads nothing.
+    stop = asyncio.Event()
+    stop.set()
+    got = await run_file_op("read_bytes", {**args, "max_bytes": 100}, stop)
+    assert got["size"] == 0 and got["data"] == ""
+    # Unset, it reads all, and the watch on it is gone once the call returns.
+    got = await run_file_op("read_bytes", {**args, "max_bytes": 100}, asyncio.Event())
+    assert base64.b64decode(got["data"]) == b"one\ntwo\n"
