@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -175,10 +176,14 @@ def test_grep_windows_its_matches_and_counts_all_of_them(tmp_path: Path) -> None
     (tmp_path / "c.log").write_text("hit 4\n")
     (tmp_path / "node_modules").mkdir()
     (tmp_path / "node_modules" / "d.txt").write_text("hit 5\n")
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "e.txt").write_text("hit 6\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "f.md").write_text("no\nhit 7\n")
     base = {"path": str(tmp_path), "pattern": "hit", "max_bytes": 100, "max_lines": 100}
     got = grep(base, GO)
-    assert got["text"] == "a.txt:1:hit 1\nb.txt:1:hit 3\nc.log:1:hit 4\n"
-    assert (got["matches"], got["files"], got["searched"], got["missing"]) == (3, 3, 3, False)
+    assert got["text"] == "a.txt:1:hit 1\nb.txt:1:hit 3\nc.log:1:hit 4\nsub/f.md:2:hit 7\n"
+    assert (got["matches"], got["files"], got["searched"], got["missing"]) == (4, 4, 4, False)
     got = grep({**base, "ignore_case": True, "glob": "*.txt", "max_lines": 2}, GO)
     assert got["text"] == "a.txt:1:hit 1\na.txt:3:HIT 2\n"
     assert (got["matches"], got["files"], got["searched"]) == (3, 2, 2)
@@ -186,7 +191,7 @@ def test_grep_windows_its_matches_and_counts_all_of_them(tmp_path: Path) -> None
     got = grep({**base, "path": str(tmp_path / "a.txt"), "pattern": "t ."}, GO)
     assert got["text"] == "a.txt:1:hit 1\n" and got["searched"] == 1
     got = grep({**base, "pattern": "t .", "literal": True}, GO)
-    assert got["matches"] == 0 and got["searched"] == 3
+    assert got["matches"] == 0 and got["searched"] == 4
     assert grep({**base, "path": str(tmp_path / "nope")}, GO) == {
         "path": str(tmp_path / "nope"),
         "missing": True,
@@ -198,6 +203,11 @@ def test_grep_windows_its_matches_and_counts_all_of_them(tmp_path: Path) -> None
     stopped = threading.Event()
     stopped.set()
     assert grep({**base}, stopped)["searched"] == 0
+    # A search already cancelled reads no line of a file either.
+    from toolfold.execenv._fileops import search_file
+
+    assert list(search_file(tmp_path / "a.txt", re.compile("hit"), stopped)) == []
+    assert list(search_file(tmp_path / "a.txt", re.compile("hit"))) == [(1, "hit 1")]
 
 
 def test_stat_and_the_one_line_errors(tmp_path: Path) -> None:
