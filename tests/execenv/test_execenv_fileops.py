@@ -263,3 +263,62 @@ async def test_run_file_op_runs_one_op_off_the_loop_with_its_path_rule(tmp_path:
     # Unset, it reads all, and the watch on it is gone once the call returns.
     got = await run_file_op("read_bytes", {**args, "max_bytes": 100}, asyncio.Event())
     assert base64.b64decode(got["data"]) == b"one\ntwo\n"
+
+
+def _config_error(make: Any, **kwargs: Any) -> str:
+    from toolfold.execenv import ExecConfigError
+
+    with pytest.raises(ExecConfigError) as info:
+        make(**kwargs)
+    return str(info.value)
+
+
+def test_output_limits_refuse_every_bad_value_in_one_line() -> None:
+    from toolfold.execenv import ShellOutputLimits
+
+    assert ShellOutputLimits(max_bytes=1, max_lines=1, retain="head").max_bytes == 1
+    assert ShellOutputLimits(max_bytes=2, max_lines=2, retain="head_tail").max_lines == 2
+    for name, default in (("max_bytes", 50 * 1024), ("max_lines", 2000)):
+        for bad in (0, True, 1.0, "3"):
+            assert _config_error(ShellOutputLimits, **{name: bad}) == (
+                f"ShellOutputLimits.{name} must be a positive int, got {bad!r}; "
+                f"use e.g. {name}={default}"
+            )
+    assert _config_error(ShellOutputLimits, retain="middle") == (
+        "ShellOutputLimits.retain must be 'head', 'tail' or 'head_tail', got 'middle'"
+    )
+    assert _config_error(ShellOutputLimits, head_share=1.0).startswith(
+        "ShellOutputLimits.head_share must be between 0 and 1"
+    )
+    for caps in ({"max_bytes": 1}, {"max_lines": 1}):
+        assert _config_error(ShellOutputLimits, retain="head_tail", **caps) == (
+            "ShellOutputLimits with retain='head_tail' needs max_bytes and max_lines of "
+            f"at least 2 (one for each part), got {caps.get('max_bytes', 50 * 1024)} and "
+            f"{caps.get('max_lines', 2000)}"
+        )
+
+
+def test_capture_options_refuse_every_bad_value_in_one_line() -> None:
+    from toolfold.execenv import CaptureOptions
+
+    ok = CaptureOptions(min_interval=0, target_rate=0.5, spill_high_water=1, max_spill=1)
+    assert (ok.min_interval, ok.spill_high_water, ok.max_spill) == (0, 1, 1)
+    assert _config_error(CaptureOptions, limits=None) == (
+        "CaptureOptions.limits must be a ShellOutputLimits, got None"
+    )
+    for bad in (-0.1, "1", None):
+        assert _config_error(CaptureOptions, min_interval=bad) == (
+            f"CaptureOptions.min_interval must be a number >= 0 (seconds), got {bad!r}"
+        )
+    for bad in (0, -1, "1"):
+        assert _config_error(CaptureOptions, target_rate=bad) == (
+            f"CaptureOptions.target_rate must be a number > 0 (bytes/second), got {bad!r}"
+        )
+    for bad in (0, True, 1.5):
+        assert _config_error(CaptureOptions, spill_high_water=bad) == (
+            f"CaptureOptions.spill_high_water must be a positive int (bytes), got {bad!r}"
+        )
+        assert _config_error(CaptureOptions, max_spill=bad) == (
+            f"CaptureOptions.max_spill must be a positive int (bytes), got {bad!r}; "
+            "the default is 1073741824 (1 GiB)"
+        )
