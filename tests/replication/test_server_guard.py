@@ -669,3 +669,28 @@ def test_host_and_origin_checks_at_their_edges() -> None:
         "'box.lan:80' is not a host name: give a bare name or address such as "
         "'box.lan', '192.168.1.5' or '[fe80::1]' (no scheme, port or path)"
     )
+
+
+def test_two_host_headers_are_refused_and_malformed_names_are_not_hosts() -> None:
+    sent, _ = _through_guard([HOST, (b"host", b"localhost"), BEARER])
+    assert _status(sent)[0] == 403 and _status(sent)[1].startswith("Host '' is not allowed")
+    for bad in ("[::1", "[10.0.0.1]", "zz::1", "1:2", "box.lan]"):
+        with pytest.raises(ValueError, match="is not a host name"):
+            allowed_hosts(bad)
+
+
+def test_a_config_refuses_what_it_cannot_enforce_in_one_line() -> None:
+    make = "make one with: python3 -c 'import secrets; print(secrets.token_urlsafe())'"
+    for token, said in (("", "got 0 characters; "), ("short", "got 5 characters with others; ")):
+        with pytest.raises(ValueError) as info:
+            GuardConfig(token=token)
+        assert str(info.value) == (
+            f"the server token must be 16-512 characters of A-Z a-z 0-9 . _ ~ + / = -, {said}{make}"
+        )
+    assert GuardConfig(token=TOKEN, max_body_bytes=1, max_json_depth=1).max_body_bytes == 1
+    for body, depth in ((0, 5), (5, 0)):
+        with pytest.raises(ValueError) as info:
+            GuardConfig(token=TOKEN, max_body_bytes=body, max_json_depth=depth)
+        assert str(info.value) == (
+            f"max_body_bytes and max_json_depth must be positive, got {body} and {depth}"
+        )
