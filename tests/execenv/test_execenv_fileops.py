@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from toolfold.execenv._fileops import FileOpError, grep, op_error_text, read_bytes, read_lines, stat
@@ -56,6 +56,8 @@ TEXT = st.text(alphabet=st.sampled_from("ab\n é€😀"), max_size=60)
 
 
 @given(TEXT, st.lists(st.integers(0, 60), max_size=6), st.integers(1, 40), st.integers(1, 8))
+@example("a\nb\nc\nd\n", [], 100, 3)  # several lines of one write, not all kept
+@example("a\nbb\nc", [1, 3], 100, 2)
 def test_the_head_window_of_any_chunking_is_the_rule_on_the_whole_text(
     text: str, cuts: list[int], max_bytes: int, max_lines: int
 ) -> None:
@@ -72,6 +74,8 @@ def test_the_head_window_of_any_chunking_is_the_rule_on_the_whole_text(
 
 
 @given(TEXT, st.integers(0, 60), st.integers(1, 40), st.integers(1, 8))
+@example("aaaaaaaaaa\nb\nc\n", 5, 4, 8)  # full inside the first line; two newlines left
+@example("aaaaaa\nb", 0, 3, 8)  # what is tallied starts with the first line's newline
 def test_tallying_the_rest_of_a_full_window_counts_it_as_writing_would(
     text: str, cut: int, max_bytes: int, max_lines: int
 ) -> None:
@@ -90,7 +94,7 @@ def test_tallying_the_rest_of_a_full_window_counts_it_as_writing_would(
 
 
 def test_tally_before_the_window_is_full_is_refused() -> None:
-    with pytest.raises(ValueError, match="tally\\(\\) counts what comes after a full window"):
+    with pytest.raises(ValueError, match=r"^tally\(\) counts what comes after a full window"):
         HeadWindow(10, 10).tally(b"x", 0)
 
 
@@ -322,3 +326,72 @@ def test_capture_options_refuse_every_bad_value_in_one_line() -> None:
             f"CaptureOptions.max_spill must be a positive int (bytes), got {bad!r}; "
             "the default is 1073741824 (1 GiB)"
         )
+
+
+def test_a_cut_inside_an_undecodable_byte_drops_it_whole() -> None:
+    # A file's undecodable bytes arrive as lone surrogates (surrogateescape), 3 bytes each.
+    window = HeadWindow(4, 10)
+    assert window.write("ab\udcffcd") == 2
+    assert window.result()["text"] == "ab" and window.result()["total_bytes"] == 7
+
+
+def test_read_at_most_reads_in_bounded_chunks_and_never_past_its_count() -> None:
+    import io
+
+    class Recording(io.BytesIO):
+        def __init__(self, data: bytes) -> None:
+            super().__init__(data)
+            self.asked: list[int | None] = []
+
+        def read(self, size: int | None = -1, /) -> bytes:
+            self.asked.append(size)
+            return super().read(size)
+
+    from toolfold.execenv._fileops import _read_at_most
+
+    f = Recording(b"x" * ((3 << 20) + 10))
+    n = (2 << 20) + 5
+    assert _read_at_most(f, n, GO) == b"x" * n
+    assert f.asked == [1 << 20, 1 << 20, 5]
+    f = Recording(b"x" * 10)
+    assert _read_at_most(f, 50, GO) == b"x" * 10 and f.asked == [50, 40]
+
+
+def test_read_bytes_of_a_file_of_unknown_size_reads_one_byte_past_the_cap() -> None:
+    # /proc files report size 0: the only size known is what was read, the cap plus one.
+    got = read_bytes({"path": "/proc/self/status", "max_bytes": 10}, GO)
+    assert got == {"path": "/proc/self/status", "too_big": True, "size": 11}
+
+
+def test_paths_resolve_against_cwd_else_the_process_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "f").write_text("x")
+    monkeypatch.chdir(tmp_path)
+    for cwd in (None, "", 7):
+        assert stat({"path": "f", "cwd": cwd}, GO)["path"] == str(tmp_path / "f")
+
+
+def test_grep_ignores_a_glob_that_is_not_a_string_and_stops_mid_tree_when_cancelled(
+    tmp_path: Path,
+) -> None:
+    from toolfold.execenv._fileops import READ_CHECK
+
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text("hit\n")
+    base = {"path": str(tmp_path), "pattern": "hit", "max_bytes": 99, "max_lines": 99}
+    got = grep({**base, "glob": 7}, GO)
+    assert got["path"] == str(tmp_path) and got["matches"] == 3
+    stop = threading.Event()
+
+    def cancel_at_b(path: Path) -> str | None:
+        if path.name == "b":
+            stop.set()  # a cancel arriving while the tree is searched
+        return None
+
+    token = READ_CHECK.set(cancel_at_b)
+    try:
+        got = grep(base, stop)
+    finally:
+        READ_CHECK.reset(token)
+    assert got["text"] == "a:1:hit\n" and got["searched"] == 2
