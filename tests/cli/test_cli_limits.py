@@ -87,3 +87,18 @@ def test_max_spill_and_lease_at_their_edges() -> None:
             f"--lease must be between {MIN_LEASE:g} and {MAX_LEASE:g} seconds, got {bad:g}; "
             f"the default is {DEFAULT_LEASE_TTL:g}"
         )
+
+
+def test_exit_status_of_a_negative_or_missing_exit_code() -> None:
+    from toolfold.cli._run import exit_status
+    from toolfold.harness import ToolResult
+
+    def result(outcome: str, details: dict[str, object]) -> ToolResult:
+        text = [{"type": "text", "text": ""}]
+        return ToolResult("c", "bash", text, details, is_error=outcome != "ok", outcome=outcome)  # type: ignore[arg-type]
+
+    # A negative code (a signal, as Python reports it) is not a status: 1, never 256 - n.
+    assert exit_status(result("error", {"exit_code": -9}), None) == 1
+    assert exit_status(result("ok", {}), None) == 0
+    assert exit_status(result("ok", {"exit_code": True}), None) == 0  # a bool is no code
+    assert exit_status(result("error", {"exit_code": 0}), None) == 0
