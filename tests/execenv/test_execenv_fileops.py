@@ -382,6 +382,13 @@ def test_grep_ignores_a_glob_that_is_not_a_string_and_stops_mid_tree_when_cancel
     base = {"path": str(tmp_path), "pattern": "hit", "max_bytes": 99, "max_lines": 99}
     got = grep({**base, "glob": 7}, GO)
     assert got["path"] == str(tmp_path) and got["matches"] == 3
+    assert grep({**base, "pattern": "hi+t"}, GO)["matches"] == 3  # repetition, case kept
+    token = READ_CHECK.set(lambda path: "hidden" if path.name == "a" else None)
+    try:
+        got = grep(base, GO)  # a hidden file is skipped, not the end of the search
+    finally:
+        READ_CHECK.reset(token)
+    assert got["text"] == "b:1:hit\nc:1:hit\n" and got["searched"] == 2
     stop = threading.Event()
 
     def cancel_at_b(path: Path) -> str | None:
