@@ -12,7 +12,7 @@ import itertools
 
 import mcp_types as types
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from toolfold.mcp._message_cap import Framer, Oversized, Unmatched, oversized, rejected, too_large
@@ -30,6 +30,7 @@ MESSAGES = st.lists(
     st.lists(st.integers(0, 7000), max_size=8),
     st.booleans(),
 )
+@example([bytes(range(97, 123)) * 31], b"\n", 700, [600], True)  # over the cap in its second read
 def test_the_framer_splits_any_chunking_and_drops_what_passes_the_cap(
     messages: list[bytes], sep: bytes, cap: int, cuts: list[int], terminated: bool
 ) -> None:
@@ -90,3 +91,8 @@ def test_a_dropped_message_that_names_no_request_of_ours_is_unmatched(
     got = rejected(head, tail, "dropped")
     assert isinstance(got, Unmatched)
     assert str(got) == "dropped" and got.reply is reply
+
+
+def test_a_framer_fed_nothing_has_no_leftover() -> None:
+    assert Framer(10).leftover() is None
+    assert Framer(10, b"\r\n").leftover() is None
