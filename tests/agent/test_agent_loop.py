@@ -22,6 +22,7 @@ from toolfold.harness import (
     MessageUpdate,
     ToolContext,
     ToolLoop,
+    ToolStart,
     tool,
 )
 from toolfold.output import ToolOutput
@@ -139,14 +140,14 @@ async def test_a_model_endpoint_that_is_down_says_nothing_was_received(tmp_path:
         await run_agent("q", client=down, model="m", loop=make_loop(tmp_path), session=session)
     message = str(caught.value)
     assert message.startswith("no reply from the model on turn 1 (APIConnectionError: ")
-    assert message.endswith(
-        "nothing was received: check the endpoint's address and that it runs"
-    )
+    assert message.endswith("nothing was received: check the endpoint's address and that it runs")
     assert "partial message was kept" not in message
 
 
 async def test_an_endless_tool_loop_stops_at_max_turns(tmp_path: Path) -> None:
     loop = make_loop(tmp_path)
+    started: list[str] = []
+    loop.bus.add_listener(lambda e: started.append(e.turn_id) if isinstance(e, ToolStart) else None)
     forever = tool_chunks([("c", "bash", {"command": "true"})])
     async with ScriptedServer([forever], repeat_last=True) as server:
         result = await run_agent(
@@ -154,6 +155,10 @@ async def test_an_endless_tool_loop_stops_at_max_turns(tmp_path: Path) -> None:
         )
     assert result.stop == "max_turns" and result.turns == 3
     assert len(server.requests) == 3 and len(loop.results) == 3
+    # Each turn's calls run under that turn's id; every request offers the loop's tools.
+    assert started == ["turn-1", "turn-2", "turn-3"]
+    offered = [{"type": "function", "function": d} for d in loop.definitions()]
+    assert all(r["tools"] == offered for r in server.requests)
 
 
 async def test_terminate_ends_the_run(tmp_path: Path) -> None:
