@@ -28,22 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import inspect
 import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
 
+from ._background_entry import BackgroundInfo, BackgroundRead, Ended, Entry, Process, write_all
 from ._errors import BackgroundLimitError, ExecConfigError, ExecError, HandleError
-from ._headtail import capture_for
 from ._ledger import start_time, write_ledger
 from ._limits import ShellOutputLimits
-from ._output_view import ShellOutputTruncation, ShellOutputView
-from ._session import CaptureSession, UpdateConsumer
+from ._session import UpdateConsumer
 from ._updates import Replace
 
 DEFAULT_MAX_RUNNING = 8
@@ -54,158 +50,6 @@ MAX_WRITE = 64 * 1024
 """Bytes one ``write`` may send: input is typed, not streamed."""
 SIGNALS = ("INT", "TERM", "HUP", "QUIT", "KILL", "USR1", "USR2", "CONT", "STOP", "WINCH")
 """Signals ``signal`` sends (by name, without ``SIG``)."""
-
-Ended = Literal["exited", "signal", "stopped", "timeout", "idle", "closed"]
-"""Why a command is no longer running: it exited; a signal ended it; or we stopped it
-(``stop``, its ``timeout``, ``idle_timeout``, the environment closing)."""
-
-
-class Process(Protocol):
-    """A started command, as ``_local`` gives it to the registry."""
-
-    pid: int
-    exec_id: str
-    """The command's ``TOOLFOLD_EXEC_ID`` marker (see ``_reaper``)."""
-    session: CaptureSession
-    stdin: int | None
-    """Non-blocking fd writing to the command's stdin (a pipe or the pty master)."""
-    tty: int | None
-    """The pty master, when the command runs on a pseudo-terminal."""
-
-    async def finished(self) -> bool:
-        """Wait for the shell to exit; True when its output also closed (else leftovers
-        still hold it, after the exit grace)."""
-        ...
-
-    async def teardown(self, kill: bool) -> ShellOutputView:
-        """Kill the command's processes (``kill``) or reap what it left, close its pipes,
-        finish its session; the final view."""
-        ...
-
-    def returncode(self) -> int | None:
-        """The shell's exit status (negative: a signal), None while running."""
-        ...
-
-    def drain(self) -> None:
-        """Read what its pipes already hold."""
-        ...
-
-    def send_signal(self, sig: signal.Signals) -> None:
-        """Signal the command's processes (its process group; in a sandbox, the processes
-        inside it, not bwrap)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackgroundRead:
-    """What a background command printed since the previous read, and its state.
-
-    ``text`` is the bounded window (the command's limits and retain mode) of the raw
-    bytes ``offset`` .. ``offset + truncation.total_bytes`` of its output; ``truncation``
-    counts exactly those bytes and lines. ``total_bytes`` / ``total_lines`` count the
-    whole output so far. ``spill_path`` holds the raw stream once the output went past
-    the cap (so a truncated read can be read whole from it at ``offset``).
-    ``exit_code`` is set once it exited by itself; ``ended`` says why it is no longer
-    running. ``written``: bytes given to its stdin by this call.
-    """
-
-    handle: str
-    command: str
-    running: bool
-    text: str
-    truncation: ShellOutputTruncation
-    offset: int
-    total_bytes: int
-    total_lines: int
-    spill_path: str | None = None
-    spill_note: str | None = None
-    exit_code: int | None = None
-    ended: Ended | None = None
-    written: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BackgroundInfo:
-    """One command of ``commands()``."""
-
-    handle: str
-    command: str
-    pid: int
-    running: bool
-    tty: bool
-    started: float
-    """Wall-clock time (``time.time()``) it was started."""
-    total_bytes: int
-    unread_bytes: int
-    idle: float
-    """Seconds since the last read, write or signal."""
-    exit_code: int | None = None
-    ended: Ended | None = None
-
-
-class _Entry:
-    def __init__(
-        self,
-        handle: str,
-        command: str,
-        proc: Process,
-        limits: ShellOutputLimits,
-        started: float,
-    ) -> None:
-        self.handle = handle
-        self.command = command
-        self.proc = proc
-        self.limits = limits
-        self.started = started
-        self.segment = capture_for(limits)
-        self.offset = proc.session.capture.total_bytes
-        self.changed = asyncio.Event()
-        self.done = asyncio.Event()
-        self.stop_reason: Ended | None = None
-        self.stop_requested = asyncio.Event()
-        self.ended: Ended | None = None
-        self.exit_code: int | None = None
-        self.last_touch = time.monotonic()
-        self.watcher: asyncio.Task[None] | None = None
-        self.idle_timer: asyncio.TimerHandle | None = None
-        self.waiters = 0
-        self.tag: str | None = None
-
-    def feed(self, data: bytes) -> None:
-        self.segment.feed(data)
-        self.changed.set()
-
-    @property
-    def running(self) -> bool:
-        return not self.done.is_set()
-
-    def take(self, written: int | None = None) -> BackgroundRead:
-        """The new output since the last take, and restart the segment."""
-        if not self.running:
-            self.segment.close()
-        snap = self.segment.snapshot()
-        session = self.proc.session
-        capture = session.capture
-        meta = session.view().metadata
-        read = BackgroundRead(
-            handle=self.handle,
-            command=self.command,
-            running=self.running,
-            text=snap.text,
-            truncation=snap.truncation,
-            offset=self.offset,
-            total_bytes=capture.total_bytes,
-            total_lines=capture.total_lines,
-            spill_path=meta.spill_path,
-            spill_note=meta.spill_note,
-            exit_code=self.exit_code,
-            ended=self.ended,
-            written=written,
-        )
-        self.offset = capture.total_bytes
-        self.segment = capture_for(self.limits)
-        return read
-
 
 class BackgroundCommands:
     """The commands of one environment that outlived their call (see the module doc)."""
@@ -235,7 +79,7 @@ class BackgroundCommands:
         # Where the running commands are listed, so that a process that dies with
         # kill -9 can have them stopped later (``_ledger``); None: nowhere.
         self._ledger = ledger
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, Entry] = {}
         self._slots = 0  # commands that may yield and have not ended: started or adopted
         self._next = 1
         self._closed = False
@@ -276,7 +120,7 @@ class BackgroundCommands:
         """
         handle = f"bg-{self._next}"
         self._next += 1
-        entry = _Entry(handle, command, proc, limits, time.time())
+        entry = Entry(handle, command, proc, limits, time.time())
         proc.session.tap = entry.feed
         proc.session.redirect(None)  # the call that started it has settled
         self._entries[handle] = entry
@@ -309,7 +153,7 @@ class BackgroundCommands:
 
     # -- the lifetime of one command --------------------------------------------------
 
-    async def _watch(self, entry: _Entry, timeout: float | None) -> None:
+    async def _watch(self, entry: Entry, timeout: float | None) -> None:
         finished = asyncio.ensure_future(entry.proc.finished())
         stop = asyncio.ensure_future(entry.stop_requested.wait())
         try:
@@ -335,7 +179,7 @@ class BackgroundCommands:
                     fut.cancel()
             self._ended(entry)
 
-    def _ended(self, entry: _Entry) -> None:
+    def _ended(self, entry: Entry) -> None:
         if entry.ended is None:  # pragma: no cover - the watcher itself was cancelled
             entry.ended = entry.stop_reason or "stopped"
         if entry.idle_timer is not None:
@@ -350,7 +194,7 @@ class BackgroundCommands:
         entry.changed.set()
         self._save_ledger()
 
-    def _touch(self, entry: _Entry) -> None:
+    def _touch(self, entry: Entry) -> None:
         entry.last_touch = time.monotonic()
         if self.idle_timeout is None or not entry.running:
             return
@@ -360,14 +204,14 @@ class BackgroundCommands:
             self.idle_timeout, self._idle, entry
         )
 
-    def _idle(self, entry: _Entry) -> None:
+    def _idle(self, entry: Entry) -> None:
         if entry.running and entry.stop_reason is None and not entry.waiters:
             entry.stop_reason = "idle"
             entry.stop_requested.set()
 
     # -- operations ---------------------------------------------------------------------
 
-    def _get(self, handle: str) -> _Entry:
+    def _get(self, handle: str) -> Entry:
         entry = self._entries.get(handle) if isinstance(handle, str) else None
         if entry is None:
             known = ", ".join(self._entries) or "none"
@@ -377,7 +221,7 @@ class BackgroundCommands:
             )
         return entry
 
-    def _finish_read(self, entry: _Entry, written: int | None = None) -> BackgroundRead:
+    def _finish_read(self, entry: Entry, written: int | None = None) -> BackgroundRead:
         if entry.running:
             entry.proc.drain()
         read = entry.take(written)
@@ -386,7 +230,7 @@ class BackgroundCommands:
             self._entries.pop(entry.handle, None)
         return read
 
-    async def _wait(self, entry: _Entry, wait: float, until: str | None) -> None:
+    async def _wait(self, entry: Entry, wait: float, until: str | None) -> None:
         """Wait up to ``wait`` seconds, less when the command ends or ``until`` appears in
         its new output."""
         loop = asyncio.get_running_loop()
@@ -454,7 +298,7 @@ class BackgroundCommands:
         deadline = loop.time() + max(wait, 1.0)
         if eof and entry.proc.tty is not None:
             raw += b"\x04"  # VEOF: the line discipline ends the read, as Ctrl-D does
-        written = await _write_all(fd, raw, deadline)
+        written = await write_all(fd, raw, deadline)
         if eof and entry.proc.tty is None and written == len(raw):
             entry.proc.stdin = None
             os.close(fd)
@@ -489,7 +333,7 @@ class BackgroundCommands:
         await self._stop(entry, "stopped")
         return self._finish_read(entry)
 
-    async def _stop(self, entry: _Entry, reason: Ended) -> None:
+    async def _stop(self, entry: Entry, reason: Ended) -> None:
         if entry.running:
             if entry.stop_reason is None:
                 entry.stop_reason = reason
@@ -545,7 +389,7 @@ class BackgroundCommands:
 
         return run
 
-    def _info(self, e: _Entry, now: float) -> BackgroundInfo:
+    def _info(self, e: Entry, now: float) -> BackgroundInfo:
         return BackgroundInfo(
             handle=e.handle,
             command=e.command,
@@ -585,39 +429,6 @@ def _check_wait(wait: float, until: str | None) -> None:
         raise ExecConfigError(f"wait must be a number of seconds from 0 to 3600, got {wait!r}")
     if until is not None and (not isinstance(until, str) or not until):
         raise ExecConfigError(f"until must be a non-empty string or None, got {until!r}")
-
-
-def _set_ready(ready: asyncio.Future[None]) -> None:
-    if not ready.done():
-        ready.set_result(None)
-
-
-async def _write_all(fd: int, data: bytes, deadline: float) -> int:
-    """Write ``data`` to non-blocking ``fd`` as the reader takes it, until ``deadline``;
-    how many bytes went."""
-    loop = asyncio.get_running_loop()
-    done = 0
-    while done < len(data):
-        try:
-            done += os.write(fd, data[done:])
-            continue
-        except BlockingIOError:
-            pass
-        except OSError as exc:
-            if exc.errno in (errno.EPIPE, errno.EIO, errno.EBADF):
-                break  # the command closed its input, or exited
-            raise
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        ready: asyncio.Future[None] = loop.create_future()
-        loop.add_writer(fd, _set_ready, ready)
-        try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ready, remaining)
-        finally:
-            loop.remove_writer(fd)
-    return done
 
 
 __all__ = [
