@@ -402,3 +402,31 @@ def test_grep_ignores_a_glob_that_is_not_a_string_and_stops_mid_tree_when_cancel
     finally:
         READ_CHECK.reset(token)
     assert got["text"] == "a:1:hit\n" and got["searched"] == 2
+
+
+async def test_setting_cancel_while_the_worker_runs_stops_it_at_its_next_read(
+    tmp_path: Path,
+) -> None:
+    from toolfold.execenv._fileops import run_file_op
+
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_text("hit\n")
+    in_worker, release = threading.Event(), threading.Event()
+
+    def hold_at_a(path: Path) -> str | None:
+        if path.name == "a":
+            in_worker.set()
+            release.wait()  # the worker stays on file "a" until the cancel went through
+        return None
+
+    cancel = asyncio.Event()
+    args = {"path": str(tmp_path), "pattern": "hit", "max_bytes": 99, "max_lines": 99}
+    call = asyncio.ensure_future(run_file_op("grep", args, cancel, check=hold_at_a))
+    await asyncio.to_thread(in_worker.wait)
+    # Waiters of an asyncio.Event wake in the order they began to wait, and a task's done
+    # callbacks run in order: run_file_op's watch passes the cancel on before ours releases.
+    mine = asyncio.ensure_future(cancel.wait())
+    mine.add_done_callback(lambda _: release.set())
+    cancel.set()
+    got = await call
+    assert (got["searched"], got["matches"]) == (1, 0)  # not even "a" was read on
