@@ -200,6 +200,34 @@ async def test_an_upstream_exit_status_and_stderr_reach_every_pending_call(
     assert len(pids.read_text().split()) == 2  # restarted for the next call
 
 
+async def test_an_upstream_that_exits_while_its_child_holds_its_stdout_fails_its_call(
+    tmp_path: Path,
+) -> None:
+    # npx's case: the upstream dies, but a process it started keeps its stdout open, so
+    # the pipe never reaches end of file. The pending call must still learn that the
+    # upstream exited (not wait on the pipe for ever), and the next call restarts it.
+    pids, holder = tmp_path / "upstream.pids", tmp_path / "holder.pid"
+    server = Path(__file__).with_name("exiting_upstream.py")
+    script = f"sleep 600 & echo $! >> {holder}; exec {sys.executable} {server}"
+    params = proxy(tmp_path, "/bin/sh", "-c", script)
+    params = params.model_copy(update={"env": {**(params.env or {}), "UPSTREAM_PIDS": str(pids)}})
+    try:
+        with anyio.fail_after(120):
+            async with session_on(params, tmp_path / "proxy.err") as client:
+                died = await client.call_tool("exit", {})
+                again = await client.call_tool("echo", {"after": "the exit"})
+        message = text_of(died)
+        assert died.is_error, message
+        assert "exited with status 3" in message, message
+        assert "its stderr ended with: fatal: the disk is on fire" in message
+        assert not again.is_error and "the exit" in text_of(again)
+        assert len(pids.read_text().split()) == 2  # restarted for the next call
+    finally:
+        for pid in holder.read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
 async def test_an_upstream_message_over_the_cap_is_an_error_and_never_buffered(
     tmp_path: Path, git_server: Path, big_repo: Path
 ) -> None:

@@ -12,6 +12,7 @@ once, and the connection serves on.
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -134,6 +135,27 @@ class Exit:
         return f"was killed by signal {-code}{name}"
 
 
+QUIET = 0.1
+"""Seconds a read of an exited upstream's stdout waits for more before it ends."""
+
+
+class _ExitWatch:
+    """Ends the reading of an upstream that exited while a process it started holds
+    its stdout open (npx's children can, for ever): without it the proxy would wait on
+    that stdout, and every pending call with it, instead of saying the upstream exited."""
+
+    def __init__(self) -> None:
+        self.exited = False
+        self.waiting: anyio.CancelScope | None = None
+
+    async def run(self, process: Process) -> None:
+        await process.wait()
+        await anyio.sleep(EXIT_WAIT)  # what it wrote before exiting is read meanwhile
+        self.exited = True
+        if self.waiting is not None:
+            self.waiting.cancel()
+
+
 async def _read(
     process: Process,
     out: MemoryObjectSendStream[SessionMessage | Exception],
@@ -142,6 +164,7 @@ async def _read(
     ended: Exit,
     ledger: Ledger,
     gate: Gate | None,
+    watch: _ExitWatch,
 ) -> None:
     assert process.stdout is not None
     framer = Framer(cap)
@@ -153,7 +176,16 @@ async def _read(
                 await ledger.room()
                 if gate is not None:
                     await gate()
-                lines = framer.feed(await process.stdout.receive())
+                # Once the upstream exited (and its stdout had EXIT_WAIT to drain), a
+                # read that finds nothing within QUIET is the end of the stream.
+                quiet = anyio.current_time() + QUIET if watch.exited else math.inf
+                with anyio.CancelScope(deadline=quiet) as waiting:
+                    watch.waiting = waiting
+                    chunk = await process.stdout.receive()
+                watch.waiting = None
+                if waiting.cancelled_caught:
+                    break
+                lines = framer.feed(chunk)
                 lines.reverse()
                 while lines:
                     line = lines.pop()  # each line is let go of once parsed
@@ -214,8 +246,10 @@ async def capped_stdio_client(
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
     ledger = Ledger()
+    watch = _ExitWatch()
     async with anyio.create_task_group() as group:
-        group.start_soon(_read, process, read_in, cap, who, ended or Exit(), ledger, gate)
+        group.start_soon(_read, process, read_in, cap, who, ended or Exit(), ledger, gate, watch)
+        group.start_soon(watch.run, process)
         group.start_soon(_write, process, write_out, ledger)
         try:
             yield read_out, write_in
