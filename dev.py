@@ -6,7 +6,8 @@ needs (re-installing only when pyproject.toml changed), then runs:
 
     demo   the main job on the embedded default store (SQLite): `toolfold demo`
     run    `toolfold ARGS...` inside the virtualenv (e.g. `python3 dev.py run run -- make`)
-    test   every check CI runs: ruff, mypy --strict, the import-layering contracts, pytest
+    test   every check CI runs: ruff (lint and format), mypy --strict, the import-layering
+           contracts, pytest
            (`test --random`: hypothesis draws new examples instead of CI's fixed ones)
     mutate the mutation run on the modules where a bug corrupts data or breaks a bound
            (mutmut; slow, not part of CI): prints the score per module for docs/TESTING.md
@@ -161,6 +162,10 @@ def test(pytest_args: list[str]) -> int:
     failures: list[str] = []
     checks = [
         ("ruff", [str(BIN / "ruff"), "check", "src", "tests", "benchmarks", "dev.py"]),
+        (
+            "ruff format",
+            [str(BIN / "ruff"), "format", "--check", "src", "tests", "benchmarks", "dev.py"],
+        ),
         ("mypy --strict", [str(BIN / "mypy")]),
         ("import layering", [str(BIN / "lint-imports")]),
     ]

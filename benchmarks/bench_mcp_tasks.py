@@ -149,7 +149,9 @@ def main() -> None:
         print(f"| {name} | {p50 * 1000:.1f} ms | {p99 * 1000:.1f} ms |")
     handle = out["tools/call to task handle"][0] / out["plain tools/call of true"][0]
     get = out["tasks/get while working"][0] / out["tools/list"][0]
-    print(f"\nhandle / plain true call (p50): {handle:.2f}x; tasks/get / tools/list (p50): {get:.2f}x")
+    print(
+        f"\nhandle / plain true call (p50): {handle:.2f}x; tasks/get / tools/list (p50): {get:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -161,11 +161,7 @@ async def _spill_of_last_call(spec: StoreSpec, session_name: str) -> Path | None
     async with open_store(spec, create=False) as repo:
         session = await open_existing_session(repo, spec, session_name)
         calls = await list_calls(session)
-        text = (
-            output_text(calls[-1].message)
-            if calls and calls[-1].message
-            else ""
-        )
+        text = output_text(calls[-1].message) if calls and calls[-1].message else ""
     found = re.search(r"Full output: (\S+)\]", text)
     return Path(found.group(1)) if found else None
 

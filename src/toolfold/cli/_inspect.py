@@ -252,7 +252,9 @@ async def resume_command(spec: StoreSpec, session_name: str) -> int:
         # Tools re-run for an agent run are confined as its model's commands were; a
         # `run` session's command was the user's own.
         sandbox = (
-            recorded_sandbox(agent_run).build(hidden=store_paths(spec)) if agent_run is not None else None
+            recorded_sandbox(agent_run).build(hidden=store_paths(spec))
+            if agent_run is not None
+            else None
         )
         harness = Harness(
             cli_tools(),

@@ -51,6 +51,7 @@ MAX_WRITE = 64 * 1024
 SIGNALS = ("INT", "TERM", "HUP", "QUIT", "KILL", "USR1", "USR2", "CONT", "STOP", "WINCH")
 """Signals ``signal`` sends (by name, without ``SIG``)."""
 
+
 class BackgroundCommands:
     """The commands of one environment that outlived their call (see the module doc)."""
 

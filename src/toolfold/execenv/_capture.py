@@ -63,9 +63,7 @@ _MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
 # 0xC2 leads every C1 control (U+0080-U+009F); it also leads U+00A0-U+00BF, and 0xE2
 # leads the bidirectional controls (U+202A-U+202E, U+2066-U+2069) and other common
 # punctuation: those only cost their reads the regex pass.
-_CONTROL_BYTES = bytes(
-    [*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2, 0xE2]
-)
+_CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2, 0xE2])
 # Everything of a line up to its last \r that is followed by visible text.
 _CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
 

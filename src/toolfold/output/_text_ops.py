@@ -11,7 +11,15 @@ from toolfold.chord import Op, track, utf16_len
 from ._state import Truncation
 from ._textwindow import TextDelta
 
-__all__ = ["MARKER_PATH", "MAX_FOOTER_CHARS", "TAIL_PATH", "TEXT_PATH", "slot_ops", "split_footer", "string_ops"]
+__all__ = [
+    "MARKER_PATH",
+    "MAX_FOOTER_CHARS",
+    "TAIL_PATH",
+    "TEXT_PATH",
+    "slot_ops",
+    "split_footer",
+    "string_ops",
+]
 
 MAX_FOOTER_CHARS = 4096
 """Longest footer a tool may set (it sits outside the window)."""

@@ -44,6 +44,7 @@ class WindowLimits(Protocol):
     @property
     def max_lines(self) -> int: ...
 
+
 TextDelta = tuple[Literal["t"], int] | tuple[Literal["a", "s"], str]
 """One change to the text replicas hold: drop UTF-16 units, append, or set."""
 

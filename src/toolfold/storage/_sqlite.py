@@ -63,6 +63,7 @@ __all__ = ["SqliteRepository", "SqliteSession"]
 
 T = TypeVar("T")
 
+
 class SqliteRepository(Repository):
     """Sessions stored in one SQLite database file (``sqlite:PATH``).
 
