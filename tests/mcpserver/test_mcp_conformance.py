@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_helpers import HTTP_TOKEN, clean_env, free_port, http_server, poll
+from mcp_helpers import HTTP_TOKEN, TOOLFOLD, clean_env, free_port, http_server, poll, store_url
 
 HERE = Path(__file__).parent
 DOC = (HERE.parents[1] / "docs" / "mcp.md").read_text()
@@ -37,6 +38,12 @@ TASK_SCENARIOS = (
     "tasks-required-task-error",
     "tasks-mrtr-composition",
 )
+TASKS = ("--task-after", "0", "--task-after", "greet=never", "--task-after", "failing_job=required")
+"""Every call of a client that negotiated tasks is a task, except greet, which the
+suite calls as a tool that answers at once; failing_job requires a task."""
+RESTART_SCENARIOS = ("tasks-capability-negotiation", "tasks-wire-fields")
+"""The tasks scenarios that pass with the server killed after each task it creates
+(docs/mcp.md, "Conformance", says why the others are not here)."""
 
 
 def documented() -> dict[str, str]:
@@ -137,18 +144,8 @@ def test_the_protocol_scenarios_pass_or_the_docs_say_why(
 def test_the_tasks_scenarios_pass_or_the_docs_say_why(
     tmp_path: Path, conformance_next: tuple[Path, Path]
 ) -> None:
-    # Every call of a client that negotiated tasks is a task, except greet, which the
-    # suite calls as a tool that answers at once; failing_job requires a task.
-    tasks = (
-        "--task-after",
-        "0",
-        "--task-after",
-        "greet=never",
-        "--task-after",
-        "failing_job=required",
-    )
     logs = []
-    with forwarded(tmp_path, *TOOLS, *tasks) as url:
+    with forwarded(tmp_path, *TOOLS, *TASKS) as url:
         for scenario in TASK_SCENARIOS:
             logs.append(run_suite(conformance_next, url, tmp_path / "out", "--scenario", scenario))
     found = outcomes(tmp_path / "out")
@@ -156,3 +153,72 @@ def test_the_tasks_scenarios_pass_or_the_docs_say_why(
     check_against_docs(found, "\n".join(logs))
     assert found["tasks-wire-fields"] <= {"SUCCESS", "INFO"}
     assert found["tasks-capability-negotiation"] <= {"SUCCESS", "INFO"}
+
+
+@contextlib.contextmanager
+def restarting(tmp_path: Path, *args: str) -> Iterator[str]:
+    """A ``toolfold mcp --http ARGS`` behind ``restart_forwarder.py``, which kills it
+    with SIGKILL after each task it creates and starts it again on the same port,
+    store, session and token; the forwarder's URL."""
+    port, upstream = free_port(), free_port()
+    server = [
+        *TOOLFOLD,
+        "mcp",
+        "--http",
+        "--port",
+        str(upstream),
+        "--store",
+        store_url(tmp_path),
+        "--session",
+        "h1",
+        *args,
+    ]
+    with open(tmp_path / "forwarder.err", "w") as err:
+        forwarder = subprocess.Popen(
+            [sys.executable, str(HERE / "restart_forwarder.py"), str(port), str(tmp_path), *server],
+            cwd=tmp_path,
+            env=clean_env() | {"TOOLFOLD_TOKEN": HTTP_TOKEN},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+
+        def listening() -> bool:  # the forwarder listens once its server does
+            assert forwarder.poll() is None, (tmp_path / "forwarder.err").read_text()
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        poll(listening, "the forwarder and its server to listen", tries=2400)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        forwarder.terminate()  # it kills its server as it exits
+        try:
+            forwarder.wait(timeout=60)
+        finally:
+            forwarder.kill()
+            forwarder.wait()
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError, ValueError):
+                os.killpg(int((tmp_path / "server.pid").read_text()), signal.SIGKILL)
+
+
+def test_tasks_scenarios_pass_with_a_kill_9_between_creating_a_task_and_getting_it(
+    tmp_path: Path, conformance_next: tuple[Path, Path]
+) -> None:
+    # Each scenario against its own server, killed right after each answer that
+    # created a task has been relayed, and started again on the same store and
+    # --session before the client's next request (its tasks/get) is passed on.
+    logs, restarts = [], {}
+    for scenario in RESTART_SCENARIOS:
+        here = tmp_path / scenario
+        here.mkdir()
+        with restarting(here, *TOOLS, *TASKS) as url:
+            logs.append(run_suite(conformance_next, url, tmp_path / "out", "--scenario", scenario))
+        done = here / "restarts"  # a line per restart
+        restarts[scenario] = len(done.read_text().splitlines()) if done.exists() else 0
+    log = "\n".join(logs) + f"\nrestarts per scenario: {restarts}"
+    found = outcomes(tmp_path / "out")
+    assert set(found) == set(RESTART_SCENARIOS), log
+    for scenario, statuses in found.items():
+        assert statuses <= {"SUCCESS", "INFO"}, scenario + "\n" + log
+        assert restarts[scenario] >= 1, scenario + "\n" + log
