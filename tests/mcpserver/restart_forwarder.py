@@ -2,12 +2,12 @@
 
 It starts the server itself (``SERVER...``, a ``toolfold mcp --http`` on
 UPSTREAM_PORT, in its own process group) and forwards to it with the bearer token
-added. When it has relayed the answer to a ``tools/call`` that created a task
-(``resultType: "task"``), it kills the server's process group with SIGKILL, starts
-the same command again (same port, store, ``--session`` and token) and waits until
-the new server listens. Requests that arrive meanwhile wait for it: the client's
-next ``tasks/get`` reaches the new server, as it would behind a supervisor that
-restarts a crashed service on its port.
+added. Once it has relayed the answer to a ``tools/call`` that created a task
+(``resultType: "task"``), the next request first kills the server's process group
+with SIGKILL, starts the same command again (same port, store, ``--session`` and
+token) and waits until the new server listens; then it is passed on: the client's next
+``tasks/get`` reaches the new server, as it would behind a supervisor that restarts
+a crashed service on its port.
 
 Each restart appends the task's id to ``DIR/restarts``; the servers' stderr goes to
 ``DIR/server.err`` and the running server's pid to ``DIR/server.pid``.
@@ -53,7 +53,8 @@ class Backend:
         self.port = port
         self.logs = logs
         self.proc: asyncio.subprocess.Process | None = None
-        self.ready = asyncio.Event()
+        self.pending: str | None = None  # the task whose creation asks for a restart
+        self.lock = asyncio.Lock()
         self.client = httpx.AsyncClient(timeout=None)
         self._stderr: asyncio.Task[None] | None = None
 
@@ -81,7 +82,6 @@ class Backend:
             if line.startswith(LISTENING):
                 break
         self._stderr = asyncio.ensure_future(self._copy(proc.stderr, err))
-        self.ready.set()
 
     @staticmethod
     async def _copy(stream: asyncio.StreamReader, err: BinaryIO) -> None:
@@ -99,6 +99,13 @@ class Backend:
         await self.proc.wait()
         if self._stderr is not None:
             await self._stderr
+
+    async def settle(self) -> None:
+        """Restart the server if a task was created since the last request."""
+        async with self.lock:
+            if self.pending is not None:
+                await self.restart(self.pending)
+                self.pending = None
 
     async def restart(self, task_id: str) -> None:
         await self.kill()
@@ -125,7 +132,7 @@ def restarting_forwarder(backend: Backend, token: str, listen: int) -> uvicorn.S
         body = await request_body(receive)
         if body is None:
             return
-        await backend.ready.wait()
+        await backend.settle()  # before the request after a task's creation
         client = backend.client
         request = upstream_request(client, scope, body, backend.port, token)
         response = await client.send(request, stream=True)
@@ -140,11 +147,9 @@ def restarting_forwarder(backend: Backend, token: str, listen: int) -> uvicorn.S
             await response.aclose()
         created = CREATED_TASK.search(answer) and TASK_ID.search(answer)
         if created:
-            backend.ready.clear()  # before the client can read the task and ask for it
+            backend.pending = created.group(1).decode()
         await start_response(send, response)
         await send({"type": "http.response.body", "body": answer})
-        if created:
-            await backend.restart(created.group(1).decode())
 
     config = uvicorn.Config(app, host="127.0.0.1", port=listen, log_level="warning", lifespan="off")
     return uvicorn.Server(config)
