@@ -168,3 +168,67 @@ async def test_terminate_ends_the_run(tmp_path: Path) -> None:
     ) as server:
         result = await run_agent("q", client=client(server), model="scripted", loop=loop)
     assert result.stop == "terminate" and len(server.requests) == 1
+
+
+async def test_the_request_and_the_kept_message_hold_what_the_model_was_given_and_sent(
+    tmp_path: Path,
+) -> None:
+    # A call streamed without argument text goes back to the model as "{}" (the API wants
+    # a JSON object there); reasoning is kept as thinking; the usage as the server sent it.
+    session = await MemoryRepository().open_session("s", create=True)
+    loop = make_loop(tmp_path, session=session)
+    call = {"index": 0, "id": "c1", "type": "function", "function": {"name": "finish"}}
+    turn = [
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "let me see"}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}},
+    ]
+    async with ScriptedServer([turn]) as server:
+        result = await run_agent(
+            "q",
+            client=client(server),
+            model="scripted",
+            loop=loop,
+            session=session,
+            system="Be brief.",
+        )
+    assert result.stop == "terminate"
+    offered = [{"type": "function", "function": d} for d in loop.definitions()]
+    assert server.requests == [
+        {
+            "model": "scripted",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "q"},
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "tools": offered,
+        }
+    ]
+    assistant = result.messages[2]
+    assert assistant == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "finish", "arguments": "{}"}}
+        ],
+    }
+    [entry] = [e.value for e in await session.read_entries() if e.value["role"] == "assistant"]
+    assert entry["content"][0] == {"type": "thinking", "thinking": "let me see"}
+    assert entry["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    assert result.model_usage == entry["usage"]
+
+
+async def test_a_loop_without_tools_offers_none_and_partial_usage_adds_what_was_sent(
+    tmp_path: Path,
+) -> None:
+    context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+    loop = ToolLoop([], context=context)
+    answer = [*text_chunks("Hi.")[:-1], {"choices": [], "usage": {"prompt_tokens": 4}}]
+    async with ScriptedServer([answer]) as server:
+        result = await run_agent("q", client=client(server), model="scripted", loop=loop)
+    assert result.answer == "Hi." and "tools" not in server.requests[0]
+    assert server.requests[0]["messages"] == [{"role": "user", "content": "q"}]
+    assert result.model_usage == {"prompt_tokens": 4}

@@ -116,3 +116,50 @@ async def test_a_broken_stream_fails_its_chat_span_and_the_agent_span(
     assert dict(duration.attributes or {})["error.type"] == error
     [run] = points(metrics, "gen_ai.invoke_agent.duration")
     assert dict(run.attributes or {})["error.type"] == "AgentError"
+
+
+async def test_a_turn_reports_the_first_chunks_response_id_and_model_and_only_the_usage_sent(
+    spans: InMemorySpanExporter, metrics: InMemoryMetricReader, tmp_path: Path
+) -> None:
+    # The server names the model that answered (it may differ from the one asked for);
+    # a later chunk's id or model does not replace the first's; a usage without
+    # completion_tokens reports no output tokens rather than a made-up count.
+    answer = text_chunks("Done.")
+    answer[0] = {**answer[0], "id": "resp-1", "model": "served-model"}
+    answer[1] = {**answer[1], "id": "resp-2", "model": "other-model"}
+    answer[-1] = {"choices": [], "usage": {"prompt_tokens": 4}}
+    loop = make_loop(tmp_path)
+    async with ScriptedServer([answer]) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        await run_agent("q", client=client, model="scripted", loop=loop)
+    [turn] = named(spans, "chat scripted")
+    attrs = dict(turn.attributes or {})
+    assert attrs["gen_ai.response.id"] == "resp-1"
+    assert attrs["gen_ai.response.model"] == "served-model"
+    assert attrs["gen_ai.usage.input_tokens"] == 4
+    assert "gen_ai.usage.output_tokens" not in attrs
+    [agent] = named(spans, "invoke_agent toolfold")
+    agent_attrs = dict(agent.attributes or {})
+    assert agent_attrs["gen_ai.conversation.id"] == loop.run_id
+    assert agent_attrs["gen_ai.usage.input_tokens"] == 4
+    assert "gen_ai.usage.output_tokens" not in agent_attrs
+    [duration] = points(metrics, "gen_ai.client.operation.duration")
+    assert dict(duration.attributes or {})["gen_ai.response.model"] == "served-model"
+    tokens = {
+        dict(p.attributes or {})["gen_ai.token.type"]: p.sum
+        for p in points(metrics, "gen_ai.client.token.usage")
+    }
+    assert tokens == {"input": 4}
+
+
+async def test_an_empty_response_id_or_model_is_left_out(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    answer = text_chunks("Done.")
+    answer[0] = {**answer[0], "id": "", "model": ""}
+    async with ScriptedServer([answer]) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        await run_agent("q", client=client, model="scripted", loop=make_loop(tmp_path))
+    [turn] = named(spans, "chat scripted")
+    attrs = dict(turn.attributes or {})
+    assert "gen_ai.response.id" not in attrs and "gen_ai.response.model" not in attrs
