@@ -269,6 +269,36 @@ async def test_after_kill_9_a_new_server_answers_the_old_tasks(tmp_path: Path) -
     assert {c.status for c in await calls(tmp_path, "old")} == {"interrupted", "ok"}
 
 
+async def test_a_server_restarted_on_the_same_session_answers_while_it_reruns_a_task(
+    tmp_path: Path,
+) -> None:
+    # The replay-safe `gated` task of a killed server is run again by the server that
+    # starts on the same session; that re-run waits on the gate, so the new server must
+    # answer tasks/get (`working`) while it runs, not only once it ends. It used to
+    # re-run the task before listening: tasks/get waited as long as the task took.
+    gate = tmp_path / "gate"
+    server = (*TOOLS, "--sandbox", "off", "--task-after", "0")
+    with anyio.fail_after(180):
+        with http_server(tmp_path, *server, session="s1") as (url, proc):
+            async with tasks_over_http(url) as client:
+                handle = await call(client, "gated", {"gate": str(gate)})
+
+                async def checkpointed() -> bool:
+                    return any("waiting" in t for t in await pending_texts(tmp_path, "s1"))
+
+                await until(checkpointed, "a durable checkpoint of the task")
+                _kill(proc)
+        with http_server(tmp_path, *server, session="s1") as (url, _):
+            async with tasks_over_http(url) as client:
+                working = await get(client, handle.task_id)
+                assert working.status == "working", working  # the re-run waits on the gate
+                gate.touch()
+                done = await until_status(client, handle.task_id, "completed")
+    assert done.result is not None and done.result["isError"] is False
+    assert "through the gate" in done.result["content"][0]["text"]
+    assert [c.status for c in await calls(tmp_path, "s1")] == ["ok"]
+
+
 async def test_the_proxy_offers_tasks_for_an_upstream_that_has_none(tmp_path: Path) -> None:
     # The upstream's call outlasts the proxy's default task delay (1 s): the proxy
     # answers with its own durable task, and the upstream's result completes it.

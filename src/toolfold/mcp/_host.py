@@ -149,6 +149,7 @@ class McpHost:
                 else str(exc)
             ) from exc
         env = LocalExecEnv(settings.spill_dir, sandbox=settings.sandbox)
+        self._env = env
         self._context = ToolContext(env=env, cwd=settings.cwd)
         self._hooks = McpHooks(Durability(session, host=default_host_id()), self._reporters)
         self.harness = Harness(
@@ -186,6 +187,13 @@ class McpHost:
     def cwd(self) -> Path:
         """Where commands run."""
         return self.settings.cwd
+
+    def exec_env_for(self, spill_dir: Path) -> LocalExecEnv:
+        """An exec env spilling into ``spill_dir``, confined as this server's own (the
+        server's own session uses the server's env)."""
+        if spill_dir == self.settings.spill_dir:
+            return self._env
+        return LocalExecEnv(spill_dir, sandbox=self.settings.sandbox)
 
     def tool_named(self, name: str) -> Tool[Any] | None:
         """A tool a call of this server ran (an upstream's stand-in too, for the proxy)."""
@@ -232,7 +240,9 @@ class McpHost:
         crashed or was killed) as *interrupted*, with their last checkpointed output.
 
         Nothing is re-run, not even replay-safe tools: the client that asked is gone;
-        unless a call became a task, whose client polls for it.
+        unless a call became a task, whose client polls for it: then the session's calls
+        are finished by ``toolfold resume``'s rules in the background, while the server
+        answers, and nothing is returned here.
         A call whose server process still runs is left alone (and so is the rest,
         since resume works per session): two servers may share a session."""
         # Background commands an earlier server left running when it died are stopped;
@@ -263,15 +273,18 @@ class McpHost:
             )
             return []
         # A call that became a task still has a client (it polls tasks/get), so it is
-        # finished by toolfold resume's rules: a replay-safe tool is re-run.
+        # finished by toolfold resume's rules: a replay-safe tool is re-run. That runs
+        # in the background, while the server answers (its tasks/get among others): a
+        # re-run takes as long as the first run did.
         task_calls = {
             r.get("call_id")
             for _, r in await self.session.scan_values(TASK_NAMESPACE)
             if isinstance(r, dict)
         }
-        tools = self.settings.tools
-        if not any(c.tool_call_id in task_calls for c in pending):
-            tools = [dataclasses.replace(t, replay_safe=False) for t in tools]
+        if any(c.tool_call_id in task_calls for c in pending):
+            self.tasks.finish_later(self.settings.session_name, self.session)
+            return []
+        tools = [dataclasses.replace(t, replay_safe=False) for t in self.settings.tools]
         resumer = Harness(tools, context=self._context, session=self.session)
         results = await resumer.resume(notes=orphan_notes(orphans))
         for result in results:

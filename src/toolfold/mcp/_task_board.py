@@ -90,6 +90,9 @@ class TaskHost(Protocol):
     def cwd(self) -> Path:
         """Where commands run."""
 
+    def exec_env_for(self, spill_dir: Path) -> LocalExecEnv:
+        """An exec env spilling into ``spill_dir``, confined as this server's own."""
+
     def result_for(self, tool: Tool[Any], result: ToolResult, call_id: str) -> types.CallToolResult:
         """The MCP result of a settled call."""
 
@@ -393,17 +396,21 @@ class TaskBoard:
             for n, s in [(self.host.session_name, self.host.session), *self._others.items()]
             if s is session
         )
+        self.finish_later(name, session)
+        return f"{where} (the server that ran it stopped; finishing it from the store)"
+
+    def finish_later(self, name: str, session: Session) -> None:
+        """Finish a stopped server's calls in session ``name`` in the background (once
+        at a time per session), while this server answers: a replay-safe task re-run
+        from the start may take as long as it took the first time."""
         if name not in self._resuming or self._resuming[name].done():
             self._resuming[name] = asyncio.create_task(self._resume(name, session))
-        return f"{where} (the server that ran it stopped; finishing it from the store)"
 
     async def _resume(self, name: str, session: Session) -> None:
         """Finish a stopped server's calls by ``toolfold resume``'s rules."""
-        spill = self.host.spill_root / name
+        env = self.host.exec_env_for(self.host.spill_root / name)
         harness = Harness(
-            self.host.tools,
-            context=ToolContext(env=LocalExecEnv(spill), cwd=self.host.cwd),
-            session=session,
+            self.host.tools, context=ToolContext(env=env, cwd=self.host.cwd), session=session
         )
         for result in await harness.resume():
             if result.state is not None:
