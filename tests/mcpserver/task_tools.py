@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,28 @@ async def gated(tool_call_id: str, params: GateParams, cancel: Any, out: Any, co
     out.write("".join(f"line {i}\n" for i in range(1, params.lines + 1)))
 
 
+class TouchParams(BaseModel):
+    gate: str
+    """A file: the tool waits until it exists."""
+    target: str
+    """The file the tool then creates with a command in its exec env."""
+
+
+@tool(params=TouchParams, replay_safe=True)
+async def gated_touch(
+    tool_call_id: str, params: TouchParams, cancel: Any, out: Any, context: Any
+) -> None:
+    """Wait until the gate file exists, then run ``touch TARGET`` in the exec env (where
+    a sandbox applies). Safe to run again."""
+    out.write("waiting for the gate\n")
+    while not Path(params.gate).exists():
+        if cancel.is_set():
+            return
+        await asyncio.sleep(0.02)
+    result = await context.env.exec(f"touch {shlex.quote(params.target)}; echo touched $?")
+    out.write(result.text)
+
+
 class AskParams(BaseModel):
     size: int
     """Characters of the question."""
@@ -47,4 +70,4 @@ async def ask_big(
     out.write(f"answered: {answers['q']}\n")
 
 
-TOOLS = [gated, ask_big]
+TOOLS = [gated, gated_touch, ask_big]

@@ -299,6 +299,36 @@ async def test_a_server_restarted_on_the_same_session_answers_while_it_reruns_a_
     assert [c.status for c in await calls(tmp_path, "s1")] == ["ok"]
 
 
+async def test_a_task_finished_for_a_killed_server_runs_in_the_new_servers_sandbox(
+    tmp_path: Path,
+) -> None:
+    # A replay-safe task of a killed server, finished by a server on another session
+    # (its first tasks/get re-runs it), runs its command confined like that server's
+    # own: its write outside the workspace lands in the sandbox's private /tmp, not on
+    # the host. It used to be re-run in an unconfined exec env.
+    gate, target = tmp_path / "gate", tmp_path.parent / f"{tmp_path.name}-outside"
+    confined = (*TOOLS, "--sandbox", "workspace-write", "--task-after", "0")
+    with anyio.fail_after(180):
+        with http_server(tmp_path, *confined, session="old") as (url, proc):
+            async with tasks_over_http(url) as client:
+                handle = await call(
+                    client, "gated_touch", {"gate": str(gate), "target": str(target)}
+                )
+
+                async def checkpointed() -> bool:
+                    return any("waiting" in t for t in await pending_texts(tmp_path, "old"))
+
+                await until(checkpointed, "a durable checkpoint of the task")
+                _kill(proc)
+        gate.touch()
+        with http_server(tmp_path, *confined, session="new") as (url, _):
+            async with tasks_over_http(url) as client:
+                done = await until_status(client, handle.task_id, "completed")
+    assert done.result is not None and done.result["isError"] is False
+    assert "touched 0" in done.result["content"][0]["text"]  # it ran, inside
+    assert not target.exists()
+
+
 async def test_the_proxy_offers_tasks_for_an_upstream_that_has_none(tmp_path: Path) -> None:
     # The upstream's call outlasts the proxy's default task delay (1 s): the proxy
     # answers with its own durable task, and the upstream's result completes it.
