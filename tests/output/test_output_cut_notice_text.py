@@ -194,3 +194,11 @@ def test_a_head_tail_text_ends_with_the_notice_that_names_the_cut_lines() -> Non
         "8\n9\n10\n[Showing the start and the end of 10 lines; lines 2-7 (12 B) were cut in "
         "the middle]",
     ]
+
+
+def test_head_tail_notice_without_a_cut_size_says_zero_bytes() -> None:
+    t = _t(total_lines=9, output_lines=4, total_bytes=90, output_bytes=40, cut_line=3, cut_lines=5)
+    assert cut_notice(t, "head_tail") == (
+        "[Showing the start and the end of 9 lines; lines 3-7 (0 B) were cut in the middle]"
+    )
+    assert cut_marker(t, None) == "[... 5 lines (0 B) cut here: lines 3-7 of 9 ...]"
