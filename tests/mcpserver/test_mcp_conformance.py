@@ -41,7 +41,12 @@ TASK_SCENARIOS = (
 TASKS = ("--task-after", "0", "--task-after", "greet=never", "--task-after", "failing_job=required")
 """Every call of a client that negotiated tasks is a task, except greet, which the
 suite calls as a tool that answers at once; failing_job requires a task."""
-RESTART_SCENARIOS = ("tasks-capability-negotiation", "tasks-wire-fields")
+RESTART_SCENARIOS = (
+    "tasks-capability-negotiation",
+    "tasks-wire-fields",
+    "tasks-request-state-removal",
+    "tasks-request-headers",
+)
 """The tasks scenarios that pass with the server killed after each task it creates
 (docs/mcp.md, "Conformance", says why the others are not here)."""
 
