@@ -13,13 +13,15 @@ from openai import AsyncOpenAI
 from pydantic import BaseModel
 from scripted_server import ScriptedServer, text_chunks, tool_chunks
 
-from toolfold.agent import AgentError, run_agent
+from toolfold.agent import AgentError, History, continue_agent, run_agent
 from toolfold.chord import apply
 from toolfold.execenv import LocalExecEnv
 from toolfold.harness import (
     EventBus,
     MessageEnd,
+    MessageStart,
     MessageUpdate,
+    ToolCall,
     ToolContext,
     ToolLoop,
     ToolStart,
@@ -119,12 +121,14 @@ async def test_a_broken_stream_is_a_clear_error_and_the_partial_message_is_kept(
     chunks = [*text_chunks("Half an answer", 2)[:4], bad]
     loop = make_loop(tmp_path, session=session)
     async with ScriptedServer([chunks]) as server:
-        with pytest.raises(
-            AgentError, match=r"the model stream failed on turn 1: .*partial message was kept"
-        ):
+        with pytest.raises(AgentError) as caught:
             await run_agent(
                 "q", client=client(server), model="scripted", loop=loop, session=session
             )
+    message = str(caught.value)
+    assert message.startswith("the model stream failed on turn 1: ")
+    assert message.endswith("; the partial message was kept")
+    assert f": {type(caught.value.__cause__).__name__}: " in message
     [entry] = [e.value for e in await session.read_entries()]
     assert entry["content"] == [{"type": "text", "text": "Half an "}]
     assert entry["is_error"] is True and entry["stop_reason"] == "error"
@@ -226,9 +230,132 @@ async def test_a_loop_without_tools_offers_none_and_partial_usage_adds_what_was_
 ) -> None:
     context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
     loop = ToolLoop([], context=context)
-    answer = [*text_chunks("Hi.")[:-1], {"choices": [], "usage": {"prompt_tokens": 4}}]
+    answer = [*text_chunks("Hi.")[:-1], {"choices": [], "usage": {"completion_tokens": 2}}]
     async with ScriptedServer([answer]) as server:
         result = await run_agent("q", client=client(server), model="scripted", loop=loop)
     assert result.answer == "Hi." and "tools" not in server.requests[0]
     assert server.requests[0]["messages"] == [{"role": "user", "content": "q"}]
-    assert result.model_usage == {"prompt_tokens": 4}
+    assert result.model_usage == {"completion_tokens": 2}
+
+
+async def test_a_stream_without_finish_reason_is_a_cut_answer_and_says_so(tmp_path: Path) -> None:
+    session = await MemoryRepository().open_session("s", create=True)
+    cut = [
+        c
+        for c in text_chunks("Half", 2)
+        if not c["choices"] or "finish_reason" not in c["choices"][0]
+    ]
+    async with ScriptedServer([cut]) as server:
+        with pytest.raises(AgentError) as caught:
+            await run_agent(
+                "q",
+                client=client(server),
+                model="scripted",
+                loop=make_loop(tmp_path),
+                session=session,
+            )
+    assert str(caught.value) == (
+        "the model stream failed on turn 1: ConnectionError: the stream ended before the model "
+        "finished (no finish_reason); the partial message was kept"
+    )
+
+
+async def test_a_calls_deltas_without_function_and_text_around_reasoning(tmp_path: Path) -> None:
+    # Some servers open a call with its id alone; text split by reasoning is one answer.
+    session = await MemoryRepository().open_session("s", create=True)
+    loop = make_loop(tmp_path, session=session)
+    opened = {"index": 0, "id": "c1", "type": "function"}
+    named = {"index": 0, "function": {"name": "bash", "arguments": '{"command": '}}
+    rest = {"index": 0, "function": {"arguments": '"echo hi"}'}}
+    first = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [opened]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [named]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [rest]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    second = [
+        {"choices": [{"index": 0, "delta": {"content": "Hel"}}]},
+        {"choices": [{"index": 0, "delta": {"reasoning_content": "hmm"}}]},
+        {"choices": [{"index": 0, "delta": {"content": "lo"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    ]
+    starts: list[tuple[str, str]] = []
+    loop.bus.add_listener(
+        lambda e: starts.append((e.run_id, e.turn_id)) if isinstance(e, MessageStart) else None
+    )
+    async with ScriptedServer([first, second]) as server:
+        result = await run_agent(
+            "q", client=client(server), model="scripted", loop=loop, session=session
+        )
+    assert result.answer == "Hello" and result.messages[-1] == {
+        "role": "assistant",
+        "content": "Hello",
+    }
+    call = result.messages[1]["tool_calls"][0]
+    assert call["function"] == {"name": "bash", "arguments": '{"command": "echo hi"}'}
+    assert result.messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "hi\n"}
+    assert starts == [(loop.run_id, "turn-1"), (loop.run_id, "turn-2")]
+    stops = [
+        e.value["stop_reason"]
+        for e in await session.read_entries()
+        if e.value["role"] == "assistant"
+    ]
+    assert stops == ["tool_calls", "stop"]
+    assert result.tool_usage == {}
+
+
+async def test_continue_runs_the_unanswered_calls_first_in_their_turn(tmp_path: Path) -> None:
+    loop = make_loop(tmp_path)
+    turns: dict[str, str] = {}
+    loop.bus.add_listener(
+        lambda e: turns.__setitem__(e.tool_call_id, e.turn_id) if isinstance(e, ToolStart) else None
+    )
+    asked = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [asked]},
+    ]
+    history = History(
+        list(messages),
+        turns=1,
+        unanswered=[ToolCall("c1", "bash", {"command": "echo resumed"})],
+        turn_id="turn-1",
+    )
+    async with ScriptedServer([text_chunks("ok")]) as server:
+        result = await continue_agent(history, client=client(server), model="scripted", loop=loop)
+    assert result.messages is history.messages
+    assert (result.stop, result.answer, result.turns) == ("answer", "ok", 2)
+    tool_message = {"role": "tool", "tool_call_id": "c1", "content": "resumed\n"}
+    assert server.requests[0]["messages"] == [*messages, tool_message]
+    assert turns == {"c1": "turn-1"}
+
+
+async def test_continue_stops_when_an_unanswered_call_terminates_or_no_turn_is_left(
+    tmp_path: Path,
+) -> None:
+    asked = [{"role": "user", "content": "q"}]
+    async with ScriptedServer([text_chunks("never")]) as server:
+        ended = await continue_agent(
+            History(
+                list(asked), turns=1, unanswered=[ToolCall("c1", "finish", {})], turn_id="turn-1"
+            ),
+            client=client(server),
+            model="scripted",
+            loop=make_loop(tmp_path),
+        )
+        spent = await continue_agent(
+            History(
+                list(asked),
+                turns=3,
+                unanswered=[ToolCall("c2", "bash", {"command": "true"})],
+                turn_id="turn-3",
+            ),
+            client=client(server),
+            model="scripted",
+            loop=make_loop(tmp_path),
+            max_turns=3,
+        )
+    assert (ended.stop, ended.turns) == ("terminate", 1)
+    assert ended.messages[-1] == {"role": "tool", "tool_call_id": "c1", "content": "finished\n"}
+    assert (spent.stop, spent.turns) == ("max_turns", 3)
+    assert server.requests == []

@@ -5,6 +5,7 @@ GenAI client metrics; against the scripted server on loopback, with the real cli
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,7 @@ async def test_a_run_is_an_agent_span_with_a_chat_span_per_turn_and_its_tool_cal
     assert agent_attrs["gen_ai.agent.name"] == "toolfold"
     assert agent_attrs["gen_ai.provider.name"] == "openai"
     assert agent_attrs["gen_ai.request.model"] == "scripted"
+    assert agent_attrs["server.address"] == "127.0.0.1"
     assert agent_attrs["gen_ai.usage.input_tokens"] == 5 + 11
     assert agent_attrs["gen_ai.usage.output_tokens"] == 3 + 7
     assert (agent_attrs["toolfold.agent.stop"], agent_attrs["toolfold.agent.turns"]) == (
@@ -63,6 +65,7 @@ async def test_a_run_is_an_agent_span_with_a_chat_span_per_turn_and_its_tool_cal
     assert first["gen_ai.operation.name"] == "chat"
     assert first["gen_ai.request.model"] == "scripted"
     assert first["gen_ai.request.stream"] is True
+    assert (first["toolfold.turn.id"], second["toolfold.turn.id"]) == ("turn-1", "turn-2")
     assert first["server.address"] == "127.0.0.1" and isinstance(first["server.port"], int)
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (5, 3)
@@ -155,11 +158,29 @@ async def test_a_turn_reports_the_first_chunks_response_id_and_model_and_only_th
 async def test_an_empty_response_id_or_model_is_left_out(
     spans: InMemorySpanExporter, tmp_path: Path
 ) -> None:
+    # A first chunk with an empty id and model, and one without them (sent as is).
     answer = text_chunks("Done.")
     answer[0] = {**answer[0], "id": "", "model": ""}
-    async with ScriptedServer([answer]) as server:
+    bare = [
+        json.dumps({"object": "chat.completion.chunk", "created": 0, **text_chunks("Done.")[0]})
+    ]
+    async with ScriptedServer([answer, bare + text_chunks("Done.")[1:]]) as server:
+        for _ in range(2):
+            client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+            await run_agent("q", client=client, model="scripted", loop=make_loop(tmp_path))
+    turns = named(spans, "chat scripted")
+    assert len(turns) == 2
+    for turn in turns:
+        attrs = dict(turn.attributes or {})
+        assert "gen_ai.response.id" not in attrs and "gen_ai.response.model" not in attrs
+
+
+async def test_a_turn_counts_each_of_its_tool_calls(
+    spans: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    calls = [("c1", "bash", {"command": "true"}), ("c2", "bash", {"command": "true"})]
+    async with ScriptedServer([tool_chunks(calls), text_chunks("Done.")]) as server:
         client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
         await run_agent("q", client=client, model="scripted", loop=make_loop(tmp_path))
-    [turn] = named(spans, "chat scripted")
-    attrs = dict(turn.attributes or {})
-    assert "gen_ai.response.id" not in attrs and "gen_ai.response.model" not in attrs
+    first, _ = sorted(named(spans, "chat scripted"), key=lambda t: t.start_time or 0)
+    assert dict(first.attributes or {})["toolfold.message.tool_calls"] == 2
