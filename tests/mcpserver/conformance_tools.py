@@ -3,7 +3,8 @@
 toolfold's own window, progress, error and task machinery, not a stand-in.
 
 Each does what its scenario asks, through the tool's output sink only: a tool that
-reports a problem raises (the harness turns it into an ``isError`` result), progress
+reports a problem raises (the harness turns it into an ``isError`` result; a
+``ProtocolError`` fails the request instead: a JSON-RPC error, a ``failed`` task), progress
 comes from the output growing (toolfold's paced progress notifications), an image is
 an image block.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from toolfold.harness import tool
-from toolfold.mcp import ask_client
+from toolfold.mcp import ProtocolError, ask_client
 
 RED_PIXEL = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 """A 1x1 red PNG."""
@@ -109,6 +110,15 @@ async def failing_job(tool_call_id: str, params: NoParams, cancel: Any, out: Any
 
 
 @tool(params=NoParams)
+async def protocol_error_job(
+    tool_call_id: str, params: NoParams, cancel: Any, out: Any, ctx: Any
+) -> None:
+    """Start, then fail the request itself (a JSON-RPC error, not a tool error)."""
+    out.write("starting the job\n")
+    raise ProtocolError(-32603, "the job's backend is gone")
+
+
+@tool(params=NoParams)
 async def test_reconnection(
     tool_call_id: str, params: NoParams, cancel: Any, out: Any, ctx: Any
 ) -> None:
@@ -149,6 +159,7 @@ TOOLS = [
     greet,
     slow_compute,
     failing_job,
+    protocol_error_job,
     test_reconnection,
     confirm_delete,
     multi_input,

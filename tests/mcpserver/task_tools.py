@@ -70,4 +70,33 @@ async def ask_big(
     out.write(f"answered: {answers['q']}\n")
 
 
-TOOLS = [gated, gated_touch, ask_big]
+class RefuseParams(BaseModel):
+    gate: str = ""
+    """A file: the tool waits until it exists (``""``: no wait)."""
+    plain: bool = False
+    """Raise an ordinary exception instead of a ``ProtocolError``."""
+
+
+REFUSAL = (-32042, "the backend refused the job", {"backend": "b1", "retry": False})
+"""The JSON-RPC error ``refuse`` fails its request with: (code, message, data)."""
+
+
+@tool(params=RefuseParams, replay_safe=True)
+async def refuse(
+    tool_call_id: str, params: RefuseParams, cancel: Any, out: Any, context: Any
+) -> None:
+    """Say it started, wait for the gate (if any), then fail the request itself with a
+    JSON-RPC error (or, with ``plain``, fail as a tool). Safe to run again."""
+    from toolfold.mcp import ProtocolError
+
+    out.write("asking the backend\n")
+    while params.gate and not Path(params.gate).exists():
+        if cancel.is_set():
+            return
+        await asyncio.sleep(0.02)
+    if params.plain:
+        raise RuntimeError("the backend refused the job")
+    raise ProtocolError(*REFUSAL)
+
+
+TOOLS = [gated, gated_touch, ask_big, refuse]

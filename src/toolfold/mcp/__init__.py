@@ -13,6 +13,7 @@ from ._errors import McpHostError, ToolSpecError
 from ._host import INSTRUCTIONS, McpHost, McpSettings
 from ._input import InputUnavailable, ask_client
 from ._progress import ForwardedProgress, McpHooks, ProgressReporter, status_line
+from ._protocol_errors import ProtocolError
 from ._proxy import READER, ProxyHost, UpstreamArgs, proxy_note
 from ._results import call_tool_result, read_hint
 from ._tasks import TASKS_EXTENSION, TaskSettings
@@ -38,6 +39,7 @@ __all__ = [
     "McpHostError",
     "McpSettings",
     "ProgressReporter",
+    "ProtocolError",
     "ProxyHost",
     "TaskSettings",
     "ToolSpecError",

@@ -57,6 +57,7 @@ from toolfold.storage import Repository, Session, set_value
 from ._errors import McpHostError
 from ._input import CallInputs, bind
 from ._progress import McpHooks, ProgressReporter, progress_token
+from ._protocol_errors import answering_protocol_errors, protocol_error
 from ._results import call_tool_result
 from ._task_board import TaskBoard
 from ._tasks import (
@@ -152,8 +153,11 @@ class McpHost:
         self._env = env
         self._context = ToolContext(env=env, cwd=settings.cwd)
         self._hooks = McpHooks(Durability(session, host=default_host_id()), self._reporters)
+        # A tool's ProtocolError is noted in its call's details (the harness settles it
+        # as an error like any other; only this layer knows it fails the request).
+        self._served = [answering_protocol_errors(t) for t in settings.tools]
         self.harness = Harness(
-            settings.tools,
+            self._served,
             context=self._context,
             # Each call is leased as this process (``hostname:pid``, renewed while it
             # runs), so a janitor (``toolfold serve --resume-orphans``) settles the calls
@@ -180,8 +184,8 @@ class McpHost:
 
     @property
     def tools(self) -> list[Tool[Any]]:
-        """The tools served."""
-        return self.settings.tools
+        """The tools served (as run: a ``ProtocolError`` noted in the call's details)."""
+        return self._served
 
     @property
     def cwd(self) -> Path:
@@ -284,7 +288,7 @@ class McpHost:
         if any(c.tool_call_id in task_calls for c in pending):
             self.tasks.finish_later(self.settings.session_name, self.session)
             return []
-        tools = [dataclasses.replace(t, replay_safe=False) for t in self.settings.tools]
+        tools = [dataclasses.replace(t, replay_safe=False) for t in self._served]
         resumer = Harness(tools, context=self._context, session=self.session)
         results = await resumer.resume(notes=orphan_notes(orphans))
         for result in results:
@@ -443,6 +447,11 @@ class McpHost:
             asked.cancel()
             if after is not None and not self.tasks.is_task(call_id):
                 self.tasks.forget(call_id)
+        error = protocol_error(result)
+        if error is not None:
+            # The request failed, not just the tool's work: the JSON-RPC error, as is
+            # (the call, its output and the error stay in the store).
+            raise MCPError(error["code"], error["message"], error.get("data"))
         return self.result_for(tool, result, call_id)
 
     def progress_for(

@@ -43,6 +43,7 @@ from toolfold.output import ToolOutput, ToolOutputState, output_text
 from toolfold.storage import Repository, Session, StorageError, delete_value, set_value
 
 from ._progress import status_line
+from ._protocol_errors import protocol_error
 from ._results import call_tool_result
 from ._tasks import (
     TASK_NAMESPACE,
@@ -259,6 +260,13 @@ class TaskBoard:
         if result is None:
             record["status"] = "failed"
             record["error"] = {"code": types.INTERNAL_ERROR, "message": f"call failed: {error!r}"}
+            return
+        failure = protocol_error(result)
+        if failure is not None and call_id not in self._cancelled:
+            # The tool failed the request (ProtocolError): failed, with that error and
+            # no result (the call's output stays in the store, under its call id).
+            record["status"] = "failed"
+            record["error"] = failure
             return
         tool = self.host.tool_named(str(record["tool"]))
         if tool is not None:
