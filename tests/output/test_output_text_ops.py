@@ -11,7 +11,13 @@ import pytest
 from toolfold.chord import apply
 from toolfold.output import OutputPolicy, ToolOutput
 from toolfold.output._state import Truncation
-from toolfold.output._text_ops import MAX_FOOTER_CHARS, TEXT_PATH, split_footer, string_ops
+from toolfold.output._text_ops import (
+    MAX_FOOTER_CHARS,
+    TEXT_PATH,
+    slot_ops,
+    split_footer,
+    string_ops,
+)
 
 
 def _window(output_bytes: Any) -> Truncation:
@@ -77,3 +83,19 @@ def test_a_seeded_footer_reaches_every_replica(retain: str) -> None:
     replica = apply(replica, stream.take())
     assert replica == state
     assert state["content"][-1]["text"].endswith("[Full output: /spill/x.log]")  # type: ignore[typeddict-item]
+
+
+def test_a_slot_set_anew_keeps_its_footer() -> None:
+    # The window was set anew (a replace): the whole slot is set, footer included; an
+    # `s` of the window alone would drop the footer from every replica.
+    path = list(TEXT_PATH)
+    ops = slot_ops(TEXT_PATH, [("s", "new\n")], lambda: "new\n", "[F]", "[F]")
+    assert ops == [["s", path, "new\n[F]"]]
+    assert slot_ops(TEXT_PATH, [("t", 2), ("a", "x")], lambda: "", "", "") == [
+        ["t", path, 2],
+        ["a", path, "x"],
+    ]
+    assert slot_ops(TEXT_PATH, [("a", "x")], lambda: "abx", "[F]", "") == [
+        ["a", path, "x"],
+        ["a", path, "[F]"],
+    ]
