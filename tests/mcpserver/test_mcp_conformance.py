@@ -46,6 +46,7 @@ RESTART_SCENARIOS = (
     "tasks-wire-fields",
     "tasks-request-state-removal",
     "tasks-request-headers",
+    "tasks-lifecycle",
 )
 """The tasks scenarios that pass with the server killed after each task it creates
 (docs/mcp.md, "Conformance", says why the others are not here)."""

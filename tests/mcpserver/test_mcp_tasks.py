@@ -299,6 +299,31 @@ async def test_a_server_restarted_on_the_same_session_answers_while_it_reruns_a_
     assert [c.status for c in await calls(tmp_path, "s1")] == ["ok"]
 
 
+async def test_tasks_cancel_reaches_a_task_rerun_for_a_killed_server(tmp_path: Path) -> None:
+    # The same re-run, cancelled instead of let through: tasks/cancel reaches a call
+    # that the new server re-runs, not only the calls it started itself.
+    gate = tmp_path / "gate"
+    server = (*TOOLS, "--sandbox", "off", "--task-after", "0")
+    with anyio.fail_after(180):
+        with http_server(tmp_path, *server, session="s1") as (url, proc):
+            async with tasks_over_http(url) as client:
+                handle = await call(client, "gated", {"gate": str(gate)})
+
+                async def checkpointed() -> bool:
+                    return any("waiting" in t for t in await pending_texts(tmp_path, "s1"))
+
+                await until(checkpointed, "a durable checkpoint of the task")
+                _kill(proc)
+        with http_server(tmp_path, *server, session="s1") as (url, _):
+            async with tasks_over_http(url) as client:
+                await until_status(client, handle.task_id, "working")
+                await cancel(client, handle.task_id)
+                ended = await until_status(client, handle.task_id, "cancelled", "completed")
+    assert ended.status == "cancelled", ended
+    assert not gate.exists()
+    assert [c.status for c in await calls(tmp_path, "s1")] == ["cancelled"]
+
+
 async def test_a_task_finished_for_a_killed_server_runs_in_the_new_servers_sandbox(
     tmp_path: Path,
 ) -> None:

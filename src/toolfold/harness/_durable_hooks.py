@@ -108,6 +108,7 @@ class DurableHooks(ExecutionHooks):
         # Calls re-run by resume() right now (their spans say toolfold.resumed).
         self._resuming: set[tuple[str, str]] = set()
         self._notes: dict[str, str] = {}
+        self._cancels: Mapping[str, asyncio.Event] = {}
         self.resumed_messages: list[JSON] = []
         """Transcript entries of the assistant messages :meth:`resume` settled."""
         self.skipped: list[LeaseHeldError] = []
@@ -244,6 +245,7 @@ class DurableHooks(ExecutionHooks):
         *,
         orphans_only: bool = False,
         notes: Mapping[str, str] | None = None,
+        cancels: Mapping[str, asyncio.Event] | None = None,
     ) -> list[ToolResult]:
         """Finish every operation left unsettled in the session (after a crash).
 
@@ -266,6 +268,7 @@ class DurableHooks(ExecutionHooks):
         results: list[ToolResult] = []
         self.skipped = []
         self._notes = dict(notes or {})
+        self._cancels = cancels if cancels is not None else {}
         durability = self.durability
         found = await (
             durability.orphaned_operations() if orphans_only else durability.pending_operations()
@@ -332,6 +335,7 @@ class DurableHooks(ExecutionHooks):
                     ToolCall(record.tool_call_id, record.tool_name, record.args),
                     run_id=op.run_id,
                     turn_id=turn_id,
+                    cancel=self._cancels.get(record.tool_call_id),
                 )
             finally:
                 self._resuming.discard(key)
@@ -442,14 +446,16 @@ async def resume(
     *,
     orphans_only: bool = False,
     notes: Mapping[str, str] | None = None,
+    cancels: Mapping[str, asyncio.Event] | None = None,
 ) -> list[ToolResult]:
     """Resume every unsettled operation of the durable session attached to ``harness``
     (see :meth:`DurableHooks.resume`; ``orphans_only``: only those whose lease expired;
-    ``notes``: what happened to calls settled from their checkpoint)."""
+    ``notes``: what happened to calls settled from their checkpoint; ``cancels``: the
+    cancel event of each re-run call, by tool call id)."""
     hooks = getattr(harness, "hooks", None)
     if not isinstance(hooks, DurableHooks):
         raise DurabilityError(
             "resume() needs a Harness with durability attached "
             "(Harness(tools, hooks=DurableHooks(Durability(session))))"
         )
-    return await hooks.resume(harness, orphans_only=orphans_only, notes=notes)
+    return await hooks.resume(harness, orphans_only=orphans_only, notes=notes, cancels=cancels)

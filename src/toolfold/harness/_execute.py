@@ -298,12 +298,18 @@ class Harness:
         self.clock = clock
         self.pacing = pacing if pacing is not None else Pacing()
 
-    async def resume(self, *, notes: Mapping[str, str] | None = None) -> list[ToolResult]:
+    async def resume(
+        self,
+        *,
+        notes: Mapping[str, str] | None = None,
+        cancels: Mapping[str, asyncio.Event] | None = None,
+    ) -> list[ToolResult]:
         """Finish every operation a crash left unsettled in the durable session:
-        replay-safe calls re-run seeded from their last memo checkpoint, the others
-        settled from their last checkpoint with ``INTERRUPTION_MARKER`` (preceded by
-        ``notes[tool_call_id]`` when given: what became of a background command)."""
-        return await resume(self, notes=notes)
+        replay-safe calls re-run seeded from their last memo checkpoint (setting
+        ``cancels[tool_call_id]`` cancels one), the others settled from their last
+        checkpoint with ``INTERRUPTION_MARKER`` (preceded by ``notes[tool_call_id]``
+        when given: what became of a background command)."""
+        return await resume(self, notes=notes, cancels=cancels)
 
     def definitions(self) -> list[dict[str, Any]]:
         """The tool list for the model (name, description, JSON schema)."""

@@ -154,6 +154,7 @@ class TaskBoard:
         self._cancelled: set[str] = set()
         self._others: dict[str, Session] = {}
         self._resuming: dict[str, asyncio.Task[None]] = {}
+        self._rerun_cancels: dict[str, asyncio.Event] = {}  # call id -> its cancel event
         self.relay: Relay | None = None
         """Set by the proxy when it passes an upstream's own tasks through."""
 
@@ -193,6 +194,11 @@ class TaskBoard:
         # Cancelling is cooperative: a call running in another live process is left to
         # it (its status stays working until it ends there).
         if self.host.cancel_call(call_id):
+            self._cancelled.add(call_id)
+        elif call_id in self._rerun_cancels or any(not t.done() for t in self._resuming.values()):
+            # Re-run here for a server that stopped (or about to be: the re-run takes
+            # the event already set).
+            self._rerun_cancels.setdefault(call_id, asyncio.Event()).set()
             self._cancelled.add(call_id)
         return Ack()
 
@@ -420,7 +426,11 @@ class TaskBoard:
         harness = Harness(
             self.host.tools, context=ToolContext(env=env, cwd=self.host.cwd), session=session
         )
-        for result in await harness.resume():
+        # Each task's call gets a cancel event, so tasks/cancel reaches a re-run too.
+        for _, record in await session.scan_values(TASK_NAMESPACE):
+            if isinstance(record, dict) and record.get("status") not in TERMINAL:
+                self._rerun_cancels.setdefault(str(record.get("call_id")), asyncio.Event())
+        for result in await harness.resume(cancels=self._rerun_cancels):
             if result.state is not None:
                 record = await session.get_value(run_record_address(result.tool_call_id))
                 if isinstance(record, dict):
