@@ -99,3 +99,35 @@ def test_a_slot_set_anew_keeps_its_footer() -> None:
         ["a", path, "x"],
         ["a", path, "[F]"],
     ]
+
+
+def test_details_of_exactly_the_cap_fit_and_one_byte_more_rolls_back() -> None:
+    out = ToolOutput(OutputPolicy(max_details_bytes=20))
+    stream = out.open_stream()
+    replica = apply(None, stream.take())
+    out.details["k"] = "x" * 12  # {"k":"xxxxxxxxxxxx"}: 20 bytes
+    replica = apply(replica, stream.take())
+    assert out.failure is None
+    out.details["k"] = "x" * 13
+    replica = apply(replica, stream.take())
+    assert replica["details"] == {"k": "x" * 12}
+    assert str(out.failure) == (
+        "tool details serialise to 21 bytes, over max_details_bytes=20; details were rolled "
+        "back to the last state that fitted (20 bytes). Keep details small (counts, a bounded "
+        "list) and put bulk in the text, or raise OutputPolicy.max_details_bytes"
+    )
+
+
+def test_a_stream_is_dirty_after_a_write_or_a_details_change_only() -> None:
+    out = ToolOutput()
+    stream = out.open_stream()
+    stream.take()
+    assert not stream.dirty
+    out.write("a\n")
+    assert stream.dirty  # the text alone
+    stream.take()
+    assert not stream.dirty
+    out.details["n"] = 1
+    assert stream.dirty  # the details alone
+    stream.take()
+    assert not stream.dirty
