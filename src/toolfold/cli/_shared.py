@@ -146,6 +146,11 @@ def end_process(code: object) -> NoReturn:
     import threading
 
     status = 0 if code is None else code
+    # A worker thread still finishing (a store's, an executor's) would be joined by the
+    # ordinary exit too: give it that chance, bounded, before counting threads.
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join(0.5)
     if not isinstance(status, int) or not 0 <= status <= 255 or threading.active_count() > 1:
         raise SystemExit(code)
     atexit._run_exitfuncs()
