@@ -13,7 +13,14 @@ after the test: toolfold looks the provider up on every call, so it is off again
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import http.server
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -89,3 +96,59 @@ def points(reader: InMemoryMetricReader, name: str) -> list[Any]:
                 if metric.name == name:
                     found.extend(metric.data.data_points)
     return found
+
+
+@contextlib.contextmanager
+def otlp_receiver(reply: bytes) -> Iterator[tuple[str, list[tuple[str, str, bytes]]]]:
+    """A small OTLP/HTTP receiver on loopback (no collector installs from the package
+    index): yields its base URL and the list of ``(path, content type, body)`` posted to
+    it, answering each post with ``reply`` (the serialised export response)."""
+    received: list[tuple[str, str, bytes]] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", received
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_bounded_bash_call(tmp_path: Path) -> None:
+    """One ``bash`` call, ``seq 1 100`` kept to its last 5 lines, through a ``Harness``."""
+    from toolfold.execenv import LocalExecEnv
+    from toolfold.harness import Harness, ToolCall, ToolContext
+    from toolfold.output import OutputPolicy
+    from toolfold.tools import bash_tool
+
+    context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
+    harness = Harness([bash_tool(output=OutputPolicy(max_lines=5))], context=context)
+    asyncio.run(harness.run([ToolCall("c1", "bash", {"command": "seq 1 100"})]))
+
+
+def assert_a_call_imports_no_opentelemetry(check: str) -> None:
+    """In a fresh process, a ``bash`` call runs with no provider configured, ``check``
+    (a Python statement) holds after it, and no ``opentelemetry`` module was loaded."""
+    code = (
+        "import asyncio, sys\n"
+        "from toolfold import _otel\n"
+        "from toolfold.harness import Harness, ToolCall\n"
+        "from toolfold.tools import BASH\n"
+        "asyncio.run(Harness([BASH]).run([ToolCall('c1', 'bash', {'command': 'true'})]))\n"
+        f"{check}\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -5,8 +5,6 @@ against kept, spill size, time to first output, checkpoint latency."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +12,12 @@ import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from pydantic import BaseModel
 
-from otel_fixture import points
+from otel_fixture import (
+    assert_a_call_imports_no_opentelemetry,
+    otlp_receiver,
+    points,
+    run_bounded_bash_call,
+)
 from toolfold import _otel
 from toolfold.durability import Durability
 from toolfold.execenv import LocalExecEnv
@@ -116,24 +119,12 @@ async def test_a_durable_call_records_its_checkpoint_latency(
 
 def test_off_means_no_meters_and_no_import() -> None:
     assert _otel.meters() is None
-    code = (
-        "import asyncio, sys\n"
-        "from toolfold import _otel\n"
-        "from toolfold.harness import Harness, ToolCall\n"
-        "from toolfold.tools import BASH\n"
-        "asyncio.run(Harness([BASH]).run([ToolCall('c1', 'bash', {'command': 'true'})]))\n"
-        "assert _otel.meters() is None\n"
-        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert_a_call_imports_no_opentelemetry("assert _otel.meters() is None")
 
 
 def test_metrics_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path) -> None:
     """The SDK's OTLP/HTTP metric exporter posts protobuf to a receiver on loopback,
     which decodes the call's metrics from it."""
-    import http.server
-    import threading
-
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
     from opentelemetry.metrics import _internal as metrics_internal
     from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -144,45 +135,25 @@ def test_metrics_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path)
     from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
     from opentelemetry.util._once import Once
 
-    received: list[tuple[str, bytes]] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
-            reply = ExportMetricsServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/metrics"
-    # Exported when flushed below, never by the timer within the test.
-    reader = PeriodicExportingMetricReader(
-        OTLPMetricExporter(endpoint=endpoint), export_interval_millis=3_600_000
-    )
-    provider = MeterProvider(metric_readers=[reader])
-    saved = metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE
-    metrics_internal._METER_PROVIDER_SET_ONCE = Once()
-    metrics_internal.set_meter_provider(provider)
-    try:
-        context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
-        harness = Harness([bash_tool(output=OutputPolicy(max_lines=5))], context=context)
-        asyncio.run(harness.run([ToolCall("c1", "bash", {"command": "seq 1 100"})]))
-        provider.force_flush()
-    finally:
-        metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE = saved
-        provider.shutdown()
-        server.shutdown()
-        server.server_close()
+    reply = ExportMetricsServiceResponse().SerializeToString()
+    with otlp_receiver(reply) as (url, received):
+        # Exported when flushed below, never by the timer within the test.
+        reader = PeriodicExportingMetricReader(
+            OTLPMetricExporter(endpoint=f"{url}/v1/metrics"), export_interval_millis=3_600_000
+        )
+        provider = MeterProvider(metric_readers=[reader])
+        saved = metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE
+        metrics_internal._METER_PROVIDER_SET_ONCE = Once()
+        metrics_internal.set_meter_provider(provider)
+        try:
+            run_bounded_bash_call(tmp_path)
+            provider.force_flush()
+        finally:
+            metrics_internal._METER_PROVIDER, metrics_internal._METER_PROVIDER_SET_ONCE = saved
+            provider.shutdown()
     exported: dict[str, Any] = {}
-    for path, body in received:
-        assert path == "/v1/metrics"
+    for path, content_type, body in received:
+        assert path == "/v1/metrics" and content_type == "application/x-protobuf"
         request = ExportMetricsServiceRequest()
         request.ParseFromString(body)
         for resource_metrics in request.resource_metrics:

@@ -21,7 +21,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util._once import Once
 from pydantic import BaseModel
 
-from otel_fixture import points
+from otel_fixture import (
+    assert_a_call_imports_no_opentelemetry,
+    otlp_receiver,
+    points,
+    run_bounded_bash_call,
+)
 from toolfold import _otel
 from toolfold.durability import Durability
 from toolfold.execenv import LocalExecEnv
@@ -258,14 +263,7 @@ def test_off_means_no_tracer_and_no_import() -> None:
     assert _otel.tracer() is None and _otel.recording_span() is None
     # And toolfold never imports opentelemetry itself: a process that does not use it
     # runs every call without loading it.
-    code = (
-        "import asyncio, sys\n"
-        "from toolfold.harness import Harness, ToolCall\n"
-        "from toolfold.tools import BASH\n"
-        "asyncio.run(Harness([BASH]).run([ToolCall('c1', 'bash', {'command': 'true'})]))\n"
-        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], sys.modules\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert_a_call_imports_no_opentelemetry("assert _otel.tracer() is None")
 
 
 async def test_a_resume_after_kill_9_traces_the_replayed_and_the_interrupted_call(
@@ -321,51 +319,25 @@ def test_spans_export_over_otlp_http_to_a_receiver_on_loopback(tmp_path: Path) -
     """The whole path a user sets up: the SDK's OTLP/HTTP exporter posts protobuf to a
     receiver (a small one here: no collector installs from the package index), which
     decodes what arrived."""
-    import http.server
-    import threading
-
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
         ExportTraceServiceResponse,
     )
 
-    received: list[tuple[str, str, bytes]] = []
-
-    class Receiver(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers["Content-Length"])
-            body = self.rfile.read(length)
-            received.append((self.path, self.headers["Content-Type"], body))
-            reply = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    provider = TracerProvider()
-    endpoint = f"http://127.0.0.1:{server.server_address[1]}/v1/traces"
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
-    saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
-    trace._TRACER_PROVIDER_SET_ONCE = Once()
-    trace.set_tracer_provider(provider)
-    try:
-        context = ToolContext(env=LocalExecEnv(tmp_path / "spill"), cwd=tmp_path)
-        harness = Harness([bash_tool(output=OutputPolicy(max_lines=5))], context=context)
-        asyncio.run(harness.run([ToolCall("c1", "bash", {"command": "seq 1 100"})]))
-        provider.force_flush()
-    finally:
-        trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
-        provider.shutdown()
-        server.shutdown()
-        server.server_close()
+    with otlp_receiver(ExportTraceServiceResponse().SerializeToString()) as (url, received):
+        provider = TracerProvider()
+        exporter = OTLPSpanExporter(endpoint=f"{url}/v1/traces")
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        saved = trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE
+        trace._TRACER_PROVIDER_SET_ONCE = Once()
+        trace.set_tracer_provider(provider)
+        try:
+            run_bounded_bash_call(tmp_path)
+            provider.force_flush()
+        finally:
+            trace._TRACER_PROVIDER, trace._TRACER_PROVIDER_SET_ONCE = saved
+            provider.shutdown()
     exported: dict[str, Any] = {}
     for path, content_type, body in received:
         assert path == "/v1/traces" and content_type == "application/x-protobuf"
