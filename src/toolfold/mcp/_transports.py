@@ -10,14 +10,9 @@ import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-import anyio
-import mcp_types as types
 from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.routing import Route
 
@@ -26,6 +21,7 @@ from toolfold.server import Guard, GuardConfig, allowed_hosts, http_protocol
 from ._errors import McpHostError
 from ._events import RETRY_MS, EventLog, ResumableSessionManager
 from ._host import McpHost
+from ._stdio import MAX_LINE_BYTES, loop_stdio, protocol_error
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,52 +33,17 @@ MCP_PATH = "/mcp"
 """Where the Streamable HTTP endpoint answers."""
 
 
-MAX_ERROR_DETAIL = 200
-"""Characters of the decoder's complaint quoted back in a parse error."""
-
-
-def protocol_error(exc: Exception) -> SessionMessage:
-    """The JSON-RPC error answering a line that is not a JSON-RPC message: -32700 for
-    text that is not JSON, -32600 for JSON that is not a valid message (``id`` is
-    null: it could not be read)."""
-    errors = exc.errors() if isinstance(exc, ValidationError) else []
-    not_json = any(e.get("type") == "json_invalid" for e in errors)
-    code, what = (
-        (types.PARSE_ERROR, "Parse error: the message is not valid JSON")
-        if not_json or not errors
-        else (types.INVALID_REQUEST, "Invalid Request: the JSON is not a JSON-RPC 2.0 message")
-    )
-    detail = " ".join(str(errors[0].get("msg", exc) if errors else exc).split())
-    message = f"{what} ({detail[:MAX_ERROR_DETAIL]}); the server keeps serving"
-    error = types.ErrorData(code=code, message=message)
-    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=None, error=error))
-
-
-async def serve_stdio(host: McpHost) -> None:
+async def serve_stdio(host: McpHost, *, max_line: int = MAX_LINE_BYTES) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin; calls
     still running then are cancelled and settle (cancelled) before this returns.
 
-    The SDK's stdio transport hands a line it cannot decode to the server as an
-    exception, which its loop only logs; the client would wait forever for an
-    answer. Lines are relayed here instead, and a bad one is answered with a
-    JSON-RPC error."""
+    The transport is the event loop's own (``_stdio``): a line that is not a JSON-RPC
+    message is answered with a JSON-RPC error, a line over ``max_line`` bytes is
+    dropped without being held, and stdout has backpressure."""
     server = host.server()
     try:
-        async with stdio_server() as (read_stream, write_stream):
-            relay_in, relay_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-
-            async def relay() -> None:
-                async with relay_in:
-                    async for item in read_stream:
-                        if isinstance(item, Exception):
-                            await write_stream.send(protocol_error(item))
-                        else:
-                            await relay_in.send(item)
-
-            async with anyio.create_task_group() as group:
-                group.start_soon(relay)
-                await server.run(relay_out, write_stream, host.initialization_options(server))
-                group.cancel_scope.cancel()
+        async with loop_stdio(max_line) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, host.initialization_options(server))
     finally:
         await host.aclose()
 
@@ -188,8 +149,10 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
 
 
 __all__ = [
+    "MAX_LINE_BYTES",
     "MCP_PATH",
     "http_app",
+    "protocol_error",
     "serve_http",
     "serve_stdio",
 ]
