@@ -176,7 +176,7 @@ def _as_serve(mode: str, argv: list[str]) -> None:
         from toolfold.server import _follow
 
         _follow.Followers._follow = _polling_follow  # type: ignore[method-assign]
-    from toolfold.cli._main import main as cli_main
+    from toolfold.cli import main as cli_main
 
     cli_main(argv)
 

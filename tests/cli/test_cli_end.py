@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import clean_env, toolfold
 
-from toolfold.cli import _shared
+from toolfold.cli import _process
 
 # A process that runs `toolfold run` through `main()` as the console script does, with
 # an exit handler and an object that says when the interpreter's teardown frees it.
@@ -98,11 +98,11 @@ def no_process_exit(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_end_process_ends_the_process_when_nothing_else_runs(no_process_exit: list[str]) -> None:
     with pytest.raises(_Exited) as ended:
-        _shared.end_process(7)
+        _process.end_process(7)
     assert ended.value.args == (7,)
     assert no_process_exit == ["exit handlers"]
     with pytest.raises(_Exited) as ended:
-        _shared.end_process(None)  # SystemExit(None) is status 0
+        _process.end_process(None)  # SystemExit(None) is status 0
     assert ended.value.args == (0,)
 
 
@@ -111,7 +111,7 @@ def test_end_process_takes_the_ordinary_exit_for_an_unusual_status(
     code: object, no_process_exit: list[str]
 ) -> None:
     with pytest.raises(SystemExit) as ended:
-        _shared.end_process(code)
+        _process.end_process(code)
     assert ended.value.code == code
     assert no_process_exit == []  # the ordinary exit runs them
 
@@ -121,7 +121,7 @@ def test_end_process_takes_the_ordinary_exit_while_another_thread_runs(
 ) -> None:
     monkeypatch.setattr("threading.active_count", lambda: 2)
     with pytest.raises(SystemExit) as ended:
-        _shared.end_process(0)
+        _process.end_process(0)
     assert ended.value.code == 0
     assert no_process_exit == []
 
@@ -136,7 +136,7 @@ def test_end_process_takes_the_ordinary_exit_when_stdout_cannot_be_flushed(
 
     monkeypatch.setattr(sys, "stdout", Closed())
     with pytest.raises(SystemExit) as ended:
-        _shared.end_process(0)
+        _process.end_process(0)
     assert ended.value.code == 0
 
 

@@ -70,6 +70,10 @@ NOT_FOR_A_LOCAL_RUN = (
 what its path needs when it needs it. Not listed, because asyncio imports them itself:
 ``ssl``, ``logging``, ``inspect``, ``concurrent.futures``."""
 
+NOT_FOR_A_BARE_RUN = ("click", "toolfold.cli._main", "toolfold.cli._shared")
+"""What ``toolfold run -- COMMAND`` (no option) does without: it is parsed without click
+and the command group (``cli/_entry.py``)."""
+
 _IMPORT = re.compile(r"import time:\s+\d+ \|\s+\d+ \| \s*(\S+)")
 
 _SCRIPT = Path(sys.executable).with_name("toolfold")
@@ -125,6 +129,7 @@ def test_run_on_the_default_store_imports_no_heavy_layer(tmp_path: Path, entry: 
         not {"toolfold.tools.read", "toolfold.tools.grep", "toolfold.tools.pytest_tool"} & modules
     )
     assert unneeded(modules) == []
+    assert sorted(m for m in modules if m.split(".")[0] == "click" or m in NOT_FOR_A_BARE_RUN) == []
 
 
 def test_run_with_options_imports_only_its_path(tmp_path: Path) -> None:
@@ -134,6 +139,7 @@ def test_run_with_options_imports_only_its_path(tmp_path: Path) -> None:
     assert "toolfold.storage._sqlite" in modules
     assert heavy(modules) == []
     assert unneeded(modules) == []
+    assert "click" in modules  # an option before `--`: click parses the command line
 
 
 def test_other_commands_still_reach_what_run_leaves_out(tmp_path: Path) -> None:
@@ -157,3 +163,40 @@ def test_the_check_sees_a_heavy_import(tmp_path: Path) -> None:
         ["-c", "import toolfold.storage; toolfold.storage.MemoryRepository"], tmp_path
     )
     assert unneeded(modules) == ["toolfold.storage._memory"]
+
+
+def test_a_bare_run_gets_what_click_would_parse() -> None:
+    """``run -- COMMAND`` skips click with ``RUN_DEFAULTS``: the same arguments click's
+    ``run`` receives for that command line, so the two paths run the same call."""
+    from toolfold.cli._entry import RUN_DEFAULTS, bare_run
+    from toolfold.cli._main import cli
+
+    argv = ["--", "ls", "-l", "--json", "--"]
+    command = bare_run(["run", *argv])
+    assert command == ("ls", "-l", "--json", "--")
+    run = cli.commands["run"]
+    ctx = run.make_context("run", list(argv))
+    assert ctx.params == {**RUN_DEFAULTS, "command": command}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--"],
+        ["run", "--json", "--", "true"],
+        ["run", "true"],
+        ["--help", "run", "--", "true"],
+        ["sessions", "--", "true"],
+    ],
+)
+def test_anything_but_a_bare_run_goes_through_click(args: list[str]) -> None:
+    from toolfold.cli._entry import bare_run
+
+    assert bare_run(args) is None
+
+
+def test_shell_completion_goes_through_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolfold.cli._entry import COMPLETE_VAR, bare_run
+
+    monkeypatch.setenv(COMPLETE_VAR, "bash_complete")
+    assert bare_run(["run", "--", "true"]) is None

@@ -1,30 +1,17 @@
-"""The click command group behind ``toolfold`` and its error handling (one line, exit 2)."""
+"""The click command group behind ``toolfold`` (its entry point ``main`` is in ``_entry.py``)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
 from ._errors import CliError
+from ._process import _arun, _check_session_name, _exit
 from ._sandbox import sandbox_choice, sandbox_options, store_paths
-from ._shared import (
-    CONTEXT,
-    SIZE,
-    STORE_HELP,
-    Finished,
-    _arun,
-    _check_session_name,
-    _exit,
-    _finish,
-    _quote,
-    _session_and_store,
-    _window,
-    end_process,
-)
+from ._shared import CONTEXT, SIZE, STORE_HELP, _session_and_store, _window
 from ._store import resolve_store
 
 LAZY_COMMANDS = {
@@ -177,63 +164,30 @@ def run(
     confines the command (there, for --ssh / --exec-host); see docs/security.md.
     --detach runs it in the background of the machine, outliving this shell.
     """
-    from ._run import (
-        RunSettings,
-        lease_seconds,
-        new_session_name,
-        output_policy,
-        remote_settings,
-        run_call,
-        spill_cap,
-    )
+    from ._run import run_command
 
-    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
-    remote = remote_settings(
-        ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd, choice.args()
-    )
-    spec = resolve_store(store)
-    # Checked here, so a host that cannot confine fails before anything is recorded.
-    sandbox = choice.build(hidden=store_paths(spec)) if remote is None else None
-    policy = output_policy(retain, max_bytes, max_lines, head_share)
-    cap = spill_cap(max_spill)
-    ttl = lease_seconds(lease)
-    name = session if session is not None else new_session_name()
-    _check_session_name(name)
-    text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
-    if detach:
-        from ._detach import start_detached
-
-        ctx = click.get_current_context()
-        _exit(start_detached(ctx, spec, name, command, local=remote is None))
-    worker = None
-    if detached_worker is not None:
-        from ._detach import Worker
-
-        worker = Worker.setup(
-            spec, name, text, detached_worker, local=remote is None, retain=retain
-        )
-    settings = RunSettings(
-        spec,
-        name,
-        text,
-        policy,
-        live=worker is None and sys.stdout.isatty() and sys.stderr.isatty(),
+    run_command(
+        session=session,
+        store=store,
+        retain=retain,
+        head_share=head_share,
+        max_bytes=max_bytes,
+        max_lines=max_lines,
+        max_spill=max_spill,
         as_json=as_json,
-        remote=remote,
-        max_spill=cap,
-        lease_ttl=ttl,
-        sandbox=sandbox,
-        stdin=worker.stdin if worker is not None else None,
-        on_started=worker.on_started if worker is not None else None,
+        ssh=ssh,
+        ssh_options=ssh_options,
+        exec_host_prefix=exec_host_prefix,
+        remote_command=remote_command,
+        remote_cwd=remote_cwd,
+        lease=lease,
+        sandbox_profile=sandbox_profile,
+        sandbox_write=sandbox_write,
+        sandbox_network=sandbox_network,
+        detach=detach,
+        detached_worker=detached_worker,
+        command=command,
     )
-    try:
-        status = _arun(run_call(settings), spec)
-    finally:
-        if worker is not None:
-            worker.close()
-    if worker is not None:
-        _exit(status)  # a detached run's worker ends the ordinary way
-    _finish(status)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -485,42 +439,3 @@ def exec_host(
     # The spill files of every session stay out of the commands' reach.
     sandbox = choice.build(hidden=[os.path.expanduser(spill_dir)])
     _exit(run_exec_host(spill_dir, sandbox=sandbox))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``toolfold`` script: user errors end as one line on stderr
-    (``toolfold: error: ...``) with exit status 2, never a traceback.
-
-    As the process's entry point (``argv`` None: the console script, ``python -m
-    toolfold.cli``), a command that finished (``run``) ends the process without the
-    interpreter's teardown (``end_process``); called with ``argv``, every command ends
-    in ``SystemExit`` as usual."""
-    try:
-        cli.main(args=argv, prog_name="toolfold", standalone_mode=False)
-    except Finished as done:
-        if argv is None:
-            end_process(done.code)
-        raise
-    except CliError as exc:
-        _fail(str(exc), exc.exit_code)
-    except click.UsageError as exc:
-        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-        _fail(" ".join(exc.format_message().split()) + hint, exc.exit_code)
-    except click.ClickException as exc:
-        _fail(" ".join(exc.format_message().split()), exc.exit_code)
-    except click.exceptions.Abort:
-        _fail("aborted", 130)
-    except KeyboardInterrupt:
-        _fail("interrupted", 130)
-    except OSError as exc:
-        # Last resort for file-system failures outside the store (a cwd that vanished,
-        # an unwritable spill directory): still one line, naming the file.
-        where = f" ({exc.filename})" if exc.filename else ""
-        _fail(f"{exc.strerror or exc}{where}", 2)
-    raise SystemExit(0)
-
-
-def _fail(message: str, code: int) -> NoReturn:
-    sys.stdout.flush()
-    print(f"toolfold: error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(code)

@@ -8,7 +8,8 @@ import sys
 import click
 
 from ._errors import CliError
-from ._shared import CONTEXT, STORE_HELP, _arun, _check_session_name, _exit
+from ._process import _arun, _check_session_name, _exit
+from ._shared import CONTEXT, STORE_HELP
 from ._store import resolve_store
 
 STORE = click.option("--store", "store", metavar="URL", help=STORE_HELP)

@@ -9,17 +9,9 @@ from typing import Any, TypeVar
 import click
 
 from ._errors import CliError
+from ._process import _arun, _check_session_name, _exit
 from ._sandbox import sandbox_choice, sandbox_options, store_paths
-from ._shared import (
-    CONTEXT,
-    SIZE,
-    _arun,
-    _check_session_name,
-    _exit,
-    _session_and_store,
-    _window,
-    head_share_option,
-)
+from ._shared import CONTEXT, SIZE, _session_and_store, _window, head_share_option
 from ._store import resolve_store
 from ._tasks_options import TaskOptions
 

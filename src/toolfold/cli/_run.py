@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from toolfold.durability import DEFAULT_LEASE_TTL, default_host_id
 from toolfold.execenv import (
@@ -29,6 +29,8 @@ from toolfold.output import OutputPolicy, output_text
 from toolfold.storage import StorageError, set_value, storage_failure
 
 from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
+from ._process import _arun, _check_session_name, _exit, _finish, _quote
+from ._sandbox import sandbox_choice, store_paths
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, call_totals
@@ -434,3 +436,79 @@ __all__ = [
     "print_result",
     "run_call",
 ]
+
+
+def run_command(
+    *,
+    session: str | None,
+    store: str | None,
+    retain: str,
+    head_share: float | None,
+    max_bytes: int | None,
+    max_lines: int | None,
+    max_spill: int | None,
+    as_json: bool,
+    ssh: str | None,
+    ssh_options: tuple[str, ...],
+    exec_host_prefix: str | None,
+    remote_command: str,
+    remote_cwd: str | None,
+    lease: float | None,
+    sandbox_profile: str,
+    sandbox_write: tuple[str, ...],
+    sandbox_network: bool,
+    detach: bool,
+    detached_worker: int | None,
+    command: tuple[str, ...],
+) -> NoReturn:
+    """``toolfold run``, its options parsed (by click, or for a bare ``run -- COMMAND``
+    by ``_entry.py`` with ``RUN_DEFAULTS``): run the call and end with its exit status."""
+    choice = sandbox_choice(sandbox_profile, sandbox_write, sandbox_network)
+    remote = remote_settings(
+        ssh, ssh_options, exec_host_prefix, remote_command, remote_cwd, choice.args()
+    )
+    spec = resolve_store(store)
+    # Checked here, so a host that cannot confine fails before anything is recorded.
+    sandbox = choice.build(hidden=store_paths(spec)) if remote is None else None
+    policy = output_policy(retain, max_bytes, max_lines, head_share)
+    cap = spill_cap(max_spill)
+    ttl = lease_seconds(lease)
+    name = session if session is not None else new_session_name()
+    _check_session_name(name)
+    text = command[0] if len(command) == 1 else " ".join(_quote(part) for part in command)
+    if detach:
+        import click  # --detach is parsed by click: its worker's arguments come from there
+
+        from ._detach import start_detached
+
+        ctx = click.get_current_context()
+        _exit(start_detached(ctx, spec, name, command, local=remote is None))
+    worker = None
+    if detached_worker is not None:
+        from ._detach import Worker
+
+        worker = Worker.setup(
+            spec, name, text, detached_worker, local=remote is None, retain=retain
+        )
+    settings = RunSettings(
+        spec,
+        name,
+        text,
+        policy,
+        live=worker is None and sys.stdout.isatty() and sys.stderr.isatty(),
+        as_json=as_json,
+        remote=remote,
+        max_spill=cap,
+        lease_ttl=ttl,
+        sandbox=sandbox,
+        stdin=worker.stdin if worker is not None else None,
+        on_started=worker.on_started if worker is not None else None,
+    )
+    try:
+        status = _arun(run_call(settings), spec)
+    finally:
+        if worker is not None:
+            worker.close()
+    if worker is not None:
+        _exit(status)  # a detached run's worker ends the ordinary way
+    _finish(status)

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
-
 from ._errors import CliError
 from ._store import StoreSpec
 
@@ -94,6 +92,7 @@ def sandbox_options(default: str, whose: str) -> Callable[[F], F]:
     """``--sandbox`` (default ``default``), ``--sandbox-write`` and ``--sandbox-network``
     (the arguments ``sandbox_profile``, ``sandbox_write``, ``sandbox_network``; see
     ``sandbox_choice``); ``whose`` names the commands confined."""
+    import click  # here: a bare ``run`` builds its sandbox choice without click
 
     def apply(f: F) -> F:
         f = click.option(
