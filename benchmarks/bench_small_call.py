@@ -18,6 +18,11 @@ the per-round median. Reported per row:
   ``strace -f -c`` over a run of ``--calls`` calls minus a run of none (JSONL, SQLite);
   on PostgreSQL the server's WAL syncs (``pg_stat_wal.wal_sync``) over the calls.
 
+A backend may carry options after ``+``: ``leased`` (the harness takes a lease per call
+with the host's record, as ``toolfold mcp``, ``run`` and ``serve`` do), ``side``
+(``FsyncPolicy(side="none")``), ``nosync`` (``FsyncPolicy("none", "none")``), e.g.
+``--backends none,sqlite,sqlite+leased,sqlite+nosync``.
+
 ``--before SRC`` adds the same rows for another source tree (``git archive <commit> src
 | tar -x -C /tmp/before``, then ``--before /tmp/before/src``).
 
@@ -50,8 +55,16 @@ async def child(backend: str, url: str, calls: int) -> dict[str, Any]:
     """One configuration, in this process: ``calls`` trivial durable calls."""
     from pydantic import BaseModel
 
-    from toolfold.harness import Harness, ToolCall, tool
-    from toolfold.storage import open_repository
+    from toolfold.durability import Durability
+    from toolfold.harness import DurableHooks, Harness, ToolCall, tool
+    from toolfold.storage import FsyncPolicy, open_repository
+
+    backend, *options = backend.split("+")
+    fsync = FsyncPolicy()
+    if "side" in options:
+        fsync = FsyncPolicy(side="none")
+    if "nosync" in options:
+        fsync = FsyncPolicy("none", "none")
 
     class NoParams(BaseModel):
         pass
@@ -66,7 +79,7 @@ async def child(backend: str, url: str, calls: int) -> dict[str, Any]:
     if backend == "none":
         harness = Harness([ok])
     else:
-        repo = open_repository(url)
+        repo = open_repository(url, fsync=fsync)
         session = await repo.open_session(f"s-{uuid.uuid4().hex[:8]}", create=True)
         inner = session._commit_writes
 
@@ -76,7 +89,12 @@ async def child(backend: str, url: str, calls: int) -> dict[str, Any]:
             return await inner(*args)
 
         session._commit_writes = counting  # type: ignore[method-assign]
-        harness = Harness([ok], session=session)
+        if "leased" in options:
+            # What a leased host (`toolfold mcp`, `run`, `serve`) does per call.
+            hooks = DurableHooks(Durability(session, host=f"bench:{os.getpid()}"))
+            harness = Harness([ok], hooks=hooks)
+        else:
+            harness = Harness([ok], session=session)
     for i in range(min(calls, 5)):  # warm-up: first-use costs are not a call's
         await harness.run([ToolCall(f"w{i}", "ok", {})])
     commits = 0
@@ -151,7 +169,7 @@ def main() -> None:
     backends = args.backends.split(",")
     cluster = None
     pg = os.environ.get("TOOLFOLD_TEST_POSTGRES_DSN")
-    if "postgres" in backends and pg is None:
+    if any(b.split("+")[0] == "postgres" for b in backends) and pg is None:
         from pg_fixture import start_cluster
 
         cluster = start_cluster(fsync=True)
@@ -160,11 +178,13 @@ def main() -> None:
     rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
 
-        def url_for(backend: str, tree: str, r: int) -> str:
+        def url_for(spec: str, tree: str, r: int) -> str:
+            backend = spec.split("+")[0]
+            tag = spec.replace("+", "-")
             if backend == "jsonl":
-                return f"jsonl:{tmp / f'{tree}-{r}-jsonl'}"
+                return f"jsonl:{tmp / f'{tree}-{r}-{tag}'}"
             if backend == "sqlite":
-                return f"sqlite:{tmp / f'{tree}-{r}.db'}"
+                return f"sqlite:{tmp / f'{tree}-{r}-{tag}.db'}"
             if backend == "postgres":
                 assert pg is not None
                 return pg
@@ -174,7 +194,7 @@ def main() -> None:
             for backend in backends:
                 for tree, src in trees:
                     got = run_child(src, backend, url_for(backend, tree, r), args.calls)
-                    if r == 0 and backend in ("jsonl", "sqlite"):
+                    if r == 0 and backend.split("+")[0] in ("jsonl", "sqlite"):
                         many = run_child(
                             src, backend, url_for(backend, tree, 100 + r), args.calls, True
                         )
@@ -201,9 +221,10 @@ def main() -> None:
             med = statistics.median(g["median"] for g in runs)
             p90 = statistics.median(g["p90"] for g in runs)
             ratio = f"{med / base[tree]:.1f}x" if tree in base else "—"
-            if backend == "postgres":
+            kind = backend.split("+")[0]
+            if kind == "postgres":
                 syncs = f"{statistics.median(g['wal_syncs'] for g in runs):.1f} (server WAL)"
-            elif backend in ("jsonl", "sqlite"):
+            elif kind in ("jsonl", "sqlite"):
                 syncs = f"{runs[0]['fsyncs']:.1f}"
             else:
                 syncs = "0"

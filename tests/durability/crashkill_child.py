@@ -317,6 +317,21 @@ class KillSession:
         return {p: p.stat().st_size for p in self.root.rglob("*") if p.is_file()}
 
     async def commit(self, writes: Any, **kw: Any) -> Any:
+        return await self._commit(writes, lambda planned: self.inner.commit(planned, **kw))
+
+    async def commit_across(self, session_writes: Any, scope_writes: Any, **kw: Any) -> Any:
+        # One transaction across two scopes (an operation's lease and start): traced and
+        # killed like a commit; its planning runs before it enters the line, which is
+        # the same for the trace (nothing else commits in between in this child).
+        both = [*session_writes, *scope_writes]
+
+        def run(planned: Any) -> Any:
+            planned()
+            return self.inner.commit_across(session_writes, scope_writes, **kw)
+
+        return await self._commit(both, run)
+
+    async def _commit(self, writes: Any, run: Any) -> Any:
         tear = self._tick(commit=True)
         n = self.calls
 
@@ -354,7 +369,7 @@ class KillSession:
                 self._tear_inside_the_line(n)
             return ws
 
-        result = await self.inner.commit(planned_then_tear, **kw)
+        result = await run(planned_then_tear)
         self.trace.write(ev="done", n=n)
         if tear:  # the commit wrote nothing, so nothing tore: die right after it
             os.kill(os.getpid(), signal.SIGKILL)
@@ -385,6 +400,11 @@ class KillSession:
             if grown:
                 path, old, new = grown[0]
                 os.truncate(path, old + self.rng.randrange(1, new - old))
+                # A file this commit created came after the record it cut (JSONL's
+                # commit_across appends to the main log, then creates the side file):
+                # a crash mid-write of that record never got to create it.
+                for created in [p for p in after if p not in before]:
+                    created.unlink()
                 self.trace.write(ev="torn", n=n, path=str(path))
             else:
                 # A new file (created whole by rename) or a backend without an

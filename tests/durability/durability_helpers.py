@@ -46,6 +46,15 @@ class Tap:
         return getattr(self.inner, name)
 
     async def commit(self, writes: Sequence[Any] | Callable[[], Sequence[Any]], **kw: Any) -> Any:
+        await self._gate()
+        return await self.inner.commit(writes, **kw)
+
+    async def commit_across(self, session_writes: Any, scope_writes: Any, **kw: Any) -> Any:
+        """One commit, as far as counting, crashing and holding go."""
+        await self._gate()
+        return await self.inner.commit_across(session_writes, scope_writes, **kw)
+
+    async def _gate(self) -> None:
         self.commits += 1
         n = self.commits
         if self.crash_at is not None and n >= self.crash_at:
@@ -71,7 +80,6 @@ class Tap:
                 return await original(ws, scope)
 
             inner._commit_writes = slow
-        return await self.inner.commit(writes, **kw)
 
 
 async def wait_reached(reached: asyncio.Event, task: asyncio.Future[Any]) -> None:

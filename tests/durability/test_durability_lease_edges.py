@@ -48,6 +48,14 @@ class Flaky:
         return getattr(self.inner, name)
 
     async def commit(self, writes: Any, **kw: Any) -> Any:
+        await self._gate()
+        return await self.inner.commit(writes, **kw)
+
+    async def commit_across(self, session_writes: Any, scope_writes: Any, **kw: Any) -> Any:
+        await self._gate()
+        return await self.inner.commit_across(session_writes, scope_writes, **kw)
+
+    async def _gate(self) -> None:
         self.commits += 1
         if self.before_commit is not None:
             hook, self.before_commit = self.before_commit, None
@@ -55,7 +63,6 @@ class Flaky:
         if self.fail_commits:
             self.fail_commits -= 1
             raise BackendError("injected commit failure")
-        return await self.inner.commit(writes, **kw)
 
     async def get_value(self, address: Any) -> Any:
         if self.fail_reads:

@@ -280,3 +280,53 @@ def test_a_janitor_settles_exactly_the_expired_leases_once_property(
         assert live == {f"op{k}" for k in range(len(ops)) if k not in settled}
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("before", ["taken", "held", "expired", "settled"])
+async def test_a_leased_start_is_one_commit_or_writes_nothing(store: Store, before: str) -> None:
+    """The lease and the operation's start (with the host's record) are one transaction:
+    a new operation (no token) is started by one commit; a token already there makes that
+    commit write nothing, and the read-then-decide path runs as for any takeover."""
+    from durability_helpers import Tap
+
+    from toolfold.durability import operation_call, operation_meta
+    from toolfold.storage import set_value, value
+
+    s = await store.session()
+    clock = Clock()
+    if before != "taken":
+        other = await Durability(s, host="A", lease_ttl=5, wall_clock=clock).start_operation(
+            "op1", "op1", [record("c0")]
+        )
+        stop(other)
+        if before == "settled":
+            await other.settle("c0", message("c0"))
+        if before == "expired":
+            clock.now += 6
+    tap = Tap(s)
+    note = value("host.record", "c1")
+    b = Durability(tap, host="B", lease_ttl=5, wall_clock=clock)  # type: ignore[arg-type]
+    seq = s.next_seq
+    if before in ("held", "settled"):
+        with pytest.raises(LeaseHeldError):
+            await b.start_operation("op1", "op1", [record("c1")], with_writes=[set_value(note, 1)])
+        assert tap.commits == 1  # the combined commit, refused: no second try
+        assert await s.get_value(note) is None
+        assert await s.get_value(operation_call("op1", "c1")) is None
+        owner = None if before == "settled" else "A"
+        held = await read_lease(s, "op1")
+        assert (held.owner if held else None) == owner
+        return
+    op = await b.start_operation("op1", "op1", [record("c1")], with_writes=[set_value(note, 1)])
+    stop(op)
+    # Taken: one commit; expired: the refused combined commit, then the takeover's.
+    assert tap.commits == (1 if before == "taken" else 2)
+    assert op.lease is not None and op.lease.token == (1 if before == "taken" else 2)
+    s = await store.reopen(s)
+    assert await s.get_value(lease_token("op1")) == op.lease.token
+    lease = await read_lease(s, "op1")
+    assert lease is not None and lease.owner == "B"
+    assert await s.get_value(note) == 1
+    assert (await s.get_value(operation_call("op1", "c1")) or {}).get("tool_call_id") == "c1"
+    meta = await s.get_value(operation_meta("op1"))
+    assert isinstance(meta, dict) and meta["after_seq"] < seq + 3

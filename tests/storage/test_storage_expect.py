@@ -97,3 +97,88 @@ def test_expect_matches_a_model(steps: list[tuple[int | None, int]]) -> None:
                 assert await s.get_value(TOKEN) == model
 
     asyncio.run(run())
+
+
+HOLDER = value("lease.holder", "op1")
+META = value("op.meta", "op1", OP)
+
+
+async def test_commit_across_writes_both_scopes_in_one_commit(store: Store) -> None:
+    s = await store.session()
+    r = await s.commit_across(
+        [set_value(TOKEN, 1), set_value(HOLDER, {"owner": "A"})],
+        [set_value(META, {"run_id": "r"}), append_list(list_address("out", "x", OP), "a")],
+        expect=[expect(TOKEN, None)],
+    )
+    assert len(r.seqs) == 4 and list(r.seqs) == sorted(r.seqs)
+    s = await store.reopen(s)
+    assert await s.get_value(TOKEN) == 1
+    assert await s.get_value(HOLDER) == {"owner": "A"}
+    assert await s.get_value(META) == {"run_id": "r"}
+    assert [e.value for e in await s.read_list(list_address("out", "x", OP))] == ["a"]
+    assert [sc.id for sc in await s.live_scopes()] == ["op1"]
+    # Seqs go on after the commit, on reopen too.
+    r2 = await s.commit([set_value(TOKEN, 2)])
+    assert r2.seqs[0] > max(r.seqs)
+
+
+async def test_commit_across_refused_writes_neither_scope(store: Store) -> None:
+    s = await store.session()
+    await s.commit([set_value(TOKEN, 7)])
+    with pytest.raises(ConflictError):
+        await s.commit_across(
+            [set_value(TOKEN, 1), set_value(HOLDER, {"owner": "B"})],
+            [set_value(META, {"run_id": "r"})],
+            expect=[expect(TOKEN, None)],
+        )
+    s = await store.reopen(s)
+    assert await s.get_value(TOKEN) == 7
+    assert await s.get_value(HOLDER) is None
+    assert await s.get_value(META) is None
+    assert await s.live_scopes() == []
+
+
+async def test_commit_across_checks_its_scopes(store: Store) -> None:
+    s = await store.session()
+    with pytest.raises(ScopeError, match="session_writes"):
+        await s.commit_across([set_value(META, 1)], [set_value(META, 2)])
+    with pytest.raises(ScopeError, match="one ephemeral scope"):
+        await s.commit_across([set_value(TOKEN, 1)], [set_value(HOLDER, 2)])  # type: ignore[list-item]
+    with pytest.raises(ScopeError):
+        await s.commit_across(
+            [set_value(TOKEN, 1)],
+            [set_value(META, 1), set_value(value("op.meta", "op2", ephemeral_scope("op2")), 1)],
+        )
+    assert await s.get_value(TOKEN) is None and await s.live_scopes() == []
+    # Either part empty: a plain commit of the other.
+    await s.commit_across([set_value(TOKEN, 1)], [], expect=[expect(TOKEN, None)])
+    await s.commit_across([], [set_value(META, 1)], expect=[expect(TOKEN, 1)])
+    assert await s.get_value(META) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    stored=st.sampled_from([None, 1, 2, {"settled": 1}]),
+    wanted=st.sampled_from([None, 1, 2, {"settled": 1}]),
+)
+def test_commit_across_is_taken_only_when_its_precondition_holds(
+    stored: object, wanted: object
+) -> None:
+    async def go() -> None:
+        repo = MemoryRepository()
+        s = await repo.open_session("s", create=True)
+        if stored is not None:
+            await s.commit([set_value(TOKEN, stored)])
+        try:
+            await s.commit_across(
+                [set_value(TOKEN, 9)], [set_value(META, "start")], expect=[expect(TOKEN, wanted)]
+            )
+            taken = True
+        except ConflictError:
+            taken = False
+        assert taken == (stored == wanted)
+        assert await s.get_value(TOKEN) == (9 if taken else stored)
+        assert await s.get_value(META) == ("start" if taken else None)
+        await repo.close()
+
+    asyncio.run(go())

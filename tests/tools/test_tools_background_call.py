@@ -93,6 +93,13 @@ class Commits:
         self.committed.set()
         return result
 
+    async def commit_across(self, *args: Any, **kw: Any) -> Any:
+        if self.dead:
+            raise RuntimeError("this process is dead: nothing it commits reaches the store")
+        result = await self.inner.commit_across(*args, **kw)
+        self.committed.set()
+        return result
+
 
 async def run_one(harness: Harness, call_id: str, name: str, args: dict[str, Any]) -> Any:
     [result] = await harness.run([ToolCall(call_id, name, args)], turn_id="t1")

@@ -37,9 +37,11 @@ from typing import Any, Final
 from toolfold.storage import (
     CommitResult,
     ConflictError,
+    EphemeralWrite,
     Expect,
     Session,
     SessionScope,
+    SessionWrite,
     ValueAddress,
     Write,
     delete_value,
@@ -238,14 +240,16 @@ async def acquire_lease(
     *,
     ttl: float = DEFAULT_LEASE_TTL,
     clock: Callable[[], float] = time.time,
-    with_writes: Sequence[Write] = (),
+    with_writes: Sequence[SessionWrite] = (),
+    scope_writes: Sequence[EphemeralWrite] = (),
 ) -> Lease:
     """Take the operation's lease for ``owner``: a new one or an expired one (whoever
     held it). One conditional commit bumps the fencing
     token, so of two hosts taking the same operation over exactly one wins; the other
     gets :class:`LeaseHeldError`, as does any host while the lease is live elsewhere.
     ``with_writes`` (session scope) are committed in the same transaction, or not at
-    all."""
+    all; so are ``scope_writes`` (one ephemeral scope: the operation's start), through
+    ``Session.commit_across``."""
     if not isinstance(owner, str) or not owner:
         raise DurabilityError(f"a lease owner must be a non-empty host id, got {owner!r}")
     if not ttl > 0:
@@ -256,13 +260,15 @@ async def acquire_lease(
     # already there fails it, writing nothing, and the read below decides.
     fresh = Lease(session, operation_id, owner, 1, ttl=ttl, clock=clock)
     try:
-        await session.commit(
+        await _commit(
+            session,
             [
                 set_value(lease_token(operation_id), 1),
                 set_value(lease_holder(operation_id), fresh.holder_record()),
                 *with_writes,
             ],
-            expect=[expect(lease_token(operation_id), None)],
+            scope_writes,
+            expect(lease_token(operation_id), None),
         )
         return fresh
     except ConflictError:
@@ -298,13 +304,15 @@ async def acquire_lease(
     token = (current or 0) + 1
     lease = Lease(session, operation_id, owner, token, ttl=ttl, clock=clock)
     try:
-        await session.commit(
+        await _commit(
+            session,
             [
                 set_value(lease_token(operation_id), token),
                 set_value(lease_holder(operation_id), lease.holder_record()),
                 *with_writes,
             ],
-            expect=[expect(lease_token(operation_id), current)],
+            scope_writes,
+            expect(lease_token(operation_id), current),
         )
     except ConflictError as exc:
         winner = await read_lease(session, operation_id)
@@ -317,3 +325,16 @@ async def acquire_lease(
             expires=winner.expires if winner else 0.0,
         ) from None
     return lease
+
+
+async def _commit(
+    session: Session,
+    writes: list[SessionWrite],
+    scope_writes: Sequence[EphemeralWrite],
+    precondition: Expect,
+) -> None:
+    """The lease's conditional commit, with the operation's start when there is one."""
+    if scope_writes:
+        await session.commit_across(writes, scope_writes, expect=[precondition])
+    else:
+        await session.commit(writes, expect=[precondition])

@@ -11,7 +11,9 @@ from typing import Any
 from toolfold.storage import (
     CommitResult,
     EphemeralScope,
+    EphemeralWrite,
     Session,
+    SessionWrite,
     Write,
     append_entry,
     ephemeral_scope,
@@ -289,28 +291,20 @@ class Durability:
         run_id: str,
         records: Sequence[CallRecord],
         *,
-        with_writes: Sequence[Write] = (),
+        with_writes: Sequence[SessionWrite] = (),
     ) -> DurableOperation:
-        """Record the operation and its calls in the operation scope (one transaction)
-        before any tool runs, so a crash at any later point leaves enough to resume.
+        """Record the operation and its calls in the operation scope before any tool
+        runs, so a crash at any later point leaves enough to resume.
 
         ``with_writes`` (session scope: what a host records about the calls) are
-        committed before that, in the lease's transaction when the operation is leased.
+        committed with it. A leased operation is started by ONE transaction that takes
+        the lease, writes ``with_writes`` and records the operation
+        (``Session.commit_across``): one commit and one flush, not one for the lease and
+        one for the start. An operation whose lease is held elsewhere writes nothing
+        (:class:`LeaseHeldError`). Unleased, ``with_writes`` go first, on their own.
         """
-        lease = None
-        if self.host is not None:
-            lease = await acquire_lease(
-                self.session,
-                operation_id,
-                self.host,
-                ttl=self.lease_ttl,
-                clock=self.wall_clock,
-                with_writes=with_writes,
-            )
-        elif with_writes:
-            await self.session.commit(list(with_writes))
         after = self.session.next_seq - 1
-        writes: list[Write] = [
+        writes: list[EphemeralWrite] = [
             set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after})
         ]
         for r in records:
@@ -320,10 +314,23 @@ class Durability:
                     f"{operation_id!r}"
                 )
             writes.append(set_value(operation_call(operation_id, r.invocation_id), r.to_json()))
-        op = DurableOperation(self, operation_id, run_id, records, lease=lease)
-        await op.commit(writes)
-        if lease is not None:
+        if self.host is not None:
+            lease = await acquire_lease(
+                self.session,
+                operation_id,
+                self.host,
+                ttl=self.lease_ttl,
+                clock=self.wall_clock,
+                with_writes=with_writes,
+                scope_writes=writes,
+            )
+            op = DurableOperation(self, operation_id, run_id, records, lease=lease)
             lease.start_heartbeat()
+            return op
+        if with_writes:
+            await self.session.commit(list(with_writes))
+        op = DurableOperation(self, operation_id, run_id, records)
+        await op.commit(writes)
         return op
 
     async def pending_operations(self) -> list[PendingOperation]:

@@ -20,12 +20,14 @@ from toolfold.storage import (
     CommitResult,
     Entry,
     EphemeralScope,
+    EphemeralWrite,
     Expect,
     ListAddress,
     ListElement,
     Repository,
     Scope,
     Session,
+    SessionWrite,
     ValueAddress,
     Write,
 )
@@ -70,6 +72,17 @@ class DeferredSession(Session):
         """Commit to the session, creating it in the store first if this is the first."""
         inner = await self._open()
         return await inner.commit(writes, expect=expect)
+
+    async def commit_across(
+        self,
+        session_writes: Sequence[SessionWrite],
+        scope_writes: Sequence[EphemeralWrite],
+        *,
+        expect: Sequence[Expect] = (),
+    ) -> CommitResult:
+        """``commit_across`` on the session, creating it in the store first if needed."""
+        inner = await self._open()
+        return await inner.commit_across(session_writes, scope_writes, expect=expect)
 
     # -- reads: the real session's once it exists; empty (arguments checked) before --------
 

@@ -18,6 +18,7 @@ from ._errors import (
     ClosedError,
     ConflictError,
     ReadOnlyError,
+    ScopeError,
     StorageError,
 )
 from ._records import CommitResult, Entry, ListElement, Order, decode_json, encode_json
@@ -25,6 +26,7 @@ from ._writes import (
     JSON,
     EphemeralWrite,
     Expect,
+    RetireScope,
     SessionWrite,
     Write,
     check_writes,
@@ -182,19 +184,8 @@ class Session(_Closable):
         otherwise); values must be plain JSON (:class:`InvalidValueError`). On any error
         nothing of the transaction is committed.
         """
-        self._check_open()
-        if self._read_only:
-            raise ReadOnlyError(
-                f"session {self._name!r} was opened read-only; open it with "
-                "open_session(name) from a writable repository to commit"
-            )
-        expects = tuple(expect)
-        for e in expects:
-            if not isinstance(e, Expect):
-                raise StorageError(
-                    f"commit of session {self._name!r}: expect must hold expect(address, "
-                    f"value) preconditions, got {type(e).__name__} {e!r:.80}"
-                )
+        self._check_writable()
+        expects = self._check_expects(expect)
         async with self._line:
             self._check_open()
             batch = writes() if callable(writes) else writes
@@ -220,6 +211,83 @@ class Session(_Closable):
             if self._on_commit is not None:
                 self._on_commit(self._name, seqs[-1])
             return CommitResult(seqs)
+
+    async def commit_across(
+        self,
+        session_writes: Sequence[SessionWrite],
+        scope_writes: Sequence[EphemeralWrite],
+        *,
+        expect: Sequence[Expect] = (),
+    ) -> CommitResult:
+        """Commit session-scope writes and the writes of ONE ephemeral scope as one
+        transaction: what an operation's start needs (its lease in the session scope,
+        its records in its own scope) without a commit, and a flush, for each.
+
+        ``expect`` guards the whole: on a conflict neither part is written. The session
+        writes get the first seqs. On memory, SQLite and PostgreSQL this is one
+        transaction, durable as the session scope's commits are (``fsync.main``). JSONL
+        keeps the two scopes in two files: the main log's line is appended first, then
+        the scope's side file is written, each flushed as its scope's policy says, in
+        one pass of the session line; a process killed between the two leaves the
+        session writes without the scope's, as two commits in that order would.
+        Either part empty: a plain :meth:`commit` of the other."""
+        main, side = tuple(session_writes), tuple(scope_writes)
+        if not side:
+            return await self.commit(list(main), expect=expect)
+        if not main:
+            return await self.commit(list(side), expect=expect)
+        self._check_writable()
+        expects = self._check_expects(expect)
+        if scope_of(main) != SESSION:
+            raise ScopeError(
+                f"commit_across of session {self._name!r}: its session_writes must all be "
+                "in the session scope"
+            )
+        scope = scope_of(side)
+        if not isinstance(scope, EphemeralScope):
+            raise ScopeError(
+                f"commit_across of session {self._name!r}: its scope_writes must all be "
+                "in one ephemeral scope"
+            )
+        if any(isinstance(w, RetireScope) for w in main):
+            raise StorageError(
+                f"commit_across of session {self._name!r}: retire_scope is committed on "
+                "its own or with settled entries, not across scopes"
+            )
+        ws = main + side
+        check_writes(ws)
+        async with self._line:
+            self._check_open()
+            if expects and not self._expects_in_transaction:
+                for e in expects:
+                    found = await self._get_value(e.address)
+                    check_expect(self._name, e, None if found is None else encode_json(found))
+            self._expect = expects
+            try:
+                seqs = await _finish_uncancelled(self._commit_writes(ws, SESSION))
+            finally:
+                self._expect = ()
+            if self._on_commit is not None:
+                self._on_commit(self._name, seqs[-1])
+            return CommitResult(seqs)
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._read_only:
+            raise ReadOnlyError(
+                f"session {self._name!r} was opened read-only; open it with "
+                "open_session(name) from a writable repository to commit"
+            )
+
+    def _check_expects(self, expect: Sequence[Expect]) -> tuple[Expect, ...]:
+        expects = tuple(expect)
+        for e in expects:
+            if not isinstance(e, Expect):
+                raise StorageError(
+                    f"commit of session {self._name!r}: expect must hold expect(address, "
+                    f"value) preconditions, got {type(e).__name__} {e!r:.80}"
+                )
+        return expects
 
     async def get_value(self, address: ValueAddress[Any]) -> JSON | None:
         """Return the value at ``address``, or ``None`` if it is missing (or retired)."""
@@ -386,7 +454,10 @@ class Session(_Closable):
     @abstractmethod
     async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
         """Atomically apply ``writes`` (all in ``scope``, already validated), assigning each
-        a fresh seq; return the seqs and advance ``_next_seq``. Runs inside the line."""
+        a fresh seq; return the seqs and advance ``_next_seq``. Runs inside the line.
+
+        From :meth:`commit_across`: ``scope`` is ``SESSION`` and the session writes are
+        followed by one ephemeral scope's; durable as a session-scope commit."""
 
     @abstractmethod
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None: ...

@@ -49,6 +49,7 @@ from ._writes import (
     JSON,
     RetireScope,
     Write,
+    write_scope,
 )
 
 try:  # advisory lock: one writer per session file across processes (POSIX only)
@@ -87,6 +88,11 @@ class JsonlSession(Session):
         return self._side_dir / _side_name(scope)
 
     async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+        if scope == SESSION and writes:
+            # From commit_across: the session writes, then one ephemeral scope's.
+            cut = next((i for i, w in enumerate(writes) if write_scope(w) != SESSION), None)
+            if cut is not None:
+                return await self._commit_two(writes[:cut], writes[cut:])
         seqs = self._allocate(len(writes))
         if isinstance(scope, EphemeralScope):
             file = self._side_file(scope)
@@ -120,6 +126,60 @@ class JsonlSession(Session):
                 self._cleanup.add(sc)
             else:
                 self._cleanup.discard(sc)
+        return seqs
+
+    async def _commit_two(
+        self, main_writes: tuple[Write, ...], side_writes: tuple[Write, ...]
+    ) -> tuple[int, ...]:
+        """Session writes to the main log, then one scope's to its side file, in one pass
+        of the session line and one hop off the event loop (see ``commit_across``)."""
+        seqs = self._allocate(len(main_writes) + len(side_writes))
+        main_seqs, side_seqs = seqs[: len(main_writes)], seqs[len(main_writes) :]
+        scope = write_scope(side_writes[0])
+        assert isinstance(scope, EphemeralScope)
+        main, side = self._main, self._side_file(scope)
+        for file in (main, side):
+            if file.broken is not None:
+                raise BackendError(file.broken)
+        main_line, main_payloads, main_token = encode_line(main.table, main_writes, main_seqs)
+        try:
+            side_line, side_payloads, side_token = encode_line(side.table, side_writes, side_seqs)
+        except BaseException:
+            undo(main.table, main_token)
+            raise
+        if main.version >= 2:
+            main_line = _frame(main_line)
+        if side.version >= 2:
+            side_line = _frame(side_line)
+        main_sync = self._policy.main == "commit"
+        side_sync = self._policy.side == "commit"
+        wrote_main = False
+
+        def io() -> None:
+            nonlocal wrote_main
+            self._write(main, main_line, main_sync)
+            wrote_main = True
+            self._write(side, side_line, side_sync)
+
+        try:
+            if main_sync or side_sync:
+                await asyncio.to_thread(io)
+            else:
+                io()
+        except BaseException:
+            undo(side.table, side_token)
+            if not wrote_main:
+                undo(main.table, main_token)
+            else:
+                # The main log has its line: what it holds is committed, the scope's
+                # part is not (the state of two commits with the second failing).
+                for w, seq, data in zip(main_writes, main_seqs, main_payloads, strict=True):
+                    self._index.apply(w, seq, data)
+            raise
+        for w, seq, data in zip(main_writes, main_seqs, main_payloads, strict=True):
+            self._index.apply(w, seq, data)
+        for w, seq, data in zip(side_writes, side_seqs, side_payloads, strict=True):
+            self._index.apply(w, seq, data)
         return seqs
 
     def _io(self, file: _File, line: bytes, sync: bool, doomed: list[_File]) -> list[_File]:
