@@ -30,6 +30,12 @@ compare like with like: ``toolfold mcp --sandbox off`` (SQLite and memory, and t
 ``--before`` tree's), and the plain server running each command in bubblewrap with the
 same rules (``mcp_naive_server.py --sandbox``): what confinement alone costs.
 
+Every run also has the plain server made durable the least way
+(``mcp_naive_server.py --durable``: a start row and a result row per call, SQLite WAL,
+``synchronous = FULL``, each commit on a worker thread), and with ``--unconfined`` the
+same in bubblewrap: the "plain server with the same durability" toolfold's SQLite rows
+compare to.
+
 ``--before SRC`` adds a row for ``toolfold mcp`` run from another source tree (e.g.
 ``git archive <commit> src | tar -x -C /tmp/before`` then ``--before /tmp/before/src``),
 for before/after figures from one run.
@@ -161,6 +167,16 @@ async def run(
                     ),
                 )
             )
+        servers.append(
+            (
+                "subprocess.run server, durable (SQLite FULL)",
+                StdioServerParameters(
+                    command=sys.executable,
+                    args=[str(HERE / "mcp_naive_server.py"), "--durable", str(cwd / "plain.db")],
+                    cwd=str(cwd),
+                ),
+            )
+        )
         if before is not None:
             servers.append(
                 (
@@ -179,6 +195,13 @@ async def run(
                 (
                     "subprocess.run server in bubblewrap",
                     StdioServerParameters(command=naive[0], args=naive[1:], cwd=str(cwd)),
+                )
+            )
+            durable = [*naive, "--durable", str(cwd / "plain-bwrap.db")]
+            servers.append(
+                (
+                    "subprocess.run server in bubblewrap, durable (SQLite FULL)",
+                    StdioServerParameters(command=durable[0], args=durable[1:], cwd=str(cwd)),
                 )
             )
             off = ["--sandbox", "off"]
@@ -276,6 +299,18 @@ def main() -> None:
             f"{row['cpu_ms']:.1f} ms |"
         )
     tf = rows[1]
+    by_name = {row["server"]: row for row in rows}
+    pairs = [
+        ("toolfold mcp", "subprocess.run server, durable (SQLite FULL)"),
+        ("toolfold mcp", "subprocess.run server in bubblewrap, durable (SQLite FULL)"),
+        ("toolfold mcp --sandbox off", "subprocess.run server, durable (SQLite FULL)"),
+    ]
+    for ours, plain in pairs:
+        if ours in by_name and plain in by_name:
+            print(
+                f"\n`true` {ours} / {plain}: "
+                f"{by_name[ours]['true_ms'] / by_name[plain]['true_ms']:.2f}x"
+            )
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f}")
     print(
         f"\nratios toolfold / subprocess.run: bytes {tf['bytes'] / base['bytes']:.5f}, "

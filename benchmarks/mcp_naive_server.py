@@ -5,6 +5,12 @@ output as one text block; no window, no spill file, no progress, nothing recorde
 Built on the same SDK (low-level ``Server``, stdio) as ``toolfold mcp``, so the
 comparison is about what the tool does, not which framework carries it.
 
+``--durable PATH``: the least a durable server must do, as an async server would do it:
+a start row committed before the command runs and a result row committed before the
+answer, to the SQLite file ``PATH`` in WAL mode with ``synchronous = FULL`` (every
+commit flushed), each commit on a worker thread (``anyio.to_thread.run_sync``). No lease,
+no output window, no resume: what "a plain server with the same durability" costs.
+
 ``--sandbox``: each command runs in bubblewrap with the rules ``toolfold mcp`` uses by
 default (``Sandbox("workspace-write")`` in the server's directory), still through
 ``subprocess.run``: what a plain server that confines its commands pays.
@@ -13,8 +19,11 @@ default (``Sandbox("workspace-write")`` in the server's directory), still throug
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from typing import Any
 
 import anyio
@@ -35,6 +44,38 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 
 
 SANDBOX = "--sandbox" in sys.argv[1:]
+DURABLE = sys.argv[sys.argv.index("--durable") + 1] if "--durable" in sys.argv[1:] else None
+
+
+class Journal:
+    """The durable server's store: one row per call, its start then its result."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS calls (id INTEGER PRIMARY KEY, command TEXT NOT NULL, "
+            "started REAL NOT NULL, output TEXT, returncode INTEGER)"
+        )
+        self.lock = threading.Lock()
+
+    def start(self, command: str) -> int:
+        with self.lock:
+            cur = self.db.execute(
+                "INSERT INTO calls (command, started) VALUES (?, ?)", (command, time.time())
+            )
+            return int(cur.lastrowid or 0)
+
+    def settle(self, call: int, output: str, returncode: int) -> None:
+        with self.lock:
+            self.db.execute(
+                "UPDATE calls SET output = ?, returncode = ? WHERE id = ?",
+                (output, returncode, call),
+            )
+
+
+JOURNAL = Journal(DURABLE) if DURABLE is not None else None
 
 
 def argv(command: str) -> list[str]:
@@ -48,10 +89,14 @@ def argv(command: str) -> list[str]:
 
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     command = str((params.arguments or {})["command"])
+    journal = JOURNAL
+    call = 0 if journal is None else await anyio.to_thread.run_sync(journal.start, command)
     done = await anyio.to_thread.run_sync(
         lambda: subprocess.run(argv(command), capture_output=True, check=False)
     )
     text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
+    if journal is not None:
+        await anyio.to_thread.run_sync(journal.settle, call, text, done.returncode)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=done.returncode != 0
     )
