@@ -121,13 +121,14 @@ class LocalExecEnv:
         """The argv and environment actually spawned for ``command``: the one place
         every way of starting a command goes through, so each is confined alike.
 
-        Unconfined: ``[shell, "-c", command]`` and ``env`` as given. With a sandbox:
+        Unconfined: ``[shell, "-c", command]`` and ``env`` as given (the same dict, not
+        a copy: ``exec`` passes the one it built for this command). With a sandbox:
         ``bwrap <rules> -- shell -c command`` and ``env`` without secrets (the
         ``EXEC_ID_VAR`` marker the teardown looks for survives the filter).
         """
         argv = [self.shell, "-c", command]
         if self.sandbox is None:
-            return argv, dict(env)
+            return argv, env if isinstance(env, dict) else dict(env)
         hide: list[str] = []
         with contextlib.suppress(OSError, ExecError):
             # Made now so the command cannot make it first (and own what is in it); if it

@@ -430,17 +430,28 @@ class Harness:
         try:
             if self.hooks is not None:
                 await self.hooks.on_run_start(run_id, recorded, turn_id=turn_id)
-            async with asyncio.TaskGroup() as group:
-                tasks = {
-                    i: group.create_task(
-                        self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel)
-                    )
-                    for i, c in enumerate(calls)
-                    if i not in refused
-                }
+            results: dict[int, ToolResult] = {}
+            if len(calls) - len(refused) == 1:
+                # One call (an MCP server's every run): awaited here, without a task and
+                # a task group around it; its failure is raised as the group's would be.
+                [(i, c)] = [(i, c) for i, c in enumerate(calls) if i not in refused]
+                try:
+                    results[i] = await self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel)
+                except Exception as exc:
+                    raise ExceptionGroup("unhandled errors in a TaskGroup", [exc]) from None
+            else:
+                async with asyncio.TaskGroup() as group:
+                    tasks = {
+                        i: group.create_task(
+                            self.call(c, run_id=run_id, turn_id=turn_id, cancel=cancel)
+                        )
+                        for i, c in enumerate(calls)
+                        if i not in refused
+                    }
+                results = {i: task.result() for i, task in tasks.items()}
             if self.hooks is not None:
                 await self.hooks.on_run_end(run_id)
         finally:
             if not self.bus.closed:
                 self.bus.publish(RunEnd(run_id))
-        return [refused[i] if i in refused else tasks[i].result() for i in range(len(calls))]
+        return [refused[i] if i in refused else results[i] for i in range(len(calls))]

@@ -492,7 +492,7 @@ class McpHost:
         started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
         run_id = f"run-{call_id}"
         record = new_run_record(_summary(name, args), str(self.settings.spill_dir), started)
-        mark_activity(self.settings.spill_dir)  # the viewer's landing page orders by it
+        self._mark_activity()  # the viewer's landing page orders by it
         # Committed with the call's lease, and its totals with its settlement: no commit
         # of their own (docs/BENCHMARKS.md, "The cost of a small call").
         self._hooks.record_call(
@@ -514,6 +514,14 @@ class McpHost:
             self._reporters.pop(call_id, None)
         await self.tasks.ended(call_id, result)
         return result
+
+    def _mark_activity(self) -> None:
+        # The spill directory was made (private) when the host started: touching it is
+        # one system call; made again only if it has gone since.
+        try:
+            os.utime(self.settings.spill_dir, follow_symlinks=False)
+        except OSError:
+            mark_activity(self.settings.spill_dir)
 
     async def _record_settled(self, call_id: str, result: ToolResult) -> None:
         if result.state is not None:

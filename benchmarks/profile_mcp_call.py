@@ -1,0 +1,223 @@
+"""Where a trivial ``toolfold mcp`` call's CPU goes: a cProfile of the server process
+after its start-up, and what the event loop does per call.
+
+    .venv/bin/python benchmarks/profile_mcp_call.py [--calls 300] [--store memory:]
+        [--sandbox off] [--top 25] [--src DIR]
+
+The server is ``toolfold mcp`` started through a small wrapper (in the server
+process) that, on SIGUSR1, starts cProfile and counters of the event loop: its
+iterations (``_run_once``), the tasks created, the callbacks scheduled
+(``call_soon``), the hops from other threads (``call_soon_threadsafe``) and the
+functions sent to a thread (``run_in_executor``); on SIGUSR2 it writes them out.
+The client (the SDK's, over stdio) makes 30 ``bash true`` calls to warm up, signals,
+makes ``--calls`` more, one at a time, and signals again. Printed: the counters per
+call, the main thread's CPU per call by package (cProfile's own time, "self", each
+function put in the package of its file), and the ``--top`` functions by own time.
+
+cProfile (timed by the thread's CPU clock, so waiting in ``epoll`` costs nothing)
+slows what it profiles (each Python call costs more), so the shares are what to
+read, not the absolute milliseconds; a worker thread (SQLite's) is not profiled,
+only the loop's thread. A ``fork_exec`` is charged the parent's side only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import pstats
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WRAPPER = r"""
+import asyncio, cProfile, collections, json, os, signal, sys, threading, time
+from asyncio import base_events, events
+
+counts = collections.Counter()
+tasks = collections.Counter()
+state = {"on": False, "prof": None, "cpu": 0.0, "wall": 0.0}
+out = sys.argv.pop(1)
+
+orig_run_once = base_events.BaseEventLoop._run_once
+orig_call_soon = base_events.BaseEventLoop.call_soon
+orig_threadsafe = base_events.BaseEventLoop.call_soon_threadsafe
+orig_executor = base_events.BaseEventLoop.run_in_executor
+orig_create_task = base_events.BaseEventLoop.create_task
+
+def run_once(self):
+    if state["on"]:
+        counts["loop iterations"] += 1
+    return orig_run_once(self)
+
+def call_soon(self, *a, **k):
+    if state["on"]:
+        counts["call_soon"] += 1
+    return orig_call_soon(self, *a, **k)
+
+def threadsafe(self, *a, **k):
+    if state["on"]:
+        counts["call_soon_threadsafe (thread hops)"] += 1
+    return orig_threadsafe(self, *a, **k)
+
+def executor(self, *a, **k):
+    if state["on"]:
+        counts["run_in_executor"] += 1
+    return orig_executor(self, *a, **k)
+
+def create_task(self, coro, *a, **k):
+    if state["on"]:
+        counts["tasks created"] += 1
+        tasks[getattr(coro, "__qualname__", type(coro).__name__)] += 1
+    return orig_create_task(self, coro, *a, **k)
+
+base_events.BaseEventLoop._run_once = run_once
+base_events.BaseEventLoop.call_soon = call_soon
+base_events.BaseEventLoop.call_soon_threadsafe = threadsafe
+base_events.BaseEventLoop.run_in_executor = executor
+base_events.BaseEventLoop.create_task = create_task
+
+def start(*_):
+    counts.clear()
+    tasks.clear()
+    state["cpu"] = time.thread_time()
+    state["pcpu"] = time.process_time()
+    state["wall"] = time.perf_counter()
+    state["on"] = True
+    prof = cProfile.Profile(time.thread_time)  # CPU, not wall time (waits excluded)
+    state["prof"] = prof
+    prof.enable()
+
+def stop(*_):
+    state["prof"].disable()
+    state["on"] = False
+    state["prof"].dump_stats(out + ".prof")
+    with open(out + ".json", "w") as f:
+        json.dump({"counts": counts, "tasks": tasks, "thread_cpu": time.thread_time() - state["cpu"],
+                   "process_cpu": time.process_time() - state["pcpu"],
+                   "wall": time.perf_counter() - state["wall"]}, f)
+
+signal.signal(signal.SIGUSR1, start)
+signal.signal(signal.SIGUSR2, stop)
+from toolfold.cli._main import main
+sys.argv[0] = "toolfold"
+main()
+"""
+
+PACKAGES = [
+    ("toolfold mcp", "toolfold/mcp/"),
+    ("toolfold harness", "toolfold/harness/"),
+    ("toolfold output", "toolfold/output/"),
+    ("toolfold execenv", "toolfold/execenv/"),
+    ("toolfold durability", "toolfold/durability/"),
+    ("toolfold storage", "toolfold/storage/"),
+    ("toolfold (other)", "toolfold/"),
+    ("MCP SDK", "/mcp/"),
+    ("mcp_types", "mcp_types"),
+    ("anyio", "/anyio/"),
+    ("pydantic", "pydantic"),
+    ("opentelemetry", "opentelemetry"),
+    ("asyncio", "/asyncio/"),
+    ("subprocess", "subprocess.py"),
+]
+
+
+def package_of(filename: str) -> str:
+    for name, marker in PACKAGES:
+        if marker in filename:
+            return name
+    if filename.startswith("~") or filename == "":
+        return "builtins (C)"
+    return "other Python"
+
+
+async def drive(args: argparse.Namespace, out: str) -> None:
+    work = Path(tempfile.mkdtemp(prefix="profile_mcp_"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(args.src).resolve()) if args.src else str(ROOT / "src")
+    env.pop("TOOLFOLD_STORE", None)
+    wrapper = work / "wrapper.py"
+    wrapper.write_text(WRAPPER)
+    store = args.store or f"sqlite:{work / 'store.db'}"
+    server_args = [str(wrapper), out, "mcp", "--store", store]
+    if args.sandbox:
+        server_args += ["--sandbox", args.sandbox]
+    params = StdioServerParameters(command=sys.executable, args=server_args, env=env, cwd=work)
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as client:
+        await client.initialize()
+        for _ in range(30):
+            await client.call_tool("bash", {"command": "true"})
+        pid = find_server(wrapper)
+        os.kill(pid, signal.SIGUSR1)
+        await anyio.sleep(0.2)
+        started = time.perf_counter()
+        for _ in range(args.calls):
+            await client.call_tool("bash", {"command": "true"})
+        wall = time.perf_counter() - started
+        os.kill(pid, signal.SIGUSR2)
+        for _ in range(100):
+            if Path(out + ".json").exists():
+                break
+            await anyio.sleep(0.1)
+    print(f"{args.calls} calls, {wall / args.calls * 1000:.2f} ms per call (profiled)")
+
+
+def find_server(wrapper: Path) -> int:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if any(part == str(wrapper).encode() for part in cmdline):
+                return int(entry.name)
+    raise SystemExit("server process not found")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--store", default=None, help="default: SQLite in a temp dir")
+    parser.add_argument("--sandbox", default=None, help="e.g. off (default: toolfold's)")
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--src", default=None, help="another source tree's src/")
+    args = parser.parse_args()
+    out = tempfile.mktemp(prefix="profile_mcp_call_")
+    anyio.run(drive, args, out)
+    data = json.loads(Path(out + ".json").read_text())
+    n = args.calls
+    print(f"load average: {os.getloadavg()[0]:.2f}")
+    print(
+        f"server main thread CPU per call: {data['thread_cpu'] / n * 1000:.2f} ms "
+        f"(process, threads included: {data['process_cpu'] / n * 1000:.2f} ms; under cProfile)"
+    )
+    print("\n| per call | count |\n| --- | ---: |")
+    for key, value in sorted(data["counts"].items()):
+        print(f"| {key} | {value / n:.1f} |")
+    print("\n| task created (coroutine) | per call |\n| --- | ---: |")
+    for key, value in sorted(data["tasks"].items(), key=lambda kv: -kv[1]):
+        print(f"| `{key}` | {value / n:.1f} |")
+    stats = pstats.Stats(out + ".prof")
+    raw = stats.stats  # type: ignore[attr-defined]
+    total = sum(v[2] for v in raw.values())
+    by_package: collections.Counter[str] = collections.Counter()
+    for (filename, _line, _name), (_cc, _nc, tt, _ct, _callers) in raw.items():
+        by_package[package_of(filename)] += tt
+    print("\n| package (own time) | share | per call |\n| --- | ---: | ---: |")
+    for name, tt in by_package.most_common():
+        print(f"| {name} | {tt / total * 100:.1f} % | {tt / n * 1000:.3f} ms |")
+    print(f"\ntop {args.top} functions by own time:")
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
