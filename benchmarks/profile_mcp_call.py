@@ -2,7 +2,7 @@
 after its start-up, and what the event loop does per call.
 
     .venv/bin/python benchmarks/profile_mcp_call.py [--calls 300] [--store memory:]
-        [--sandbox off] [--top 25] [--src DIR]
+        [--sandbox off] [--top 25] [--src DIR] [--no-profile]
 
 The server is ``toolfold mcp`` started through a small wrapper (in the server
 process) that, on SIGUSR1, starts cProfile and counters of the event loop: its
@@ -47,6 +47,7 @@ counts = collections.Counter()
 tasks = collections.Counter()
 state = {"on": False, "prof": None, "cpu": 0.0, "wall": 0.0}
 out = sys.argv.pop(1)
+profiling = sys.argv.pop(1) == "profile"
 
 orig_run_once = base_events.BaseEventLoop._run_once
 orig_call_soon = base_events.BaseEventLoop.call_soon
@@ -93,14 +94,16 @@ def start(*_):
     state["pcpu"] = time.process_time()
     state["wall"] = time.perf_counter()
     state["on"] = True
-    prof = cProfile.Profile(time.thread_time)  # CPU, not wall time (waits excluded)
-    state["prof"] = prof
-    prof.enable()
+    if profiling:
+        prof = cProfile.Profile(time.thread_time)  # CPU, not wall time (waits excluded)
+        state["prof"] = prof
+        prof.enable()
 
 def stop(*_):
-    state["prof"].disable()
     state["on"] = False
-    state["prof"].dump_stats(out + ".prof")
+    if profiling:
+        state["prof"].disable()
+        state["prof"].dump_stats(out + ".prof")
     with open(out + ".json", "w") as f:
         json.dump({"counts": counts, "tasks": tasks, "thread_cpu": time.thread_time() - state["cpu"],
                    "process_cpu": time.process_time() - state["pcpu"],
@@ -108,9 +111,9 @@ def stop(*_):
 
 signal.signal(signal.SIGUSR1, start)
 signal.signal(signal.SIGUSR2, stop)
-from toolfold.cli._main import main
+import runpy
 sys.argv[0] = "toolfold"
-main()
+runpy.run_module("toolfold.cli", run_name="__main__", alter_sys=True)
 """
 
 PACKAGES = [
@@ -148,7 +151,8 @@ async def drive(args: argparse.Namespace, out: str) -> None:
     wrapper = work / "wrapper.py"
     wrapper.write_text(WRAPPER)
     store = args.store or f"sqlite:{work / 'store.db'}"
-    server_args = [str(wrapper), out, "mcp", "--store", store]
+    mode = "count" if args.no_profile else "profile"
+    server_args = [str(wrapper), out, mode, "mcp", "--store", store]
     if args.sandbox:
         server_args += ["--sandbox", args.sandbox]
     params = StdioServerParameters(command=sys.executable, args=server_args, env=env, cwd=work)
@@ -168,7 +172,7 @@ async def drive(args: argparse.Namespace, out: str) -> None:
             if Path(out + ".json").exists():
                 break
             await anyio.sleep(0.1)
-    print(f"{args.calls} calls, {wall / args.calls * 1000:.2f} ms per call (profiled)")
+    print(f"{args.calls} calls, {wall / args.calls * 1000:.2f} ms per call (round trip)")
 
 
 def find_server(wrapper: Path) -> int:
@@ -190,6 +194,11 @@ def main() -> None:
     parser.add_argument("--sandbox", default=None, help="e.g. off (default: toolfold's)")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--src", default=None, help="another source tree's src/")
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="only the counters and the CPU per call (no cProfile: unslowed figures)",
+    )
     args = parser.parse_args()
     out = tempfile.mktemp(prefix="profile_mcp_call_")
     anyio.run(drive, args, out)
@@ -197,8 +206,10 @@ def main() -> None:
     n = args.calls
     print(f"load average: {os.getloadavg()[0]:.2f}")
     print(
-        f"server main thread CPU per call: {data['thread_cpu'] / n * 1000:.2f} ms "
-        f"(process, threads included: {data['process_cpu'] / n * 1000:.2f} ms; under cProfile)"
+        f"server main thread CPU per call: {data['thread_cpu'] / n * 1000:.3f} ms "
+        f"(process, threads included: {data['process_cpu'] / n * 1000:.3f} ms"
+        + ("" if args.no_profile else "; under cProfile")
+        + "; the commands' own CPU not included)"
     )
     print("\n| per call | count |\n| --- | ---: |")
     for key, value in sorted(data["counts"].items()):
@@ -206,6 +217,8 @@ def main() -> None:
     print("\n| task created (coroutine) | per call |\n| --- | ---: |")
     for key, value in sorted(data["tasks"].items(), key=lambda kv: -kv[1]):
         print(f"| `{key}` | {value / n:.1f} |")
+    if args.no_profile:
+        return
     stats = pstats.Stats(out + ".prof")
     raw = stats.stats  # type: ignore[attr-defined]
     total = sum(v[2] for v in raw.values())
