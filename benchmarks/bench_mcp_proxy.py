@@ -15,7 +15,10 @@ install mcp-server-git). Reported:
   one call each per round, so a change in the machine's load hits every row alike;
   ``--before SRC`` adds a proxy run from another source tree (``git archive <commit>
   src | tar -x -C /tmp/before``, then ``--before /tmp/before/src``), ``--memory`` the
-  proxy on ``--store memory:`` (no flushes: the gap to the SQLite row is the store's);
+  proxy on ``--store memory:`` (no flushes: the gap to the SQLite row is the store's;
+  with ``--before``, for both trees);
+- the proxy's CPU per small call (user + system of its process and threads, not of
+  its upstream, from /proc over the ``git_status`` calls);
 - the proxy's peak RSS (``VmHWM``), read from /proc before it is stopped;
 - the same for ``mcp_naive_proxy.py``, the smallest proxy on the same SDK (it forwards
   each call unchanged): the floor of an extra stdio hop, which toolfold's proxy pays
@@ -60,17 +63,40 @@ def make_repo(path: Path, commits: int) -> None:
     )
 
 
-def peak_rss(marker: str) -> int:
-    """VmHWM of the process whose command line holds ``marker``."""
+def find_pid(marker: str) -> int | None:
+    """The process whose command line holds ``marker`` (the proxy, not its upstream)."""
     for proc in Path("/proc").iterdir():
         try:
-            if marker in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                for line in (proc / "status").read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) * 1024
+            if proc.name.isdigit() and marker in (proc / "cmdline").read_bytes().decode(
+                errors="replace"
+            ):
+                return int(proc.name)
         except OSError:
             continue
+    return None
+
+
+def peak_rss(marker: str) -> int:
+    """VmHWM of the process whose command line holds ``marker``."""
+    pid = find_pid(marker)
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return 0
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU of ``pid`` and its threads so far (not its children's)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -117,6 +143,7 @@ def proxy_params(
 
 
 async def run(commits: int, small: int, before: str | None, memory: bool) -> None:
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         repo = Path(tmp) / "repo"
         make_repo(repo, commits)
@@ -145,6 +172,15 @@ async def run(commits: int, small: int, before: str | None, memory: bool) -> Non
         if before is not None:
             old = f"{session}-before"
             paths.append(("through the proxy, before", proxy_params(tmp, old, before), old))
+            if memory:
+                old_mem = f"{session}-before-mem"
+                paths.append(
+                    (
+                        "through the proxy `--store memory:`, before",
+                        proxy_params(tmp, old_mem, before, "memory:"),
+                        old_mem,
+                    )
+                )
         rows: list[dict[str, Any]] = []
         async with AsyncExitStack() as stack:
             clients = []
@@ -153,22 +189,27 @@ async def run(commits: int, small: int, before: str | None, memory: bool) -> Non
                 size, log_time = await big_call(client, repo, commits)
                 rows.append({"path": name, "bytes": size, "log_time": log_time, "trips": []})
                 clients.append((client, marker))
+            pids = [find_pid(marker) if marker else None for _, marker in clients]
+            cpu0 = [cpu_seconds(pid) for pid in pids]
             for _ in range(small):
                 for (client, _), row in zip(clients, rows, strict=True):
                     t0 = time.perf_counter()
                     await client.call_tool("git_status", {"repo_path": str(repo)})
                     row["trips"].append((time.perf_counter() - t0) * 1000)
+            for pid, start, row in zip(pids, cpu0, rows, strict=True):
+                row["cpu"] = (cpu_seconds(pid) - start) / small * 1000 if pid else None
             for (_, marker), row in zip(clients, rows, strict=True):
                 row["rss"] = peak_rss(marker) if marker else 0
     print(
         f"repository: {commits:,} commits (`git log --oneline`: {len(raw.stdout):,} bytes); "
-        f"{small} `git_status` calls per path, interleaved\n"
+        f"{small} `git_status` calls per path, interleaved; load average "
+        f"{load_before:.2f} at the start, {os.getloadavg()[0]:.2f} at the end\n"
     )
     print(
         "| path | bytes to client for `git_log` | `git_log` time | `git_status` p50 | p99 "
-        "| added p50 | added p99 | peak RSS of the proxy |"
+        "| added p50 | added p99 | proxy CPU per call | peak RSS of the proxy |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     direct = rows[0]
     d50, d99 = statistics.median(direct["trips"]), pct(direct["trips"], 0.99)
     for row in rows:
@@ -176,9 +217,10 @@ async def run(commits: int, small: int, before: str | None, memory: bool) -> Non
         added = "—" if row is direct else f"{p50 - d50:+.1f} ms"
         added99 = "—" if row is direct else f"{p99 - d99:+.1f} ms"
         rss = "—" if row is direct else f"{row['rss'] / 2**20:.0f} MiB"
+        cpu = "—" if row["cpu"] is None else f"{row['cpu']:.2f} ms"
         print(
             f"| {row['path']} | {row['bytes']:,} | {row['log_time']:.2f} s | {p50:.1f} ms "
-            f"| {p99:.1f} ms | {added} | {added99} | {rss} |"
+            f"| {p99:.1f} ms | {added} | {added99} | {cpu} | {rss} |"
         )
     print(f"\nbytes ratio proxy/direct {rows[1]['bytes'] / direct['bytes']:.4f}")
 

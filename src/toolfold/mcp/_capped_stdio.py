@@ -22,7 +22,7 @@ from typing import Any, TextIO
 import anyio
 import mcp_types as types
 from anyio.abc import Process
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from pydantic_core import from_json
@@ -198,7 +198,13 @@ async def _read(
                         del data
                     else:
                         continue
-                    await out.send(ledger.received(item))
+                    item = ledger.received(item)
+                    try:
+                        # Straight to a receiver already waiting, without the turn of
+                        # the loop `send` takes first; else wait for one (the bound).
+                        out.send_nowait(item)
+                    except anyio.WouldBlock:
+                        await out.send(item)
         ended.closed = True
         # Before closing `out`: the calls it fails then say how the upstream ended.
         with anyio.move_on_after(EXIT_WAIT):
@@ -206,16 +212,43 @@ async def _read(
         ended.returncode = process.returncode
 
 
-async def _write(
-    process: Process, inbox: MemoryObjectReceiveStream[SessionMessage], ledger: Ledger
-) -> None:
-    assert process.stdin is not None
-    async with inbox:
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for message in inbox:
-                ledger.sent(message.message)
-                data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await process.stdin.send(data.encode() + b"\n")
+class _PipeWriter:
+    """The session's write stream: each message is written to the upstream's stdin
+    in the sender's own task, with no writer task and memory stream in between (one
+    task switch and a turn of the loop fewer per message). One line is one ``write``
+    to the pipe's transport, so concurrent senders' lines never interleave; each
+    sender then waits for the pipe to drain, so none runs ahead of an upstream that
+    does not read. Once a write fails (the upstream closed its stdin or exited) that
+    message is dropped and every later send raises ``BrokenResourceError``: the calls
+    waiting for answers learn of the end from the read side."""
+
+    def __init__(self, process: Process, ledger: Ledger) -> None:
+        assert process.stdin is not None
+        self._stdin = process.stdin
+        self._ledger = ledger
+        self._closed = False
+        self._broken = False
+
+    async def send(self, message: SessionMessage, /) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        if self._broken:
+            raise anyio.BrokenResourceError
+        self._ledger.sent(message.message)
+        data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+        try:
+            await self._stdin.send(data.encode() + b"\n")
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            self._broken = True
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    async def __aenter__(self) -> _PipeWriter:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -244,13 +277,12 @@ async def capped_stdio_client(
         env=None,
     )
     read_in, read_out = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_in, write_out = anyio.create_memory_object_stream[SessionMessage](0)
     ledger = Ledger()
+    write_in = _PipeWriter(process, ledger)
     watch = _ExitWatch()
     async with anyio.create_task_group() as group:
         group.start_soon(_read, process, read_in, cap, who, ended or Exit(), ledger, gate, watch)
         group.start_soon(watch.run, process)
-        group.start_soon(_write, process, write_out, ledger)
         try:
             yield read_out, write_in
         finally:

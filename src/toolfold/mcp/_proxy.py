@@ -50,7 +50,7 @@ from ._progress import ForwardedProgress
 from ._tasks import CreateTaskResult
 from ._telemetry import timed_tool_call
 from ._tools import WINDOW_ENDS
-from ._upstream import Upstream, UpstreamError
+from ._upstream import Stopped, Upstream, UpstreamError
 from ._upstream_tasks import TaskRelay, client_options
 
 PREFIX = "toolfold_"
@@ -287,35 +287,8 @@ class ProxyHost(Passthrough, McpHost):
         args = dict(params.model_extra or {})
         forward = self._forwards.pop(call_id, None)
         callback = forward.update if forward is not None else None
-        relay = self.relay
-        task = asyncio.ensure_future(
-            timed_tool_call(
-                name,
-                lambda: (
-                    relay.call(call_id, name, args, callback)
-                    if relay is not None
-                    else self.upstream.call(
-                        lambda s: s.call_tool(name, args, progress_callback=callback)
-                    )
-                ),
-            )
-        )
-        waiter = asyncio.ensure_future(cancel.wait())
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            waiter.cancel()
-            if not task.done():
-                # The client cancelled: cancelling the SDK call sends the upstream
-                # notifications/cancelled for it.
-                task.cancel()
-                await asyncio.wait({task})
-            if forward is not None:
-                await forward.close()
-        if task.cancelled():
-            return
-        try:
-            result: types.CallToolResult = task.result()
+            result = await self._upstream_result(name, call_id, args, callback, cancel)
         except UpstreamError as exc:
             raise ToolError(str(exc)) from exc
         except MCPError as exc:
@@ -325,9 +298,52 @@ class ProxyHost(Passthrough, McpHost):
             raise ToolError(
                 f"the {who} answered {name!r} with error {exc.code}: {exc.message}"
             ) from exc
+        finally:
+            if forward is not None:
+                await forward.close()
+        if result is None:
+            return  # the client cancelled: the upstream was told
         self._adopt(name, call_id, result, out)
         if result.is_error:
             raise ToolError(f"the {self.upstream.spec.describe()} reported an error (isError)")
+
+    async def _upstream_result(
+        self,
+        name: str,
+        call_id: str,
+        args: dict[str, Any],
+        callback: Any,
+        cancel: asyncio.Event,
+    ) -> types.CallToolResult | None:
+        """The upstream's answer to ``name(args)``, or ``None`` once the client cancelled
+        (cancelling the SDK call sends the upstream notifications/cancelled for it)."""
+        waiter = asyncio.ensure_future(cancel.wait())
+        try:
+            relay = self.relay
+            if relay is None:
+                # In this task: the upstream call watches the cancel itself.
+                try:
+                    return await timed_tool_call(
+                        name,
+                        lambda: self.upstream.call(
+                            lambda s: s.call_tool(name, args, progress_callback=callback),
+                            stop=waiter,
+                        ),
+                    )
+                except Stopped:
+                    return None
+            task = asyncio.ensure_future(
+                timed_tool_call(name, lambda: relay.call(call_id, name, args, callback))
+            )
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not task.done():
+                    task.cancel()
+                    await asyncio.wait({task})
+            return None if task.cancelled() else task.result()
+        finally:
+            waiter.cancel()
 
     def _spill(self, name: str, suffix: str) -> tuple[Path, BinaryIO]:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

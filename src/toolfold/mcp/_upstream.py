@@ -45,6 +45,30 @@ class UpstreamError(McpHostError):
     """The upstream server could not be started, or died."""
 
 
+class Stopped(Exception):
+    """``Upstream.call`` gave up on a call because its ``stop`` came first (the client
+    cancelled it); the upstream was told (``notifications/cancelled``)."""
+
+
+class _Ended(asyncio.Event):
+    """A connection's end: an event, and (``future``) a future that ``asyncio.wait``
+    takes as it is, so a call watches the connection without a task of its own."""
+
+    _future: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        super().set()
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+    def future(self) -> asyncio.Future[None]:
+        if self._future is None:
+            self._future = asyncio.get_running_loop().create_future()
+            if self.is_set():
+                self._future.set_result(None)
+        return self._future
+
+
 @dataclass(frozen=True)
 class UpstreamSpec:
     """Where the upstream is: a command run over stdio, or a Streamable HTTP URL."""
@@ -81,7 +105,7 @@ class Upstream:
         self._session: ClientSession | None = None
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
-        self.dead = asyncio.Event()
+        self.dead = _Ended()
         self.dead.set()
         self._lock = asyncio.Lock()
         self._ended = Exit()
@@ -100,7 +124,7 @@ class Upstream:
             self._stop.set()  # the last connection's owner, if any, tears it down
             loop = asyncio.get_running_loop()
             ready: asyncio.Future[ClientSession] = loop.create_future()
-            self.dead = asyncio.Event()
+            self.dead = _Ended()
             self._stop = asyncio.Event()
             self.starts += 1
             self._task = asyncio.create_task(
@@ -210,22 +234,33 @@ class Upstream:
             return ""
         return f"; its stderr ended with: {tail}" if tail else ""
 
-    async def call(self, coro_factory: Callable[[ClientSession], Awaitable[T]]) -> T:
+    async def call(
+        self,
+        coro_factory: Callable[[ClientSession], Awaitable[T]],
+        stop: asyncio.Future[Any] | None = None,
+    ) -> T:
         """Run ``await coro_factory(session)``; if the upstream dies first, raise
-        ``UpstreamError`` naming it, its exit status and its stderr tail."""
+        ``UpstreamError`` naming it, its exit status and its stderr tail. If ``stop``
+        is done first, the call is cancelled (the SDK tells the upstream) and
+        ``Stopped`` is raised."""
         session = await self.session()
-        dead, stop, ended = self.dead, self._stop, self._ended
+        dead, stop_connection, ended = self.dead, self._stop, self._ended
         call = asyncio.ensure_future(coro_factory(session))
-        watch = asyncio.ensure_future(dead.wait())
+        # The connection's end as a future, not a task waiting on the event: one task
+        # (and its loop turns) fewer per call.
+        waits: set[asyncio.Future[Any]] = {call, dead.future()}
+        if stop is not None:
+            waits.add(stop)
         try:
             await asyncio.wait(
-                {call, watch}, timeout=self.spec.timeout, return_when=asyncio.FIRST_COMPLETED
+                waits, timeout=self.spec.timeout, return_when=asyncio.FIRST_COMPLETED
             )
         except asyncio.CancelledError:
             call.cancel()
             raise
-        finally:
-            watch.cancel()
+        if not call.done() and stop is not None and stop.done() and not dead.is_set():
+            call.cancel()
+            raise Stopped
         if not call.done():
             hung = not dead.is_set()
             if self._session is session:
@@ -235,7 +270,7 @@ class Upstream:
                 await call
             if hung:
                 # No answer and no exit: stop this upstream; the next call starts another.
-                stop.set()
+                stop_connection.set()
                 raise UpstreamError(
                     f"{self.spec.describe()} did not answer within {self.spec.timeout:g} s "
                     f"(--upstream-timeout); it was stopped and restarts on the next call"
@@ -276,4 +311,4 @@ class Upstream:
                 await asyncio.wait_for(self._task, 10)
 
 
-__all__ = ["Upstream", "UpstreamError", "UpstreamSpec"]
+__all__ = ["Stopped", "Upstream", "UpstreamError", "UpstreamSpec"]
