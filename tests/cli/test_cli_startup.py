@@ -51,6 +51,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._fileops",
     # how --ssh / --exec-host reach the other side
     "toolfold.execenv._transport",
+    # the sandbox (a run without --sandbox is not confined)
+    "toolfold.execenv._sandbox",
     # standard-library modules none of that needs: package metadata (entry points,
     # plugin discovery), ctypes.util (runs ldconfig), shutil (with its compression
     # modules), tempfile, HTTP, e-mail, archives

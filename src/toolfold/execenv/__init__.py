@@ -50,7 +50,6 @@ from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, Sh
 from ._local import LocalExecEnv
 from ._output_view import ShellOutputMetadata, ShellOutputTruncation, ShellOutputView
 from ._publisher import AdaptivePublisher, Cancellable, Clock, LoopClock
-from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import SpillFile
 from ._updates import (
@@ -89,10 +88,12 @@ if TYPE_CHECKING:
     )
     from ._protocol import PROTOCOL_VERSION
     from ._remote import HostInfo, RemoteExecEnv
+    from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
     from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
 
 # The remote side (the exec host's loop, its wire protocol and file operations, the
-# client of a remote one and its transports) is imported on first use: a local `toolfold run` needs none.
+# client of a remote one and its transports) and the sandbox are imported on first use:
+# a local, unconfined `toolfold run` needs none of them.
 __getattr__ = lazy_exports(
     __name__,
     {
@@ -106,6 +107,11 @@ __getattr__ = lazy_exports(
         "PROTOCOL_VERSION": "._protocol",
         "HostInfo": "._remote",
         "RemoteExecEnv": "._remote",
+        "PROFILES": "._sandbox",
+        "SECRET_ENV": "._sandbox",
+        "SECRET_PATHS": "._sandbox",
+        "Profile": "._sandbox",
+        "Sandbox": "._sandbox",
         "DEFAULT_REMOTE_COMMAND": "._transport",
         "CommandTransport": "._transport",
         "SSHTransport": "._transport",

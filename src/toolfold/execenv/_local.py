@@ -8,7 +8,7 @@ import os
 import signal
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold import _otel
 
@@ -37,10 +37,12 @@ from ._reaper import (
     reap_killed,
     signal_all,
 )
-from ._sandbox import Sandbox
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
 from ._tracing import record_spill, traced_exec
+
+if TYPE_CHECKING:
+    from ._sandbox import Sandbox
 
 
 def _default_shell() -> str:
@@ -95,11 +97,14 @@ class LocalExecEnv:
         self.shell = shell if shell is not None else _default_shell()
         self.kill_grace = float(kill_grace)
         self.exit_grace = float(exit_grace)
-        if sandbox is not None and not isinstance(sandbox, Sandbox):
-            raise ExecConfigError(
-                f"LocalExecEnv sandbox must be a Sandbox or None, got {sandbox!r}"
-            )
         if sandbox is not None:
+            # Imported here: an unconfined environment needs nothing of the sandbox.
+            from ._sandbox import Sandbox
+
+            if not isinstance(sandbox, Sandbox):
+                raise ExecConfigError(
+                    f"LocalExecEnv sandbox must be a Sandbox or None, got {sandbox!r}"
+                )
             sandbox.check()
         self.sandbox = sandbox
         self.stdin = stdin
