@@ -309,7 +309,7 @@ class LocalExecEnv:
             ) from exc
         reader.start()
 
-        finished = asyncio.ensure_future(self._exited_and_drained(protocol))
+        finished = self._exited_and_drained(protocol)
         cancel_wait = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
         waiters: list[asyncio.Future[object]] = [finished, failed]  # type: ignore[list-item]
         if cancel_wait is not None:
@@ -381,17 +381,38 @@ class LocalExecEnv:
             background_killed=background,
         )
 
-    async def _exited_and_drained(self, protocol: ExecProtocol) -> bool:
-        """Wait for the shell to exit, then up to ``exit_grace`` for the pipes to close.
+    def _exited_and_drained(self, protocol: ExecProtocol) -> asyncio.Future[bool]:
+        """Resolves once the shell exited and then the pipes closed or ``exit_grace``
+        passed: True when both happened; False when something the shell left in the
+        background still holds stdout/stderr (an agent must not wait on it until the
+        timeout). Callbacks on the protocol's futures, not a task: cancelling it only
+        detaches them."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        grace: list[asyncio.TimerHandle] = []
 
-        True when both happened; False when something the shell left in the background
-        still holds stdout/stderr (an agent must not wait on it until the timeout).
-        """
-        await asyncio.shield(protocol.exited)
-        if not protocol.pipes_closed.done():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(protocol.pipes_closed), self.exit_grace)
-        return protocol.pipes_closed.done()
+        def settle(_: object = None) -> None:
+            if not done.done():
+                done.set_result(protocol.pipes_closed.done())
+
+        def exited(_: object) -> None:
+            if done.done():
+                return
+            if protocol.pipes_closed.done():
+                settle()
+                return
+            protocol.pipes_closed.add_done_callback(settle)
+            grace.append(loop.call_later(self.exit_grace, settle))
+
+        def detach(_: object) -> None:
+            protocol.exited.remove_done_callback(exited)
+            protocol.pipes_closed.remove_done_callback(settle)
+            for timer in grace:
+                timer.cancel()
+
+        protocol.exited.add_done_callback(exited)
+        done.add_done_callback(detach)
+        return done
 
     async def _stop_when_started(
         self,
@@ -518,7 +539,7 @@ class _Started:
 
     async def finished(self) -> bool:
         # A spill or consumer failure ends it like leftovers holding the output: killed.
-        ended = asyncio.ensure_future(self._env._exited_and_drained(self._protocol))
+        ended = self._env._exited_and_drained(self._protocol)
         try:
             waiters: list[asyncio.Future[Any]] = [ended, self._failed]
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)

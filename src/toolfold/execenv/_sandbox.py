@@ -88,6 +88,24 @@ def _real(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(_expand(os.fspath(path)))
 
 
+_PLAIN: dict[tuple[str, str | None], tuple[str, bool]] = {}
+
+
+def _plain(path: str, home: str | None) -> tuple[str, bool]:
+    """``path`` with ``~`` expanded (``home``: the $HOME expanduser reads) and made
+    absolute, and whether it has a ".." part. Kept for an absolute result: the same
+    candidates are asked about for every command (whether each exists is asked anew
+    each time); a relative one depends on the working directory and is not kept."""
+    found = _PLAIN.get((path, home))
+    if found is not None:
+        return found
+    expanded = _expand(path)
+    found = (os.path.abspath(expanded), ".." in expanded.split("/"))
+    if os.path.isabs(expanded) and len(_PLAIN) < 1024:
+        _PLAIN[(path, home)] = found
+    return found
+
+
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -137,10 +155,10 @@ class Sandbox:
             candidates.append(os.path.dirname(agent) or agent)
         runtime = f"/run/user/{os.getuid()}"
         candidates.append(runtime)
+        home = os.environ.get("HOME")
         for path in candidates:
-            expanded = _expand(path)
-            plain = os.path.abspath(expanded)
-            if not os.path.lexists(plain) and ".." not in expanded.split("/"):
+            plain, dotdot = _plain(path, home)
+            if not os.path.lexists(plain) and not dotdot:
                 # Nothing there: resolving its links cannot find anything either (the
                 # real path names the same file; only a ".." could lead elsewhere).
                 # Most candidates are absent, and realpath costs an lstat per component.
