@@ -53,6 +53,9 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._transport",
     # the sandbox (a run without --sandbox is not confined)
     "toolfold.execenv._sandbox",
+    # recovery after a crash, an assistant message's durable stream
+    "toolfold.durability._recovery",
+    "toolfold.durability._messages",
     # standard-library modules none of that needs: package metadata (entry points,
     # plugin discovery), ctypes.util (runs ldconfig), shutil (with its compression
     # modules), tempfile, HTTP, e-mail, archives

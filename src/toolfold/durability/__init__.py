@@ -22,6 +22,10 @@ loop that runs tools one at a time passes ``durability=Durability(session)`` to
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from toolfold._lazy import lazy_exports
+
 from ._addresses import (
     operation_call,
     operation_memo_seed,
@@ -45,15 +49,6 @@ from ._leases import (
     read_lease,
 )
 from ._memos import MISSING, commit_memo
-from ._messages import (
-    INTERRUPTED_STOP,
-    DurableMessage,
-    PendingMessage,
-    message_entry,
-    pending_messages,
-    settle_interrupted_message,
-    start_message,
-)
 from ._operations import (
     CallRecord,
     Durability,
@@ -62,7 +57,6 @@ from ._operations import (
     PendingOperation,
     settle_writes,
 )
-from ._recovery import RECOVERY_PAGE, RecoveredStream, decode_base, load_memo_seed, recover
 from ._stream import (
     DEFAULT_CHECKPOINT_INTERVAL,
     DEFAULT_REBASE_EVERY,
@@ -70,6 +64,38 @@ from ._stream import (
     OpSource,
     StreamStats,
     TrackerSource,
+)
+
+if TYPE_CHECKING:
+    from ._messages import (
+        INTERRUPTED_STOP,
+        DurableMessage,
+        PendingMessage,
+        message_entry,
+        pending_messages,
+        settle_interrupted_message,
+        start_message,
+    )
+    from ._recovery import RECOVERY_PAGE, RecoveredStream, decode_base, load_memo_seed, recover
+
+# Recovery (reading a stream back after a crash) and an assistant message's durable
+# stream are imported on first use: a call that runs and settles needs neither.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "INTERRUPTED_STOP": "._messages",
+        "DurableMessage": "._messages",
+        "PendingMessage": "._messages",
+        "message_entry": "._messages",
+        "pending_messages": "._messages",
+        "settle_interrupted_message": "._messages",
+        "start_message": "._messages",
+        "RECOVERY_PAGE": "._recovery",
+        "RecoveredStream": "._recovery",
+        "decode_base": "._recovery",
+        "load_memo_seed": "._recovery",
+        "recover": "._recovery",
+    },
 )
 
 __all__ = [

@@ -24,13 +24,11 @@ from toolfold.durability import (
     DurableStream,
     MemoError,
     OpSource,
-    RecoveredStream,
     RecoveryError,
     TrackerSource,
     operation_tool_memo,
     pending_assistant_output,
     pending_tool_output,
-    recover,
 )
 
 from ._background_call import (
@@ -77,6 +75,8 @@ from .events import (
 )
 
 if TYPE_CHECKING:
+    from toolfold.durability import RecoveredStream, recover
+
     from ._assistant import MessageWriter
     from ._janitor import resume_orphans
     from ._lane import (
@@ -99,6 +99,9 @@ if TYPE_CHECKING:
 __getattr__ = lazy_exports(
     __name__,
     {
+        # recovery, from the durability layer: a call that settles needs none of it
+        "RecoveredStream": "toolfold.durability._recovery",
+        "recover": "toolfold.durability._recovery",
         "MessageWriter": "._assistant",
         "resume_orphans": "._janitor",
         "ToolLoop": "._loop",

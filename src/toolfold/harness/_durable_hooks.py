@@ -11,29 +11,23 @@ import asyncio
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, Protocol, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
 import orjson
 
 from toolfold import _otel
 from toolfold._otel import AttrValue
 from toolfold.durability import (
-    INTERRUPTED_STOP,
     CallRecord,
     Durability,
     DurabilityError,
     DurableInvocation,
     DurableOperation,
     LeaseHeldError,
-    PendingMessage,
     PendingOperation,
     default_host_id,
-    load_memo_seed,
     operation_call,
-    pending_messages,
     pending_tool_output,
-    recover,
-    settle_interrupted_message,
 )
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState, output_text, text_blocks
 from toolfold.storage import Session, SessionWrite, set_value
@@ -55,6 +49,9 @@ from .events import (
     ToolStart,
     ToolUpdate,
 )
+
+if TYPE_CHECKING:
+    from toolfold.durability import PendingMessage
 
 JSON = Any
 
@@ -284,6 +281,9 @@ class DurableHooks(ExecutionHooks):
             results.extend(await self._resume_operation(harness, pending, op))
         if orphans_only:
             return results
+        # Recovery is imported here: a call that runs and settles needs none of it.
+        from toolfold.durability import pending_messages
+
         for message in await pending_messages(self.session):
             self.resumed_messages.append(await self._resume_message(harness, message))
         return results
@@ -291,6 +291,8 @@ class DurableHooks(ExecutionHooks):
     async def _resume_message(self, harness: ResumeHost, pending: PendingMessage) -> JSON:
         # Like an interrupted call: the checkpoint IS the message; subscribers see it
         # start, one base update and its end, like any message.
+        from toolfold.durability import INTERRUPTED_STOP, settle_interrupted_message
+
         entry = await settle_interrupted_message(self.session, pending)
         ids = (pending.run_id, pending.turn_id, pending.message_id)
         state = {k: entry[k] for k in ("role", "content", "stop_reason", "is_error") if k in entry}
@@ -321,6 +323,8 @@ class DurableHooks(ExecutionHooks):
     async def _resume_call(
         self, harness: ResumeHost, op: DurableOperation, record: CallRecord
     ) -> ToolResult:
+        from toolfold.durability import load_memo_seed, recover
+
         tool = harness.tools.get(record.tool_name)
         key = (op.run_id, record.tool_call_id)
         turn_id = record.turn_id or "turn-1"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolfold._fsperm import make_private_dirs
-from toolfold.harness import Durability, pending_tool_output, recover
+from toolfold.harness import Durability, pending_tool_output
 from toolfold.storage import SESSION, Session, ValueAddress, set_value, value
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
@@ -326,6 +326,8 @@ async def pending_output(session: Session, call: CallView) -> Any:
     or ``None`` if it never checkpointed."""
     if call.operation_id is None:
         return None
+    from toolfold.harness import recover  # here: recovery is no part of a run
+
     recovered = await recover(session, pending_tool_output(call.operation_id, call.tool_call_id))
     return None if recovered is None else recovered.value
 
