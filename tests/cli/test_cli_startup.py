@@ -53,6 +53,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._transport",
     # the sandbox (a run without --sandbox is not confined)
     "toolfold.execenv._sandbox",
+    # what kills a detached run's marked processes (`toolfold stop`)
+    "toolfold.execenv._hostguard",
     # recovery after a crash, an assistant message's durable stream
     "toolfold.durability._recovery",
     "toolfold.durability._messages",

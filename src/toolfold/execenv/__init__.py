@@ -44,7 +44,6 @@ from ._errors import (
 )
 from ._exec_result import ShellExecResult
 from ._headtail import HeadTailCapture, capture_for
-from ._hostguard import kill_marked
 from ._ledger import OrphanReport, stop_orphans
 from ._limits import DEFAULT_MAX_SPILL, RETAIN_MODES, CaptureOptions, Retain, ShellOutputLimits
 from ._local import LocalExecEnv
@@ -86,14 +85,16 @@ if TYPE_CHECKING:
         run_file_op,
         search_file,
     )
+    from ._hostguard import kill_marked
     from ._protocol import PROTOCOL_VERSION
     from ._remote import HostInfo, RemoteExecEnv
     from ._sandbox import PROFILES, SECRET_ENV, SECRET_PATHS, Profile, Sandbox
     from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
 
 # The remote side (the exec host's loop, its wire protocol and file operations, the
-# client of a remote one and its transports) and the sandbox are imported on first use:
-# a local, unconfined `toolfold run` needs none of them.
+# client of a remote one and its transports), the sandbox and the killing of a detached
+# run's marked processes are imported on first use: a local, unconfined `toolfold run`
+# needs none of them.
 __getattr__ = lazy_exports(
     __name__,
     {
@@ -107,6 +108,7 @@ __getattr__ = lazy_exports(
         "PROTOCOL_VERSION": "._protocol",
         "HostInfo": "._remote",
         "RemoteExecEnv": "._remote",
+        "kill_marked": "._hostguard",
         "PROFILES": "._sandbox",
         "SECRET_ENV": "._sandbox",
         "SECRET_PATHS": "._sandbox",
