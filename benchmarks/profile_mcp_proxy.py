@@ -202,9 +202,10 @@ def start(*_):
 
 def stop(*_):
     state["on"] = False
-    with open(out, "w") as f:
+    with open(out + ".part", "w") as f:
         json.dump({"counts": counts, "tasks": tasks, "stamps": stamps,
                    "cpu": time.process_time() - state["cpu"]}, f)
+    os.replace(out + ".part", out)  # whole, or not there yet
 
 signal.signal(signal.SIGUSR1, start)
 signal.signal(signal.SIGUSR2, stop)
