@@ -22,7 +22,9 @@ install mcp-server-git). Reported:
 - the proxy's peak RSS (``VmHWM``), read from /proc before it is stopped;
 - the same for ``mcp_naive_proxy.py``, the smallest proxy on the same SDK (it forwards
   each call unchanged): the floor of an extra stdio hop, which toolfold's proxy pays
-  too.
+  too; and for ``mcp_naive_proxy.py --durable``, which also commits a start row before
+  it forwards a call and a result row before it answers (SQLite, every commit
+  flushed): the floor of a durable proxy, against the default SQLite row.
 
 Not measured: tokens (bytes are the proxy-independent measure; a tokenizer would
 scale both columns alike), the model's behaviour, or the upstream's own memory.
@@ -156,10 +158,29 @@ async def run(commits: int, small: int, before: str | None, memory: bool) -> Non
             args=[str(ROOT / "benchmarks" / "mcp_naive_proxy.py"), str(GIT_SERVER)],
             cwd=tmp,
         )
+        durable = StdioServerParameters(
+            command=str(ROOT / ".venv" / "bin" / "python"),
+            args=[
+                str(ROOT / "benchmarks" / "mcp_naive_proxy.py"),
+                "--durable",
+                f"{tmp}/naive-journal.db",
+                str(GIT_SERVER),
+            ],
+            cwd=tmp,
+        )
         paths: list[tuple[str, StdioServerParameters, str | None]] = [
             ("direct", StdioServerParameters(command=str(GIT_SERVER), cwd=tmp), None),
             ("through `toolfold mcp proxy`", proxy_params(tmp, session, None), session),
-            ("through a pass-through SDK proxy (the floor)", naive, "mcp_naive_proxy"),
+            (
+                "through a pass-through SDK proxy (the floor)",
+                naive,
+                f"mcp_naive_proxy.py\0{GIT_SERVER}",  # not the --durable one
+            ),
+            (
+                "through a pass-through SDK proxy, durable (SQLite FULL, 2 flushed commits)",
+                durable,
+                "naive-journal.db",
+            ),
         ]
         if memory:
             paths.append(

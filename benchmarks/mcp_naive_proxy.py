@@ -1,17 +1,28 @@
 """The floor for bench_mcp_proxy.py: the smallest MCP proxy on the same SDK.
 
-    python mcp_naive_proxy.py UPSTREAM_COMMAND [ARGS...]
+    python mcp_naive_proxy.py [--durable PATH] UPSTREAM_COMMAND [ARGS...]
 
 It lists the upstream's tools and forwards every ``tools/call`` to it unchanged, over
 the SDK's own stdio client and server: no window, no spill file, no record. What it
 adds to a call is the extra stdio hop every proxy built on the SDK pays (the message
 parsed, validated and serialised once more each way), so ``toolfold mcp proxy`` minus
 this is what toolfold's own work costs.
+
+``--durable PATH``: the least a durable proxy must do, as an async proxy would do it:
+a start row committed before the call is forwarded and a result row committed before
+the answer, to the SQLite file ``PATH`` in WAL mode with ``synchronous = FULL`` (every
+commit flushed), each commit on a worker thread (``anyio.to_thread.run_sync``). No
+lease, no window, no resume: what "a pass-through proxy with the same durability"
+costs, the floor of ``toolfold mcp proxy`` on its default store.
 """
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import sys
+import threading
+import time
 from typing import Any
 
 import anyio
@@ -22,8 +33,38 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 
-async def main(command: list[str]) -> None:
-    params = StdioServerParameters(command=command[0], args=command[1:])
+class Journal:
+    """The durable proxy's store: one row per call, its start then its result."""
+
+    def __init__(self, path: str) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.execute("PRAGMA synchronous = FULL")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS calls (id INTEGER PRIMARY KEY, tool TEXT NOT NULL, "
+            "arguments TEXT NOT NULL, started REAL NOT NULL, result TEXT)"
+        )
+        self.lock = threading.Lock()
+
+    def start(self, tool: str, arguments: dict[str, Any]) -> int:
+        with self.lock:
+            cur = self.db.execute(
+                "INSERT INTO calls (tool, arguments, started) VALUES (?, ?, ?)",
+                (tool, json.dumps(arguments), time.time()),
+            )
+            return int(cur.lastrowid or 0)
+
+    def settle(self, call: int, result: str) -> None:
+        with self.lock:
+            self.db.execute("UPDATE calls SET result = ? WHERE id = ?", (result, call))
+
+
+async def main(argv: list[str]) -> None:
+    journal = None
+    if argv[:1] == ["--durable"]:
+        journal = Journal(argv[1])
+        argv = argv[2:]
+    params = StdioServerParameters(command=argv[0], args=argv[1:])
     async with stdio_client(params) as (r, w), ClientSession(r, w) as upstream:
         await upstream.initialize()
 
@@ -31,7 +72,14 @@ async def main(command: list[str]) -> None:
             return await upstream.list_tools()
 
         async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-            return await upstream.call_tool(params.name, dict(params.arguments or {}))
+            arguments = dict(params.arguments or {})
+            if journal is None:
+                return await upstream.call_tool(params.name, arguments)
+            call = await anyio.to_thread.run_sync(journal.start, params.name, arguments)
+            result = await upstream.call_tool(params.name, arguments)
+            record = result.model_dump_json(by_alias=True, exclude_none=True)
+            await anyio.to_thread.run_sync(journal.settle, call, record)
+            return result
 
         server = Server("naive-proxy", on_list_tools=list_tools, on_call_tool=call_tool)
         async with stdio_server() as (read_stream, write_stream):
