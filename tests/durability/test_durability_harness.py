@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from durability_helpers import SimulatedCrash, Store, Tap
+from durability_helpers import Clock, SimulatedCrash, Store, Tap
 from pydantic import BaseModel
 
 from toolfold.durability import (
@@ -610,24 +610,32 @@ async def test_crash_while_settling_an_interrupted_call_adds_one_marker(store: S
     await crash_during(
         tap, harness_for(tap, [once]).run([ToolCall("c1", "once")], run_id="op1"), gates.reached
     )
-    # Resume, but die again before the settlement commits.
+    # Resume, but die again before the settlement commits (the resumer's lease then
+    # has to expire before the next one may take the call over).
     session = await store.restart(tap)
     tap2 = Tap(session)
     real = tap2.commit
+    clock = Clock()
+    died: list[str] = []
 
-    async def no_settlement(writes: Any) -> Any:
+    async def no_settlement(writes: Any, **kw: Any) -> Any:
         if callable(writes):
             ws = writes()
             if any(type(w).__name__ == "AppendEntry" for w in ws):
+                died.append("before the settlement")
                 raise SimulatedCrash("before the settlement")
-            return await real(ws)
-        return await real(writes)
+            return await real(ws, **kw)
+        return await real(writes, **kw)
 
     tap2.commit = no_settlement  # type: ignore[method-assign]
+    first = Durability(tap2, interval=0.0, host="resumer-1", wall_clock=clock)  # type: ignore[arg-type]
     with contextlib.suppress(BaseException):
-        await resume(harness_for(tap2, [once]))
+        await resume(Harness([once], hooks=DurableHooks(first)))
+    assert died == ["before the settlement"]  # it took the call over, then died there
     session = await store.restart(tap2)
-    [r] = await resume(harness_for(session, [once]))
+    clock.now += 11
+    second = Durability(session, interval=0.0, host="resumer-2", wall_clock=clock)
+    [r] = await resume(Harness([once], hooks=DurableHooks(second)))
     assert r.text == "half done\n" + INTERRUPTION_MARKER
     assert r.text.count(INTERRUPTION_MARKER) == 1
 
