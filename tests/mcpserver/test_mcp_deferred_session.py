@@ -76,3 +76,24 @@ async def test_the_first_commit_creates_the_session_that_later_reads_see(url: st
         assert await stored.count_entries() == 1
     finally:
         await reopened.close()
+
+
+async def test_a_first_commit_across_scopes_creates_the_session_too(url: str) -> None:
+    from toolfold.storage import ConflictError, ephemeral_scope, expect
+
+    repo = open_repository(url)
+    try:
+        session = DeferredSession(repo, "later")
+        token, start = value("lease.token", "op1"), value("op.meta", "op1", ephemeral_scope("op1"))
+        await session.commit_across([set_value(token, 1)], [set_value(start, {"run_id": "r"})])
+        assert session.created and await repo.list_sessions() == ["later"]
+        assert await session.get_value(token) == 1
+        assert await session.get_value(start) == {"run_id": "r"}
+        with pytest.raises(ConflictError):
+            await session.commit_across(
+                [set_value(token, 2)], [set_value(start, "x")], expect=[expect(token, None)]
+            )
+        assert await session.get_value(start) == {"run_id": "r"}
+        await session.close()
+    finally:
+        await repo.close()
