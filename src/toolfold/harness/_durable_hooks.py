@@ -129,8 +129,8 @@ class DurableHooks(ExecutionHooks):
         ``run_id`` (what ``toolfold run`` and ``toolfold mcp`` record: the command, the
         process, then the output's totals), committed WITH the call's own records rather
         than beside them: ``start`` in the transaction that takes the operation's lease
-        (before the operation's start, when it is not leased), ``settled(result)`` in
-        the settlement's. Call it before the run starts.
+        and records its start (before the operation's start, when it is not leased),
+        ``settled(result)`` in the settlement's. Call it before the run starts.
         """
         self._records[(run_id, tool_call_id)] = _HostRecord(tuple(start), settled)
 
