@@ -57,6 +57,8 @@ FLOOR = "import asyncio, sqlite3, click"
 FLOOR_SCRIPT = str(Path(__file__).resolve().parent / "startup_floor.py")
 SHELL = [shutil.which("bash") or "/bin/sh", "-c", "true"]
 """What ``run``'s ``bash`` tool starts for ``true``; the floor script starts the same."""
+RUN_CLASSES = 39
+"""The dataclasses ``toolfold run -- true`` instantiates (of the 57 its imports define)."""
 
 
 def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
@@ -72,6 +74,13 @@ def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
         # The least a durable run must import and do, without toolfold (startup_floor.py):
         # on asyncio as toolfold is, and on subprocess alone.
         ("durable floor, asyncio (`startup_floor.py`)", [py, FLOOR_SCRIPT, "--", *SHELL], None),
+        # The same with as many dataclasses defined as `run` instantiates: the least of
+        # toolfold's own code a run on its present classes pays.
+        (
+            f"durable floor, asyncio, + {RUN_CLASSES} dataclasses (`--classes {RUN_CLASSES}`)",
+            [py, FLOOR_SCRIPT, "--classes", str(RUN_CLASSES), "--", *SHELL],
+            None,
+        ),
         (
             "durable floor, no asyncio (`startup_floor.py --sync`)",
             [py, FLOOR_SCRIPT, "--sync", "--", *SHELL],

@@ -1,7 +1,7 @@
 """The floor of a durable ``run``: the least a process must import and do to run a
 command with what ``toolfold run`` guarantees, written without toolfold.
 
-    python benchmarks/startup_floor.py [--sync] -- COMMAND...
+    python benchmarks/startup_floor.py [--sync] [--classes N] -- COMMAND...
 
 What it does, as ``toolfold run`` does: a SQLite store in WAL mode with every commit
 flushed (``synchronous=FULL``, the default store's policy); the call's start committed
@@ -19,6 +19,13 @@ The default is on asyncio, the runtime toolfold's exec env and harness are built
 ``--sync`` does the same with ``subprocess`` alone, to show what asyncio's import
 costs on its own. Both end as ``toolfold run`` does: output flushed, then
 ``os._exit`` rather than the interpreter's teardown.
+
+``--classes N`` first defines (and instantiates once) N frozen, slotted dataclasses of
+four fields, as many as the classes ``toolfold run -- true`` instantiates (39; most of
+toolfold's are frozen, slotted, four or five fields): the least of toolfold's own code
+a run on its present classes pays at import, whatever else is cut (the ``@dataclass``
+decorator compiles each class's ``__init__``, ``__repr__``, ``__eq__``, ``__hash__``,
+``__setattr__`` and ``__delattr__`` at import).
 """
 
 from __future__ import annotations
@@ -58,6 +65,24 @@ def settle(
     db.close()
     sys.stdout.write(text)
     return code & 0xFF if code >= 0 else 128 - code
+
+
+def define_classes(n: int) -> list[object]:
+    """``n`` frozen, slotted dataclasses of four fields, each instantiated once."""
+    from dataclasses import dataclass
+
+    made: list[object] = []
+    for i in range(n):
+        namespace = {
+            "__annotations__": {"a": "int", "b": "str", "c": "tuple[str, ...]", "d": "int | None"},
+            "c": (),
+            "d": None,
+            "__doc__": "A record.",
+            "__module__": __name__,
+        }
+        cls = dataclass(frozen=True, slots=True)(type(f"Record{i}", (), namespace))
+        made.append(cls(i, "x"))
+    return made
 
 
 def run_sync(argv: list[str]) -> int:
@@ -102,10 +127,13 @@ if __name__ == "__main__":
     sync = args[:1] == ["--sync"]
     if sync:
         args = args[1:]
+    if args[:1] == ["--classes"]:
+        define_classes(int(args[1]))
+        args = args[2:]
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        raise SystemExit("usage: startup_floor.py [--sync] -- COMMAND...")
+        raise SystemExit("usage: startup_floor.py [--sync] [--classes N] -- COMMAND...")
     status = run_sync(args) if sync else run_async(args)
     # Ends as `toolfold run` does once its call has settled: output flushed, without the
     # interpreter's teardown (which a process about to end need not pay).
