@@ -8,7 +8,8 @@ The server is ``toolfold mcp`` started through a small wrapper (in the server
 process) that, on SIGUSR1, starts cProfile and counters of the event loop: its
 iterations (``_run_once``), the tasks created, the callbacks scheduled
 (``call_soon``), the hops from other threads (``call_soon_threadsafe``) and the
-functions sent to a thread (``run_in_executor``); on SIGUSR2 it writes them out.
+functions sent to a thread (``run_in_executor``), the cyclic garbage collector's
+passes and their CPU; on SIGUSR2 it writes them out.
 The client (the SDK's, over stdio) makes 30 ``bash true`` calls to warm up, signals,
 makes ``--calls`` more, one at a time, and signals again. Printed: the counters per
 call, the main thread's CPU per call by package (cProfile's own time, "self", each
@@ -109,6 +110,19 @@ def stop(*_):
                    "process_cpu": time.process_time() - state["pcpu"],
                    "wall": time.perf_counter() - state["wall"]}, f)
 
+import gc
+gc_start = [0.0]
+
+def gc_watch(phase, info):
+    if not state["on"]:
+        return
+    if phase == "start":
+        gc_start[0] = time.thread_time()
+    else:
+        counts[f"gc collections (generation {info['generation']})"] += 1
+        counts["gc CPU (us)"] += (time.thread_time() - gc_start[0]) * 1e6
+
+gc.callbacks.append(gc_watch)
 signal.signal(signal.SIGUSR1, start)
 signal.signal(signal.SIGUSR2, stop)
 import runpy
