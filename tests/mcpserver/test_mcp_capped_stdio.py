@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 import mcp_types as types
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp.shared.message import SessionMessage
@@ -148,3 +149,58 @@ def test_an_unreadable_answer_fails_the_oldest_call_still_waiting(
     else:  # the upstream's own request or a notification, or nothing waits: logged only
         assert isinstance(got, Unmatched)
         assert list(ledger.ours.values()) == waiting
+
+
+async def test_concurrent_senders_write_whole_lines_in_turn(tmp_path: Path) -> None:
+    # Written by each sender's own task: lines much bigger than the pipe's buffer, sent
+    # at once, reach the upstream whole and never interleaved; the upstream (a child
+    # that writes back every line it reads) answers each, and the ledger saw each sent.
+    big = 300_000
+    ids = range(1, 9)
+    echo = "import sys\nfor line in sys.stdin:\n    sys.stdout.write(line); sys.stdout.flush()"
+    got: list[object] = []
+    with open(tmp_path / "err", "w") as errlog, anyio.fail_after(60):
+        async with capped_stdio_client(
+            [sys.executable, "-c", echo], errlog=errlog, cap=10 * big, who="upstream `echo`"
+        ) as (read_stream, write_stream):
+            async with anyio.create_task_group() as group:
+                for request_id in ids:
+                    request = types.JSONRPCRequest(
+                        jsonrpc="2.0",
+                        id=request_id,
+                        method="tools/call",
+                        params={"name": "x", "arguments": {"pad": str(request_id) * big}},
+                    )
+                    group.start_soon(write_stream.send, SessionMessage(request))
+                for _ in ids:
+                    got.append(await read_stream.receive())
+            await write_stream.aclose()
+            with pytest.raises(anyio.ClosedResourceError):
+                await write_stream.send(SessionMessage(_request(99)))
+    seen = sorted(item.message.id for item in got)  # type: ignore[attr-defined]
+    assert seen == list(ids)
+    for item in got:
+        message = item.message  # type: ignore[attr-defined]
+        assert message.params["arguments"]["pad"] == str(message.id) * big
+
+
+async def test_after_the_upstream_closed_its_stdin_sends_fail_and_the_read_side_ends(
+    tmp_path: Path,
+) -> None:
+    # The upstream exits at once: the first write finds the pipe closed (that message
+    # is dropped: the calls waiting learn of the end from the read side), later sends
+    # are refused.
+    with open(tmp_path / "err", "w") as errlog, anyio.fail_after(30):
+        async with capped_stdio_client(
+            [sys.executable, "-c", "import sys; sys.stdin.close()"],
+            errlog=errlog,
+            cap=CAP,
+            who="upstream `gone`",
+        ) as (read_stream, write_stream):
+            with pytest.raises(anyio.EndOfStream):
+                await read_stream.receive()
+            await write_stream.send(SessionMessage(_request(1)))
+            with pytest.raises(anyio.BrokenResourceError):
+                for n in range(2, 100):  # the pipe's end is seen within a few writes
+                    await write_stream.send(SessionMessage(_request(n)))
+                    await anyio.sleep(0.01)

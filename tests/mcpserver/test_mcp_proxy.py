@@ -3,16 +3,19 @@ the SDK client (the upstreams' fixtures are in ``conftest.py``)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
+import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_helpers import calls, clean_env, proxy, session_on, text_of
@@ -378,3 +381,31 @@ async def test_elicitation_and_roots_requests_pass_through(
     assert asked and "Please provide inputs" in asked[0]
     assert "decline" in text_of(elicited).lower()
     assert "file:///work/project-root" in text_of(listed)
+
+
+async def test_a_stopped_upstream_call_ends_at_once_and_the_connection_serves_on(
+    tmp_path: Path,
+) -> None:
+    # `stop` (the client's cancel, in the proxy) ends a call the upstream has not
+    # answered, without waiting for it; the same upstream answers the next call.
+    from toolfold.mcp._upstream import Stopped, Upstream, UpstreamSpec
+
+    script = Path(__file__).with_name("gated_upstream.py")
+    upstream = Upstream(
+        UpstreamSpec(command=(sys.executable, str(script))), tmp_path / "upstream.err"
+    )
+    gate = tmp_path / "gate"
+    try:
+        with anyio.fail_after(60):
+            stop = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_later(0.3, stop.set_result, None)
+            started = time.monotonic()
+            with pytest.raises(Stopped):
+                await upstream.call(lambda s: s.call_tool("wait", {"gate": str(gate)}), stop=stop)
+            assert time.monotonic() - started < 10
+            gate.touch()
+            answer = await upstream.call(lambda s: s.call_tool("wait", {"gate": str(gate)}))
+            assert text_of(answer) == "through the gate"
+            assert upstream.starts == 1
+    finally:
+        await upstream.aclose()
