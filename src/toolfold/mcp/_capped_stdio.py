@@ -234,6 +234,9 @@ class _PipeWriter:
             raise anyio.ClosedResourceError
         if self._broken:
             raise anyio.BrokenResourceError
+        # A sender cancelled already stops here, before its message is in the ledger:
+        # from the ledger's entry to the pipe's write nothing yields to the loop.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         self._ledger.sent(message.message)
         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
         try:
