@@ -31,6 +31,32 @@ class ShellExecResult(ShellOutputMetadata):
     """Set when the command was still running at ``yield_after``: it goes on in the
     background (``env.background``), and this is the output so far."""
 
+    @classmethod
+    def from_view(
+        cls,
+        view: ShellOutputView,
+        *,
+        exit_code: int | None,
+        timed_out: bool = False,
+        cancelled: bool = False,
+        background_killed: bool = False,
+        handle: str | None = None,
+    ) -> ShellExecResult:
+        """The result whose final output is ``view``, with how the command ended."""
+        meta = view.metadata
+        return cls(
+            truncation=meta.truncation,
+            spill_path=meta.spill_path,
+            last_line_bytes=meta.last_line_bytes,
+            spill_note=meta.spill_note,
+            exit_code=exit_code,
+            text=view.text,
+            timed_out=timed_out,
+            cancelled=cancelled,
+            background_killed=background_killed,
+            handle=handle,
+        )
+
     @property
     def view(self) -> ShellOutputView:
         """The final view (text + metadata), as a consumer's fold ends."""
@@ -47,14 +73,4 @@ class ShellExecResult(ShellOutputMetadata):
 
 def running_result(session: CaptureSession, handle: str) -> ShellExecResult:
     """The result of a command that yielded: its output so far, and its handle."""
-    view = session.view()
-    meta = view.metadata
-    return ShellExecResult(
-        truncation=meta.truncation,
-        spill_path=meta.spill_path,
-        last_line_bytes=meta.last_line_bytes,
-        spill_note=meta.spill_note,
-        exit_code=None,
-        text=view.text,
-        handle=handle,
-    )
+    return ShellExecResult.from_view(session.view(), exit_code=None, handle=handle)

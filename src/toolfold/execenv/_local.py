@@ -368,14 +368,9 @@ class LocalExecEnv:
         returncode = transport.get_returncode()
         killed_command = kill and not background
         exit_code = None if killed_command or returncode is None or returncode < 0 else returncode
-        meta = view.metadata
-        return ShellExecResult(
-            truncation=meta.truncation,
-            spill_path=meta.spill_path,
-            last_line_bytes=meta.last_line_bytes,
-            spill_note=meta.spill_note,
+        return ShellExecResult.from_view(
+            view,
             exit_code=exit_code,
-            text=view.text,
             timed_out=timed_out,
             cancelled=cancelled,
             background_killed=background,

@@ -145,14 +145,9 @@ def result_from_dict(d: Any) -> ShellExecResult:
         or not (handle is None or isinstance(handle, str))
     ):
         raise ProtocolError(f"malformed exec result from the exec host: {str(d)[:200]}")
-    meta = view.output.metadata
-    return ShellExecResult(
-        truncation=meta.truncation,
-        spill_path=meta.spill_path,
-        last_line_bytes=meta.last_line_bytes,
-        spill_note=meta.spill_note,
+    return ShellExecResult.from_view(
+        view.output,
         exit_code=exit_code,
-        text=view.output.text,
         timed_out=bool(flags["timed_out"]),
         cancelled=bool(flags["cancelled"]),
         background_killed=bool(flags["background_killed"]),
