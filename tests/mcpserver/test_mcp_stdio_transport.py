@@ -8,6 +8,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,45 @@ def test_toolfold_mcp_drops_a_line_over_its_cap_without_holding_it(tmp_path: Pat
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_one_socket_as_stdin_and_stdout_is_served(tmp_path: Path) -> None:
+    # An inetd-style launcher hands the server one socket as fd 0 and fd 1: the client's
+    # requests arriving on it must not read as a hang-up of stdout.
+    ours, theirs = socket.socketpair()
+    proc = subprocess.Popen(
+        [*TOOLFOLD, "mcp", "--store", "memory:", "--sandbox", "off"],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdin=theirs,
+        stdout=theirs,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    theirs.close()
+    ours.settimeout(60)
+    wire = ours.makefile("rwb")
+    try:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        }
+        wire.write(_request(1, "initialize", init))
+        wire.flush()
+        assert "result" in json.loads(wire.readline())
+        wire.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call = {"name": "bash", "arguments": {"command": "echo over one socket"}}
+        wire.write(_request(2, "tools/call", call))
+        wire.flush()
+        answer = json.loads(wire.readline())
+        assert answer["id"] == 2
+        assert answer["result"]["content"][0]["text"].startswith("over one socket")
+        ours.shutdown(socket.SHUT_WR)  # stdin ends: the server exits by itself
+        assert proc.wait(timeout=60) == 0
+    finally:
+        wire.close()
+        ours.close()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

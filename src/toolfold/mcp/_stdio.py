@@ -160,8 +160,9 @@ class LineReader:
         self._replies = replies
         self._cap = max_line
         self._framer = Framer(max_line)
-        self._ready: collections.deque[SessionMessage] = collections.deque()
-        self._errors: collections.deque[SessionMessage] = collections.deque()
+        # In the order the lines came: a message for the session, or (``True``) the
+        # error answering a line that was not one.
+        self._ready: collections.deque[tuple[bool, SessionMessage]] = collections.deque()
         self._reader: asyncio.StreamReader | None = None
         self._transport: asyncio.ReadTransport | None = None
         self._eof = fd is None
@@ -170,7 +171,7 @@ class LineReader:
     async def start(self) -> None:
         """Attach stdin to the event loop (a regular file is read as is: it never
         blocks)."""
-        if self._fd is None:
+        if self._fd is None or not _pollable(self._fd):
             return
         loop = asyncio.get_running_loop()
         reader = asyncio.StreamReader(limit=READ_CHUNK, loop=loop)
@@ -192,28 +193,28 @@ class LineReader:
 
     def _take(self, line: bytearray | Oversized) -> None:
         if isinstance(line, Oversized):
-            self._errors.append(line_too_long(line, self._cap))
+            self._ready.append((True, line_too_long(line, self._cap)))
             return
         if not line or line.isspace():
             return
         try:
             message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
         except Exception as exc:  # whatever the decoder says is answered, not raised
-            self._errors.append(protocol_error(exc))
+            self._ready.append((True, protocol_error(exc)))
             return
-        self._ready.append(SessionMessage(message))
+        self._ready.append((False, SessionMessage(message)))
 
     async def receive(self) -> SessionMessage:
         """The next message; ``anyio.EndOfStream`` once stdin closed."""
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
-            while self._errors:
-                # Answered in the order the lines came: an error before what follows it.
+            while self._ready:
+                answer, message = self._ready.popleft()
+                if not answer:
+                    return message
                 with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    await self._replies.send(self._errors.popleft())
-            if self._ready:
-                return self._ready.popleft()
+                    await self._replies.send(message)
             if self._eof:
                 raise anyio.EndOfStream
             try:
@@ -295,6 +296,11 @@ class _Flow(asyncio.Protocol):
             await asyncio.shield(self._room)
 
 
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class LineWriter:
     """The SDK's write stream: each message one line on stdout, written by the loop
     (a message is sent whole or not at all: it never tears another's line)."""
@@ -303,12 +309,16 @@ class LineWriter:
         self._fd = fd
         self._transport: asyncio.WriteTransport | None = None
         self._flow: _Flow | None = None
+        self._turn = asyncio.Lock()  # direct writes: one message at a time
         self._closed = False
         self._broken = fd is None
 
-    async def start(self) -> None:
-        """Attach stdout to the event loop (a regular file is written as is)."""
-        if self._fd is None:
+    async def start(self, *, direct: bool = False) -> None:
+        """Attach stdout to the event loop: asyncio's pipe transport, or (``direct``, and
+        for a regular file) writes of the loop's own, waiting for the descriptor to take
+        more when it is full. ``direct`` is for a socket that is stdin too: asyncio's
+        transport would take the client's requests arriving on it for a hang-up."""
+        if self._fd is None or direct or not _pollable(self._fd):
             return
         loop = asyncio.get_running_loop()
         pipe = open(self._fd, "wb", buffering=0, closefd=False)  # noqa: SIM115 - the transport closes it
@@ -318,6 +328,26 @@ class LineWriter:
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         self._transport, self._flow = transport, flow
+
+    async def _write_direct(self, data: bytes) -> None:
+        fd = self._fd
+        assert fd is not None
+        loop = asyncio.get_running_loop()
+        async with self._turn:
+            view = memoryview(data)
+            while view:
+                try:
+                    view = view[os.write(fd, view) :]
+                except BlockingIOError:
+                    room: asyncio.Future[None] = loop.create_future()
+                    loop.add_writer(fd, _wake, room)
+                    try:
+                        await room
+                    finally:
+                        loop.remove_writer(fd)
+                except OSError as exc:
+                    self._broken = True
+                    raise anyio.BrokenResourceError from exc
 
     async def send(self, item: SessionMessage) -> None:
         """Write ``item`` as one line; returns once the client's pipe has room for more
@@ -329,14 +359,7 @@ class LineWriter:
         data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
         transport, flow = self._transport, self._flow
         if transport is None or flow is None:
-            assert self._fd is not None
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._fd, view) :]
-            except OSError as exc:
-                self._broken = True
-                raise anyio.BrokenResourceError from exc
+            await self._write_direct(data)
             return
         if transport.is_closing():
             self._broken = True
@@ -379,6 +402,28 @@ class LineWriter:
         self.close()
 
 
+def _pollable(fd: int) -> bool:
+    """Whether the loop can wait on ``fd``: a pipe, a socket or a terminal. A regular
+    file or a device such as /dev/null cannot be polled; it never blocks either, so it
+    is read and written as is."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+def _one_socket(fd_in: int | None, fd_out: int | None) -> bool:
+    """Whether stdin and stdout are one socket (an inetd-style launcher's)."""
+    if fd_in is None or fd_out is None:
+        return False
+    try:
+        a, b = os.fstat(fd_in), os.fstat(fd_out)
+    except OSError:
+        return False
+    return stat.S_ISSOCK(a.st_mode) and (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 @contextlib.asynccontextmanager
 async def loop_stdio(
     max_line: int = MAX_LINE_BYTES,
@@ -389,7 +434,7 @@ async def loop_stdio(
     writer = LineWriter(wire_out.own)
     reader = LineReader(wire_in.own, writer, max_line)
     try:
-        await writer.start()
+        await writer.start(direct=_one_socket(wire_in.own, wire_out.own))
         await reader.start()
         yield reader, writer
     finally:
