@@ -209,6 +209,7 @@ async def serve_command(spec: StoreSpec, options: ServeOptions) -> int:
             port=port,
             log_level="warning",
             lifespan="on",
+            interface="asgi3",  # said, not guessed by inspecting the app
             http=http_protocol(),  # a deadline for request headers (docs/security.md)
         )
         server = uvicorn.Server(config)

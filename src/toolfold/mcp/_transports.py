@@ -120,6 +120,7 @@ async def serve_http(host: McpHost, *, bind: str, port: int, token: str) -> None
         port=port,
         log_level="warning",
         lifespan="on",
+        interface="asgi3",  # said, not guessed by inspecting the app
         http=http_protocol(),  # a deadline for request headers (docs/security.md)
     )
     server = uvicorn.Server(config)
