@@ -304,3 +304,52 @@ async def test_resume_settles_the_background_calls_a_crash_left_open_saying_why(
     assert entries["c1.bg-1"]["kind"] == "background"
     assert entries["c1.bg-1"]["outcome"] == "interrupted"
     assert await inner.live_scopes() == []
+
+
+def test_a_loop_closed_with_a_call_still_following_does_not_keep_that_call() -> None:
+    """A process that runs many event loops (one ``asyncio.run`` per request, say) and
+    closes one while a background command's call is still following it: the next call
+    followed lets go of the closed loop's task instead of holding it for good."""
+    import gc
+    import weakref
+
+    from toolfold.harness._background_call import follow_later
+    from toolfold.harness._hooks import CallInfo
+
+    class Background:
+        def follow(self, handle: str, *, tag: str) -> object:
+            return object()
+
+    class Env:
+        background = Background()
+
+    def start(loop: asyncio.AbstractEventLoop, started_by: str) -> weakref.ref[asyncio.Task[Any]]:
+        never = asyncio.Event()
+
+        async def drive(info: Any, body: Any) -> None:
+            await never.wait()
+
+        async def go() -> asyncio.Task[Any]:
+            call = CallInfo("r1", "t1", started_by, "bash", {"command": "x"}, False)
+            context = cast(ToolContext, type("Context", (), {"env": Env()})())
+            follow_later(call, context, None, drive, "bg-1", "x")
+            [task] = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            await asyncio.sleep(0)  # the call starts and waits on its command
+            return task
+
+        return weakref.ref(loop.run_until_complete(go()))
+
+    first = asyncio.new_event_loop()
+    task = start(first, "c1")
+    first.close()  # its task never ran to its end, so its done callback never ran
+    second = asyncio.new_event_loop()
+    try:
+        kept = start(second, "c2")
+        gc.collect()
+        assert task() is None, "the closed loop's task is still held"
+        assert kept() is not None and not kept().done()  # type: ignore[union-attr]
+    finally:
+        for t in asyncio.all_tasks(second):
+            t.cancel()
+        second.run_until_complete(asyncio.sleep(0))
+        second.close()

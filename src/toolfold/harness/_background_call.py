@@ -129,6 +129,9 @@ def follow_later(
         await drive(info, _body(follow, handle, call.tool_call_id))
 
     task = asyncio.create_task(run(), name=f"toolfold background {call_id}")
+    # A loop closed with such a task still pending never runs its done callback: let
+    # go of those here, so a process that runs many loops does not keep their tasks.
+    _following.difference_update([t for t in _following if t.get_loop().is_closed()])
     _following.add(task)
     task.add_done_callback(_done)
 
