@@ -199,18 +199,7 @@ class Session(_Closable):
             ws = tuple(batch)
             scope = scope_of(ws)
             check_writes(ws)
-            if expects and not self._expects_in_transaction:
-                for e in expects:
-                    found = await self._get_value(e.address)
-                    check_expect(self._name, e, None if found is None else encode_json(found))
-            self._expect = expects
-            try:
-                seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
-            finally:
-                self._expect = ()
-            if self._on_commit is not None:
-                self._on_commit(self._name, seqs[-1])
-            return CommitResult(seqs)
+            return await self._commit_locked(ws, scope, expects)
 
     async def commit_across(
         self,
@@ -258,18 +247,26 @@ class Session(_Closable):
         check_writes(ws)
         async with self._line:
             self._check_open()
-            if expects and not self._expects_in_transaction:
-                for e in expects:
-                    found = await self._get_value(e.address)
-                    check_expect(self._name, e, None if found is None else encode_json(found))
-            self._expect = expects
-            try:
-                seqs = await _finish_uncancelled(self._commit_writes(ws, SESSION))
-            finally:
-                self._expect = ()
-            if self._on_commit is not None:
-                self._on_commit(self._name, seqs[-1])
-            return CommitResult(seqs)
+            return await self._commit_locked(ws, SESSION, expects)
+
+    async def _commit_locked(
+        self, ws: tuple[Write, ...], scope: Scope, expects: tuple[Expect, ...]
+    ) -> CommitResult:
+        """Commit checked writes, in the session line: the preconditions a backend does
+        not check inside its transaction are read first; a cancelled caller still
+        waits for the transaction's end (it is never left half-known)."""
+        if expects and not self._expects_in_transaction:
+            for e in expects:
+                found = await self._get_value(e.address)
+                check_expect(self._name, e, None if found is None else encode_json(found))
+        self._expect = expects
+        try:
+            seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
+        finally:
+            self._expect = ()
+        if self._on_commit is not None:
+            self._on_commit(self._name, seqs[-1])
+        return CommitResult(seqs)
 
     def _check_writable(self) -> None:
         self._check_open()
