@@ -19,10 +19,7 @@ costs, the floor of ``toolfold mcp proxy`` on its default store.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
-import threading
-import time
 from typing import Any
 
 import anyio
@@ -32,31 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
-
-class Journal:
-    """The durable proxy's store: one row per call, its start then its result."""
-
-    def __init__(self, path: str) -> None:
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = FULL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (id INTEGER PRIMARY KEY, tool TEXT NOT NULL, "
-            "arguments TEXT NOT NULL, started REAL NOT NULL, result TEXT)"
-        )
-        self.lock = threading.Lock()
-
-    def start(self, tool: str, arguments: dict[str, Any]) -> int:
-        with self.lock:
-            cur = self.db.execute(
-                "INSERT INTO calls (tool, arguments, started) VALUES (?, ?, ?)",
-                (tool, json.dumps(arguments), time.time()),
-            )
-            return int(cur.lastrowid or 0)
-
-    def settle(self, call: int, result: str) -> None:
-        with self.lock:
-            self.db.execute("UPDATE calls SET result = ? WHERE id = ?", (result, call))
+from naive_journal import Journal
 
 
 async def main(argv: list[str]) -> None:
@@ -75,7 +48,8 @@ async def main(argv: list[str]) -> None:
             arguments = dict(params.arguments or {})
             if journal is None:
                 return await upstream.call_tool(params.name, arguments)
-            call = await anyio.to_thread.run_sync(journal.start, params.name, arguments)
+            what = json.dumps({"tool": params.name, "arguments": arguments})
+            call = await anyio.to_thread.run_sync(journal.start, what)
             result = await upstream.call_tool(params.name, arguments)
             record = result.model_dump_json(by_alias=True, exclude_none=True)
             await anyio.to_thread.run_sync(journal.settle, call, record)

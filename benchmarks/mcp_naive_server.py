@@ -18,18 +18,18 @@ default (``Sandbox("workspace-write")`` in the server's directory), still throug
 
 from __future__ import annotations
 
+import json
 import os
-import sqlite3
 import subprocess
 import sys
-import threading
-import time
 from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+
+from naive_journal import Journal
 
 
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
@@ -45,34 +45,6 @@ async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
 
 SANDBOX = "--sandbox" in sys.argv[1:]
 DURABLE = sys.argv[sys.argv.index("--durable") + 1] if "--durable" in sys.argv[1:] else None
-
-
-class Journal:
-    """The durable server's store: one row per call, its start then its result."""
-
-    def __init__(self, path: str) -> None:
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = FULL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS calls (id INTEGER PRIMARY KEY, command TEXT NOT NULL, "
-            "started REAL NOT NULL, output TEXT, returncode INTEGER)"
-        )
-        self.lock = threading.Lock()
-
-    def start(self, command: str) -> int:
-        with self.lock:
-            cur = self.db.execute(
-                "INSERT INTO calls (command, started) VALUES (?, ?)", (command, time.time())
-            )
-            return int(cur.lastrowid or 0)
-
-    def settle(self, call: int, output: str, returncode: int) -> None:
-        with self.lock:
-            self.db.execute(
-                "UPDATE calls SET output = ?, returncode = ? WHERE id = ?",
-                (output, returncode, call),
-            )
 
 
 JOURNAL = Journal(DURABLE) if DURABLE is not None else None
@@ -96,7 +68,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     )
     text = done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace")
     if journal is not None:
-        await anyio.to_thread.run_sync(journal.settle, call, text, done.returncode)
+        result = json.dumps({"output": text, "returncode": done.returncode})
+        await anyio.to_thread.run_sync(journal.settle, call, result)
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)], is_error=done.returncode != 0
     )
