@@ -4,7 +4,9 @@ tasks extension), the client the official SDK client declaring the extension."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -185,3 +187,66 @@ async def test_an_http_upstream_s_task_passes_through(tmp_path: Path) -> None:
     assert answered.result is not None
     assert "answered: {'action': 'accept'}" in answered.result["content"][0]["text"]
     assert [c.status for c in await calls(tmp_path, "up")] == ["ok", "ok"]
+
+
+def _gone(pid: int) -> bool:
+    """The process ``pid`` no longer runs (a zombie waiting for its reaper counts)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+async def test_a_proxy_restarted_on_the_same_session_settles_an_upstream_task_interrupted(
+    tmp_path: Path,
+) -> None:
+    # The upstream's task waits on a gate that never opens; the proxy following it is
+    # killed with SIGKILL. Its upstream (a child on stdio) goes with it, and a proxy
+    # started on the same session answers the old task id: settled as interrupted,
+    # the upstream's call not run again and its task not followed again.
+    gate, up_pids, proxy_pid = tmp_path / "gate", tmp_path / "upstream.pids", tmp_path / "proxy.pid"
+    wrapped = ("sh", "-c", f'echo $$ >> {up_pids}; exec "$@"', "sh", *upstream(tmp_path))
+    options = ("--tasks", "upstream", "--task-poll", "0.2")
+    first = proxy(tmp_path, *wrapped, options=options)
+    exec_as_self = (
+        "import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
+        "os.execv(sys.argv[2], sys.argv[2:])"
+    )
+    first.args = ["-c", exec_as_self, str(proxy_pid), first.command, *first.args]
+    try:
+        with anyio.fail_after(120), open(tmp_path / "proxy.err", "w") as errlog:
+            async with stdio_client(first, errlog=errlog) as (r, w), task_session(r, w) as client:
+                await client.discover()
+                handle = await call(client, "gated", {"gate": str(gate)})
+                working = await until_status(client, handle.task_id, "working")
+                # The upstream's task is running: its status message is the tool's.
+                assert working.status_message is not None
+                assert "waiting for the gate" in working.status_message, working
+                os.kill(int(proxy_pid.read_text()), signal.SIGKILL)
+            old_upstream = int(up_pids.read_text().split()[0])
+
+            async def upstream_gone() -> bool:
+                return _gone(old_upstream)
+
+            await until(upstream_gone, f"the killed proxy's upstream ({old_upstream}) to end")
+            second = proxy(tmp_path, *wrapped, options=options)
+            async with stdio_client(second, errlog=errlog) as (r, w), task_session(r, w) as client:
+                await client.discover()
+                settled = await until_status(client, handle.task_id, "completed", "failed")
+                again = await get(client, handle.task_id)
+    finally:
+        for pid in up_pids.read_text().split() if up_pids.exists() else []:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert settled.status == "completed", settled
+    assert settled.result is not None and settled.result["isError"] is True
+    assert settled.result["_meta"]["toolfold"]["outcome"] == "interrupted"
+    assert "interrupted before it finished" in settled.result["content"][0]["text"]
+    # Shaped as a proxied result: toolfold's record in _meta, no structuredContent of
+    # its own where the upstream's would be.
+    assert "structuredContent" not in settled.result
+    assert again.status == "completed" and again.result == settled.result
+    # The upstream's call was not run again: only the killed proxy's upstream started.
+    assert len(up_pids.read_text().split()) == 1
+    assert [c.status for c in await calls(tmp_path, "p1")] == ["interrupted"]

@@ -267,6 +267,12 @@ class ProxyHost(Passthrough, McpHost):
             output=self.policy,
         )
 
+    def tool_named(self, name: str) -> Tool[Any] | None:
+        # A task of a killed proxy, settled by this one, ran a stand-in this proxy may
+        # not have made yet (it makes them as the client lists or calls tools): any
+        # tool not the proxy's own is one, and its result is shaped as a proxied one.
+        return super().tool_named(name) or self._stand_in(name)
+
     def task_handoff(self, tool: Tool[Any], call_id: str) -> asyncio.Future[Any] | None:
         if self.relay is None or tool.params is not UpstreamArgs:
             return None
