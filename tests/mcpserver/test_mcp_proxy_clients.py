@@ -262,3 +262,16 @@ async def test_no_event_loop_noise_on_exit(tmp_path: Path, everything_server: Pa
     said = errlog.read_text()
     for noise in ("Event loop is closed", "Traceback", "Warning"):
         assert noise not in said, said
+
+
+async def test_a_tool_list_makes_no_spill_directory_and_no_stderr_log(tmp_path: Path) -> None:
+    # Both are made on first use: the session's spill directory when a call spills,
+    # the upstream's stderr log when the upstream writes to its stderr. A client that
+    # only lists the tools (of an upstream that writes nothing there) leaves neither.
+    params = proxy(tmp_path, sys.executable, str(HOSTILE), session="bare")
+    with anyio.fail_after(60):
+        async with session_on(params, tmp_path / "e") as client:
+            assert (await client.list_tools()).tools
+    spill = tmp_path / "store" / "spill"
+    assert not (spill / "bare").exists()
+    assert not (spill / "bare.upstream-stderr.log").exists()

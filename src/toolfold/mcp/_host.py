@@ -130,6 +130,10 @@ def _summary(name: str, args: Any) -> str:
 class McpHost:
     """The tools of ``settings`` served over MCP, recorded in ``session``."""
 
+    spill_dir_at_start = True
+    """Make the session's spill directory at start (the proxy makes it on first use:
+    one there already is judged at start either way)."""
+
     def __init__(
         self, session: Session, settings: McpSettings, repository: Repository | None = None
     ) -> None:
@@ -142,7 +146,8 @@ class McpHost:
         spill = settings.spill_dir.absolute()
         try:
             make_private_dirs(spill.parent.parent)
-            os.close(open_private_dir(spill.parent.parent, spill.parent.name, spill.name))
+            if self.spill_dir_at_start or os.path.lexists(spill):
+                os.close(open_private_dir(spill.parent.parent, spill.parent.name, spill.name))
         except OSError as exc:
             raise McpHostError(
                 f"cannot use the spill directory {spill}: {exc}"

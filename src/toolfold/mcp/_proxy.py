@@ -33,6 +33,7 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import BaseModel, ConfigDict
 
+from toolfold._fsperm import open_private_dir
 from toolfold._units import format_bytes
 from toolfold.execenv import Replace
 from toolfold.harness import Tool, ToolContext, ToolError, ToolResult
@@ -60,6 +61,8 @@ READER = f"{PREFIX}read"
 
 META_KEY = "toolfold"
 """The key of a proxied result's ``_meta`` that holds toolfold's record of the call."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 MAX_PAGES = 1000
 """Pages of an upstream's ``tools/list`` the proxy follows (a cursor loop ends there)."""
@@ -122,6 +125,8 @@ def _internal_name(name: str) -> str:
 
 class ProxyHost(Passthrough, McpHost):
     """An MCP server in front of one upstream MCP server (see the module docstring)."""
+
+    spill_dir_at_start = False  # made by the first call (a client may only list tools)
 
     def __init__(
         self,
@@ -353,12 +358,17 @@ class ProxyHost(Passthrough, McpHost):
 
     def _spill(self, name: str, suffix: str) -> tuple[Path, BinaryIO]:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        path = (
-            self.settings.spill_dir
-            / f"mcp-{_internal_name(name)}-{stamp}-{secrets.token_hex(4)}{suffix}"
-        )
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-        return path, os.fdopen(fd, "wb")
+        spill = self.settings.spill_dir.absolute()
+        file = f"mcp-{_internal_name(name)}-{stamp}-{secrets.token_hex(4)}{suffix}"
+        # The directory is made (0700) if missing, never through a link, and the file
+        # created in it by its descriptor.
+        dir_fd = open_private_dir(spill.parent.parent, spill.parent.name, spill.name)
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW
+            fd = os.open(file, flags, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        return spill / file, os.fdopen(fd, "wb")
 
     def _adopt(
         self, name: str, call_id: str, result: types.CallToolResult, out: ToolOutput

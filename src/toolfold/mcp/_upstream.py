@@ -23,7 +23,7 @@ from mcp.client._probe import negotiate_auto
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from toolfold._fsperm import open_private_file
+from toolfold._fsperm import open_private_dir, open_private_file
 
 from ._capped_stdio import Exit, Gate, capped_stdio_client
 from ._errors import McpHostError
@@ -39,6 +39,17 @@ START_TIMEOUT = 60.0
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _remove_if_empty(log: Path, made: os.stat_result) -> None:
+    """Remove the stderr log this connection created if its upstream wrote nothing
+    there (and it is still that file): a client that only listed tools leaves none."""
+    try:
+        now = os.lstat(log)
+        if (now.st_dev, now.st_ino) == (made.st_dev, made.st_ino) and now.st_size == 0:
+            os.unlink(log)
+    except OSError:
+        pass
 
 
 class UpstreamError(McpHostError):
@@ -168,21 +179,29 @@ class Upstream:
             return
         # The upstream's stderr is quoted in errors and stored: never appended to a file
         # someone planted (a link to theirs, or theirs outright).
-        fd = open_private_file(self.stderr_path, os.O_WRONLY | os.O_APPEND)
+        log = self.stderr_path
+        os.close(open_private_dir(log.parent.parent, log.parent.name))
+        existed = os.path.lexists(log)
+        fd = open_private_file(log, os.O_WRONLY | os.O_APPEND)
+        made = None if existed else os.fstat(fd)
         self._ended = Exit()
-        with os.fdopen(fd, "w") as errlog:
-            async with (
-                capped_stdio_client(
-                    list(self.spec.command),
-                    errlog=errlog,
-                    cap=self.spec.max_message_bytes,
-                    who=self.spec.describe(),
-                    ended=self._ended,
-                    gate=self.gate,
-                ) as (r, w),
-                ClientSession(r, w, **self.callbacks) as session,
-            ):
-                yield session
+        try:
+            with os.fdopen(fd, "w") as errlog:
+                async with (
+                    capped_stdio_client(
+                        list(self.spec.command),
+                        errlog=errlog,
+                        cap=self.spec.max_message_bytes,
+                        who=self.spec.describe(),
+                        ended=self._ended,
+                        gate=self.gate,
+                    ) as (r, w),
+                    ClientSession(r, w, **self.callbacks) as session,
+                ):
+                    yield session
+        finally:
+            if made is not None:
+                _remove_if_empty(log, made)
 
     async def _own(
         self, ready: asyncio.Future[ClientSession], dead: asyncio.Event, stop: asyncio.Event
