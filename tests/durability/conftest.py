@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from durability_helpers import BACKENDS, Store
+from durability_helpers import BACKENDS, Beats, Store
 
 from toolfold.storage import MemoryRepository, Session
 
@@ -30,3 +31,12 @@ async def session() -> AsyncIterator[Session]:
         yield s
     finally:
         await repo.close()
+
+
+@pytest.fixture
+async def beats(monkeypatch: pytest.MonkeyPatch) -> Beats:
+    """The lease heartbeats' timers of the test, held to be fired by hand."""
+    loop = asyncio.get_running_loop()
+    recorder = Beats(loop.call_later)
+    monkeypatch.setattr(loop, "call_later", recorder.call_later)
+    return recorder

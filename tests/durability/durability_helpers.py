@@ -15,10 +15,14 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "storage"))
 
 from storage_backends import Store as BackendStore
 
+from toolfold.durability import Lease
 from toolfold.storage import Session
 
 #: The backends every durability behaviour is checked on (PostgreSQL: see test_durability_pg).
 BACKENDS = ["memory", "jsonl", "sqlite"]
+
+#: Rounds of a bounded wait that yields to the event loop once per round.
+SETTLE_ROUNDS = 500
 
 
 class SimulatedCrash(BaseException):
@@ -135,3 +139,44 @@ class CountingReads:
             return await attr(*args, **kw)
 
         return counted
+
+
+class Beats:
+    """The heartbeat's timers, held for the test to fire by hand: each beat a lease asks
+    the loop for is recorded (its delay and callback) and parked on a real timer an hour
+    away, which the heartbeat cancels like any other. Nothing is timed."""
+
+    def __init__(self, real: Callable[..., asyncio.TimerHandle]) -> None:
+        self.real = real
+        self.asked: list[tuple[float, Callable[..., object], tuple[Any, ...], Any]] = []
+
+    def call_later(
+        self, delay: float, callback: Callable[..., object], *args: Any, **kw: Any
+    ) -> Any:
+        handle = self.real(3600 if self.is_beat(callback) else delay, callback, *args, **kw)
+        if self.is_beat(callback):
+            self.asked.append((delay, callback, args, handle))
+        return handle
+
+    @staticmethod
+    def is_beat(callback: Callable[..., object]) -> bool:
+        return isinstance(getattr(callback, "__self__", None), Lease)
+
+    def pending(self) -> list[Any]:
+        return [h for _, _, _, h in self.asked if not h.cancelled()]
+
+    def fire(self) -> None:
+        """Run the one pending beat now (as the loop would once its delay passed)."""
+        [handle] = self.pending()
+        _, callback, args, _ = next(b for b in self.asked if b[3] is handle)
+        handle.cancel()
+        callback(*args)
+
+
+async def settle_until(done: Callable[[], bool]) -> None:
+    """Yield to the loop (bounded) until ``done()``."""
+    for _ in range(SETTLE_ROUNDS):
+        if done():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("still not there after yielding to the loop")

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from durability_helpers import Clock
+from durability_helpers import Beats, Clock, settle_until
 
 from toolfold.durability import (
     DurabilityError,
@@ -198,30 +198,58 @@ async def test_the_heartbeat_renews_and_outlives_a_failed_renewal(session: Sessi
         lease.stop_heartbeat()
 
 
-async def test_stopping_the_heartbeat_cancels_it(session: Session) -> None:
-    lease = await acquire_lease(session, "op1", "A", ttl=60)
+async def test_stopping_the_heartbeat_stops_the_renewals(session: Session, beats: Beats) -> None:
+    clock = Clock()
+    flaky = Flaky(session)
+    lease = await acquire_lease(flaky, "op1", "A", ttl=60, clock=clock)  # type: ignore[arg-type]
     before = asyncio.all_tasks()
+    commits = flaky.commits
     lease.start_heartbeat()
-    [beat] = asyncio.all_tasks() - before
-    lease.start_heartbeat()  # already beating: no second task
-    assert asyncio.all_tasks() - before == {beat}
+    lease.start_heartbeat()  # already beating: no second beat
+    assert len(beats.pending()) == 1
+    for n in (1, 2):
+        clock.now += 20
+        beats.fire()
+        lease.start_heartbeat()  # a renewal in flight is beating too
+        await settle_until(lambda: len(beats.pending()) == 1)
+        held = await read_lease(session, "op1")
+        assert held is not None and held.heartbeat == clock.now
+        assert flaky.commits == commits + n  # one renewal per beat, never two
+    # Stopped between beats: the pending beat is cancelled, no task is left.
     lease.stop_heartbeat()
-    done, _ = await asyncio.wait([beat], timeout=10)
-    assert done == {beat} and beat.cancelled()
+    assert beats.pending() == [] and asyncio.all_tasks() == before
+    # Stopped during a renewal: the renewal is cancelled and no next beat follows.
+    lease.start_heartbeat()
+    renewed_at = clock.now
+    clock.now += 20
+    held_up = asyncio.Event()
+    flaky.before_commit = held_up.wait
+    beats.fire()
+    await settle_until(lambda: flaky.before_commit is None)  # the renewal is waiting
+    lease.stop_heartbeat()
+    await settle_until(lambda: asyncio.all_tasks() == before)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert beats.pending() == [] and flaky.commits == commits + 3
+    held = await read_lease(session, "op1")
+    assert held is not None and held.heartbeat == renewed_at  # the cancelled one wrote nothing
+    assert len(beats.asked) == 4
 
 
-async def test_a_fenced_heartbeat_stops_and_keeps_the_loss(session: Session) -> None:
+async def test_a_fenced_heartbeat_stops_and_keeps_the_loss(session: Session, beats: Beats) -> None:
     clock = Clock()
     a = await acquire_lease(session, "op1", "A", ttl=0.03, clock=clock)
     before = asyncio.all_tasks()
     a.start_heartbeat()
-    [beat] = asyncio.all_tasks() - before
     try:
         clock.now += 100
         await acquire_lease(session, "op1", "B", ttl=5, clock=clock)
-        done, _ = await asyncio.wait([beat], timeout=10)
-        assert done == {beat} and not beat.cancelled() and beat.exception() is None
+        beats.fire()
+        await settle_until(lambda: a.lost is not None and asyncio.all_tasks() == before)
         assert isinstance(a.lost, FencedError) and a.lost.holder == "B"
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert beats.pending() == [] and len(beats.asked) == 1  # no beat after the loss
     finally:
         a.stop_heartbeat()
 
@@ -336,32 +364,17 @@ async def test_losing_the_race_to_a_host_that_already_settled(session: Session) 
     assert (info.value.operation_id, info.value.holder, info.value.expires) == ("op2", "", 0.0)
 
 
-async def test_the_heartbeat_renews_every_third_of_the_ttl(
-    session: Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_heartbeat_renews_every_third_of_the_ttl(session: Session, beats: Beats) -> None:
     # The interval is what keeps a live host's lease from lapsing between two beats; it
-    # is read from the sleep the heartbeat asks for, not measured.
-    real_sleep = asyncio.sleep
-    asked: list[float] = []
-
-    async def recording_sleep(delay: float) -> None:
-        asked.append(delay)
-        await real_sleep(0)
-
+    # is read from the timer the heartbeat asks for, not measured.
     lease = await acquire_lease(session, "op1", "A", ttl=9)
-    monkeypatch.setattr(asyncio, "sleep", recording_sleep)
-    before = asyncio.all_tasks()
     lease.start_heartbeat()
-    [beat] = asyncio.all_tasks() - before
     try:
-        for _ in range(POLL_ROUNDS):
-            if len(asked) >= 2:
-                break
-            await real_sleep(0)
+        beats.fire()
+        await settle_until(lambda: len(beats.asked) == 2)
     finally:
         lease.stop_heartbeat()
-        await asyncio.wait([beat], timeout=10)
-    assert len(asked) >= 2 and set(asked) == {3.0}
+    assert [delay for delay, *_ in beats.asked] == [3.0, 3.0]
 
 
 async def test_a_new_operation_is_leased_in_one_commit_without_a_read(session: Session) -> None:

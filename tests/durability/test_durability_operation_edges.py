@@ -5,11 +5,10 @@ leaving the call unsettled, and which entries ``pending_operations`` counts as s
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
-from durability_helpers import CountingReads, Tap
+from durability_helpers import Beats, CountingReads, Tap
 
 from toolfold.chord import Tracker
 from toolfold.durability import (
@@ -315,20 +314,18 @@ async def test_retiring_a_leased_operation_ends_its_lease(session: Session) -> N
     assert await session.get_value(lease_token("op1")) == {"settled": op.lease.token}
 
 
-async def test_the_heartbeat_runs_until_the_last_call_settles(session: Session) -> None:
+async def test_the_heartbeat_runs_until_the_last_call_settles(
+    session: Session, beats: Beats
+) -> None:
     # Stopped after the first of two calls, the lease would lapse while the second runs;
     # left running after the last, it would keep renewing a lease that has ended.
-    before = asyncio.all_tasks()
     d = Durability(session, host="A", lease_ttl=60)
     op = await d.start_operation("op1", "run1", [record("c1"), record("c2")])
-    [beat] = asyncio.all_tasks() - before
+    assert len(beats.pending()) == 1
     await op.settle("inv-c1", {"tool_call_id": "c1", "content": []})
-    for _ in range(5):  # let a cancellation, if any, reach the task
-        await asyncio.sleep(0)
-    assert not beat.done()
+    assert len(beats.pending()) == 1
     await op.settle("inv-c2", {"tool_call_id": "c2", "content": []})
-    await asyncio.wait([beat], timeout=10)
-    assert beat.cancelled()
+    assert beats.pending() == []
 
 
 async def test_a_leased_calls_writes_carry_the_lease_and_stop_at_a_takeover(

@@ -146,7 +146,10 @@ class Lease:
         self.token = token
         self.ttl = ttl
         self.clock = clock
-        self._heartbeat: asyncio.Task[None] | None = None
+        # The heartbeat is a timer between beats; a renewal task exists only while a
+        # renewal is in flight (most calls end long before the first beat is due).
+        self._beat_timer: asyncio.TimerHandle | None = None
+        self._renewal: asyncio.Task[None] | None = None
         #: Set once a write or a heartbeat found the operation taken over.
         self.lost: FencedError | None = None
 
@@ -212,25 +215,43 @@ class Lease:
         await self.commit([set_value(lease_holder(self.operation_id), self.holder_record())])
 
     def start_heartbeat(self) -> None:
-        """Renew every ``ttl / 3`` in a background task until :meth:`stop_heartbeat`."""
-        if self._heartbeat is None or self._heartbeat.done():
-            self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        """Renew every ``ttl / 3`` until :meth:`stop_heartbeat`: a loop timer that starts a
+        renewal task only when a renewal is due. Starting it again while it beats does
+        nothing."""
+        if self._beat_timer is not None or (self._renewal is not None and not self._renewal.done()):
+            return
+        self._schedule_beat()
 
     def stop_heartbeat(self) -> None:
-        """Stop renewing (the lease then expires unless released)."""
-        task, self._heartbeat = self._heartbeat, None
+        """Stop renewing (the lease then expires unless released): cancels the pending
+        beat and a renewal in flight (unless called from that renewal itself)."""
+        timer, self._beat_timer = self._beat_timer, None
+        if timer is not None:
+            timer.cancel()
+        task, self._renewal = self._renewal, None
         if task is not None and task is not asyncio.current_task():
             task.cancel()
 
+    def _schedule_beat(self) -> None:
+        self._beat_timer = asyncio.get_running_loop().call_later(self.ttl / 3, self._beat_due)
+
+    def _beat_due(self) -> None:
+        self._beat_timer = None
+        self._renewal = asyncio.get_running_loop().create_task(self._beat())
+
     async def _beat(self) -> None:
-        while True:
-            await asyncio.sleep(self.ttl / 3)
-            try:
-                await self.renew()
-            except FencedError:
-                return  # ``lost`` is set: the next write raises it
-            except Exception:
-                continue
+        try:
+            await self.renew()
+        except FencedError:
+            # ``lost`` is set: the next write raises it; the heartbeat stops here.
+            if self._renewal is asyncio.current_task():
+                self._renewal = None
+            return
+        except Exception:
+            pass  # a storage hiccup is not a lost lease: try again at the next beat
+        if self._renewal is asyncio.current_task():  # not stopped meanwhile
+            self._renewal = None
+            self._schedule_beat()
 
 
 async def acquire_lease(
