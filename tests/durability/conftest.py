@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from durability_helpers import BACKENDS, Beats, Store
+from durability_helpers import BACKENDS, HeldTimers, Store, hold_timers
 
+from toolfold.durability import Lease
 from toolfold.storage import MemoryRepository, Session
 
 
@@ -34,9 +34,6 @@ async def session() -> AsyncIterator[Session]:
 
 
 @pytest.fixture
-async def beats(monkeypatch: pytest.MonkeyPatch) -> Beats:
+async def beats(monkeypatch: pytest.MonkeyPatch) -> HeldTimers:
     """The lease heartbeats' timers of the test, held to be fired by hand."""
-    loop = asyncio.get_running_loop()
-    recorder = Beats(loop.call_later)
-    monkeypatch.setattr(loop, "call_later", recorder.call_later)
-    return recorder
+    return hold_timers(monkeypatch, Lease)

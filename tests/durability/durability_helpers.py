@@ -15,7 +15,6 @@ sys.path.append(str(Path(__file__).resolve().parents[1] / "storage"))
 
 from storage_backends import Store as BackendStore
 
-from toolfold.durability import Lease
 from toolfold.storage import Session
 
 #: The backends every durability behaviour is checked on (PostgreSQL: see test_durability_pg).
@@ -141,36 +140,46 @@ class CountingReads:
         return counted
 
 
-class Beats:
-    """The heartbeat's timers, held for the test to fire by hand: each beat a lease asks
-    the loop for is recorded (its delay and callback) and parked on a real timer an hour
-    away, which the heartbeat cancels like any other. Nothing is timed."""
+class HeldTimers:
+    """The loop timers an object of type ``of`` asks for (a lease's heartbeat beats, a
+    stream's trailing checkpoint), held for the test to fire by hand: each is recorded (its
+    delay and callback) and parked on a real timer an hour away, which the code under test
+    cancels like any other. Nothing is timed; other timers are left alone."""
 
-    def __init__(self, real: Callable[..., asyncio.TimerHandle]) -> None:
-        self.real = real
+    def __init__(self, real: Callable[..., asyncio.TimerHandle], of: type) -> None:
+        self.real, self.of = real, of
         self.asked: list[tuple[float, Callable[..., object], tuple[Any, ...], Any]] = []
 
     def call_later(
         self, delay: float, callback: Callable[..., object], *args: Any, **kw: Any
     ) -> Any:
-        handle = self.real(3600 if self.is_beat(callback) else delay, callback, *args, **kw)
-        if self.is_beat(callback):
+        held = isinstance(getattr(callback, "__self__", None), self.of)
+        handle = self.real(3600 if held else delay, callback, *args, **kw)
+        if held:
             self.asked.append((delay, callback, args, handle))
         return handle
 
-    @staticmethod
-    def is_beat(callback: Callable[..., object]) -> bool:
-        return isinstance(getattr(callback, "__self__", None), Lease)
+    @property
+    def delays(self) -> list[float]:
+        return [delay for delay, *_ in self.asked]
 
     def pending(self) -> list[Any]:
         return [h for _, _, _, h in self.asked if not h.cancelled()]
 
     def fire(self) -> None:
-        """Run the one pending beat now (as the loop would once its delay passed)."""
+        """Run the one pending timer now (as the loop would once its delay passed)."""
         [handle] = self.pending()
         _, callback, args, _ = next(b for b in self.asked if b[3] is handle)
         handle.cancel()
         callback(*args)
+
+
+def hold_timers(monkeypatch: Any, of: type) -> HeldTimers:
+    """Hold the running loop's timers of objects of type ``of`` (see :class:`HeldTimers`)."""
+    loop = asyncio.get_running_loop()
+    held = HeldTimers(loop.call_later, of)
+    monkeypatch.setattr(loop, "call_later", held.call_later)
+    return held
 
 
 async def settle_until(done: Callable[[], bool]) -> None:
@@ -180,3 +189,15 @@ async def settle_until(done: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0)
     raise AssertionError("still not there after yielding to the loop")
+
+
+async def trailing_done(ds: Any) -> asyncio.Task[None] | None:
+    """Wait until a durable stream's trailing checkpoint has started (its timer fired)
+    and ended; return its task (``None`` if none ran). Never sleeps: the timer is due at
+    once (interval 0) or held by :class:`HeldTimers` and fired by the test."""
+    await settle_until(lambda: ds._timer is None)
+    task: asyncio.Task[None] | None = ds._trailer
+    if task is not None:
+        await asyncio.wait([task], timeout=10)
+        assert task.done()
+    return task

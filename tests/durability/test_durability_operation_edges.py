@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from durability_helpers import Beats, CountingReads, Tap
+from durability_helpers import CountingReads, HeldTimers, Tap
 
 from toolfold.chord import Tracker
 from toolfold.durability import (
@@ -315,7 +315,7 @@ async def test_retiring_a_leased_operation_ends_its_lease(session: Session) -> N
 
 
 async def test_the_heartbeat_runs_until_the_last_call_settles(
-    session: Session, beats: Beats
+    session: Session, beats: HeldTimers
 ) -> None:
     # Stopped after the first of two calls, the lease would lapse while the second runs;
     # left running after the last, it would keep renewing a lease that has ended.
