@@ -22,6 +22,8 @@ BACKENDS = ["memory", "jsonl", "sqlite"]
 
 #: Rounds of a bounded wait that yields to the event loop once per round.
 SETTLE_ROUNDS = 500
+#: The real ``asyncio.sleep``, for yielding even where a test replaced it.
+_yield = asyncio.sleep
 
 
 class SimulatedCrash(BaseException):
@@ -187,7 +189,7 @@ async def settle_until(done: Callable[[], bool]) -> None:
     for _ in range(SETTLE_ROUNDS):
         if done():
             return
-        await asyncio.sleep(0)
+        await _yield(0)
     raise AssertionError("still not there after yielding to the loop")
 
 

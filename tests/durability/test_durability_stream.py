@@ -8,7 +8,7 @@ import random
 from typing import Any
 
 import pytest
-from durability_helpers import Store, Tap
+from durability_helpers import Store, Tap, trailing_done
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -364,8 +364,7 @@ async def test_changes_during_an_inflight_checkpoint_are_written_by_the_same_tim
     out.write("second\n")
     ds.notify()  # the timer is still running: this notify does nothing by itself
     tap.release.set()
-    assert ds._timer is not None
-    await ds._timer
+    assert await trailing_done(ds) is not None
     got = await recover(inner, ds.address)
     assert got is not None
     assert got.value["content"][0]["text"] == "first\nsecond\n"

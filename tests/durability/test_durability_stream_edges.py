@@ -1,11 +1,13 @@
 """The edges of a durable stream's trailing timer (found by mutation testing,
 docs/TESTING.md): it waits out exactly the rest of the interval and then writes, ends once
 the source is clean or has nothing to give, a later change starts a new one, a fenced
-stream starts none, ``aclose`` cancels a waiting timer and waits for it, whatever ended
-the timer is swallowed there, and the event loop never has an error to report.
+stream starts none, a timer fenced before it fires never starts a task, ``aclose`` cancels
+a waiting timer or task and waits for the task, whatever ended the task is swallowed
+there, and the event loop never has an error to report.
 
-Nothing is timed: the stream's clock is a fake one, and ``asyncio.sleep`` is replaced by
-one that records the delay asked for and moves the fake clock on by it."""
+Nothing is timed: the stream's clock is a fake one, the stream's loop timers are held and
+fired by the test, and ``asyncio.sleep`` is replaced by one that records the delay asked
+for and moves the fake clock on by it."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 
 import orjson
 import pytest
-from durability_helpers import Clock, Tap
+from durability_helpers import Clock, HeldTimers, Tap, hold_timers, trailing_done
 
 from toolfold.chord import Encoder
 from toolfold.durability import DurableStream, pending_tool_output, recover
@@ -57,15 +59,22 @@ def sleeps(monkeypatch: pytest.MonkeyPatch) -> tuple[Clock, list[float]]:
     return clock, asked
 
 
+@pytest.fixture
+async def timers(monkeypatch: pytest.MonkeyPatch) -> HeldTimers:
+    """The streams' trailing timers, held to be fired by hand."""
+    return hold_timers(monkeypatch, DurableStream)
+
+
 def sink() -> ToolOutput:
     return ToolOutput(OutputPolicy(retain="tail", max_bytes=4096))
 
 
-def notify_and_get_timer(ds: DurableStream) -> asyncio.Task[Any]:
+def notify_and_get_task(ds: DurableStream) -> asyncio.Task[Any]:
+    """Notify a stream with no wait left: its trailing task starts at once."""
     before = asyncio.all_tasks()
     ds.notify()
-    [timer] = asyncio.all_tasks() - before
-    return timer
+    [task] = asyncio.all_tasks() - before
+    return task
 
 
 async def text_of(session: Session) -> str:
@@ -75,7 +84,10 @@ async def text_of(session: Session) -> str:
 
 
 async def test_a_change_inside_the_interval_is_written_when_it_ends(
-    session: Session, sleeps: tuple[Clock, list[float]], loop_reports: list[Any]
+    session: Session,
+    sleeps: tuple[Clock, list[float]],
+    timers: HeldTimers,
+    loop_reports: list[Any],
 ) -> None:
     clock, asked = sleeps
     out = sink()
@@ -84,26 +96,51 @@ async def test_a_change_inside_the_interval_is_written_when_it_ends(
     assert await ds.force()
     clock.now += 0.25
     out.write("b")
-    timer = notify_and_get_timer(ds)
-    await asyncio.wait_for(timer, 10)
-    # One sleep, of the rest of the interval, then the write; no sleep once it is clean.
-    assert asked == [0.75]
+    before = asyncio.all_tasks()
+    ds.notify()
+    ds.notify()  # one timer for the burst
+    # One timer, of the rest of the interval, and no task while it waits.
+    assert timers.delays == [0.75] and asyncio.all_tasks() == before
+    clock.now += 0.75
+    timers.fire()
+    assert await trailing_done(ds) is not None
+    assert asked == []  # the write, and no sleep once it is clean
     assert ds.stats.batches == 2 and await text_of(session) == "ab"
 
 
 async def test_the_first_checkpoint_waits_an_interval_from_the_start(
-    session: Session, sleeps: tuple[Clock, list[float]], loop_reports: list[Any]
+    session: Session, timers: HeldTimers, loop_reports: list[Any]
 ) -> None:
-    clock, asked = sleeps
+    clock = Clock(1000.0)
     out = sink()
     ds = DurableStream(session, ADDRESS, out.open_stream(), interval=1.0, clock=clock)
     clock.now += 0.25
     out.write("a")
-    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    ds.notify()
     # Paced from the stream's opening, not from the first change: the start record is
     # durable already, so the call's first batch can wait like any other.
-    assert asked == [0.75]
+    assert timers.delays == [0.75]
+    clock.now += 0.75
+    timers.fire()
+    await trailing_done(ds)
     assert ds.stats.batches == 1 and await text_of(session) == "a"
+
+
+async def test_a_timer_fenced_before_it_fires_never_starts_a_task(
+    session: Session, timers: HeldTimers, loop_reports: list[Any]
+) -> None:
+    # A call that ends within its first interval (most do): settling fences the stream
+    # before the trailing checkpoint is due, so none ever runs.
+    clock = Clock(1000.0)
+    out = sink()
+    ds = DurableStream(session, ADDRESS, out.open_stream(), interval=1.0, clock=clock)
+    out.write("a")
+    before = asyncio.all_tasks()
+    ds.notify()
+    assert len(timers.pending()) == 1 and asyncio.all_tasks() == before
+    await ds.aclose()
+    assert timers.pending() == [] and asyncio.all_tasks() == before
+    assert await session.read_list(ADDRESS) == []
 
 
 async def test_a_change_after_the_timer_ended_starts_a_new_one(
@@ -112,9 +149,9 @@ async def test_a_change_after_the_timer_ended_starts_a_new_one(
     out = sink()
     ds = DurableStream(session, ADDRESS, out.open_stream(), interval=0)
     out.write("a")
-    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    await asyncio.wait_for(notify_and_get_task(ds), 10)
     out.write("b")
-    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    await asyncio.wait_for(notify_and_get_task(ds), 10)
     assert await text_of(session) == "ab"
     await ds.aclose()
 
@@ -153,12 +190,15 @@ async def test_a_timer_that_finds_nothing_to_write_ends(
 ) -> None:
     source = NothingToTake()
     ds = DurableStream(session, ADDRESS, source, interval=0)
-    await asyncio.wait_for(notify_and_get_timer(ds), 10)
+    await asyncio.wait_for(notify_and_get_task(ds), 10)
     assert source.takes == 1 and ds.stats.batches == 0 and ds.stats.failed == 0
 
 
-async def test_aclose_cancels_a_waiting_timer_and_waits_for_it(
-    session: Session, monkeypatch: pytest.MonkeyPatch, loop_reports: list[Any]
+async def test_aclose_cancels_a_waiting_task_and_waits_for_it(
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+    timers: HeldTimers,
+    loop_reports: list[Any],
 ) -> None:
     clock = Clock(1000.0)
     asked: list[float] = []
@@ -173,23 +213,29 @@ async def test_aclose_cancels_a_waiting_timer_and_waits_for_it(
     assert await ds.force()
     out.write("b")
     monkeypatch.setattr(asyncio, "sleep", endless_sleep)
-    timer = notify_and_get_timer(ds)
+    ds.notify()
+    assert timers.delays == [60]  # the timer waits out the interval
+    # It fires while the stream's clock has not moved (the loop's ran ahead of it): the
+    # task waits out the rest itself.
+    before = asyncio.all_tasks()
+    timers.fire()
+    [task] = asyncio.all_tasks() - before
     for _ in range(POLL_ROUNDS):
         if asked:
             break
-        await asyncio.wait([timer], timeout=0)
-    assert asked == [60]  # the timer waits out the interval
+        await asyncio.wait([task], timeout=0)
+    assert asked == [60]
     fired: list[bool] = []
 
-    def rescue() -> None:  # only if aclose hangs on a timer nobody cancelled
+    def rescue() -> None:  # only if aclose hangs on a task nobody cancelled
         fired.append(True)
-        timer.cancel()
+        task.cancel()
 
     guard = asyncio.get_running_loop().call_later(10, rescue)
     await ds.aclose()
     guard.cancel()
     assert not fired
-    assert timer.done() and timer.cancelled()  # aclose returned only once the timer ended
+    assert task.done() and task.cancelled()  # aclose returned only once the task ended
     assert ds.stats.batches == 1
 
 
@@ -210,7 +256,7 @@ async def test_a_timer_that_failed_is_swallowed_by_aclose_and_never_logged(
 ) -> None:
     async def run_and_drop() -> None:
         ds = DurableStream(session, ADDRESS, Broken(), interval=0)
-        timer = notify_and_get_timer(ds)
+        timer = notify_and_get_task(ds)
         await asyncio.wait([timer], timeout=10)
         assert isinstance(timer.exception(), RuntimeError)
         await ds.aclose()  # the timer's failure does not fail the close
@@ -221,7 +267,7 @@ async def test_a_timer_that_failed_is_swallowed_by_aclose_and_never_logged(
         # Nobody awaits this one (as after a crash): its exception must not be reported
         # as never retrieved when the task is collected.
         ds = DurableStream(session, ADDRESS, Broken(), interval=0)
-        timer = notify_and_get_timer(ds)
+        timer = notify_and_get_task(ds)
         await asyncio.wait([timer], timeout=10)
         assert timer.done()
 

@@ -144,7 +144,11 @@ class DurableStream:
         self._opened = clock()
         self._last_write: float | None = None
         self._fenced = False
-        self._timer: asyncio.Task[None] | None = None
+        # The trailing checkpoint: a loop timer while it waits out the interval, then a
+        # task (created only when the wait is over; a call that ends sooner, fenced by its
+        # settlement, never runs one).
+        self._timer: asyncio.TimerHandle | None = None
+        self._trailer: asyncio.Task[None] | None = None
         self.stats = StreamStats()
 
     # -- the payload, evaluated inside the session line ---------------------------------
@@ -281,14 +285,27 @@ class DurableStream:
     def notify(self) -> None:
         """The source changed: make sure an ordinary checkpoint follows, paced.
 
-        Starts (at most one) trailing timer task that checkpoints once the interval since
-        the last durable write has passed, so the final state of a burst is not left
-        waiting for the next change. Needs a running event loop.
+        Arms (at most one) trailing timer for the rest of the interval since the last
+        durable write; when it fires, a task checkpoints (at once if no wait is left), so
+        the final state of a burst is not left waiting for the next change. Needs a
+        running event loop.
         """
-        if self._fenced or (self._timer is not None and not self._timer.done()):
+        if self._fenced or self._timer is not None:
             return
-        self._timer = asyncio.get_running_loop().create_task(self._trailing())
-        self._timer.add_done_callback(_retrieve)
+        if self._trailer is not None and not self._trailer.done():
+            return
+        wait = self._paced_from() + self.interval - self._clock()
+        if wait > 0:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._start_trailing)
+        else:
+            self._start_trailing()
+
+    def _start_trailing(self) -> None:
+        self._timer = None
+        if self._fenced or not self.source.dirty:
+            return  # nothing for a trailing checkpoint to do
+        self._trailer = asyncio.get_running_loop().create_task(self._trailing())
+        self._trailer.add_done_callback(_retrieve)
 
     async def _trailing(self) -> None:
         # Loops until the source is clean: changes made while a checkpoint was in flight
@@ -311,8 +328,11 @@ class DurableStream:
         scope and recreate pending output nobody will ever settle.
         """
         self._fenced = True
-        if self._timer is not None and not self._timer.done():
-            self._timer.cancel()
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        if self._trailer is not None and not self._trailer.done():
+            self._trailer.cancel()
 
     @property
     def fenced(self) -> bool:
@@ -320,14 +340,15 @@ class DurableStream:
         return self._fenced
 
     async def aclose(self) -> None:
-        """Fence and wait for the trailing timer to finish."""
-        timer = self._timer
+        """Fence (cancelling a pending trailing timer) and wait for a running trailing
+        checkpoint to finish."""
+        task = self._trailer
         self.fence()
-        if timer is not None:
-            # The timer only ever ran best-effort checkpoints; whatever ended it, the
-            # caller's own forced write (or settlement) is what counts now.
+        if task is not None:
+            # The trailing task only ever ran best-effort checkpoints; whatever ended it,
+            # the caller's own forced write (or settlement) is what counts now.
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await timer
+                await task
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
