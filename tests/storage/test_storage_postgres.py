@@ -141,3 +141,32 @@ async def test_unreachable_server_is_a_backend_error_without_password(tmp_path: 
     assert "user=bob" in str(e.value) and "s3cret" not in str(e.value)
     assert isinstance(e.value.__cause__, psycopg.OperationalError)
     await repo.close()
+
+
+async def test_a_host_paused_mid_commit_does_not_stop_the_other_writers(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A host paused (SIGSTOP, a frozen VM) between a commit's first statement and its
+    # COMMIT holds the session's row lock: the server ends its idle transaction after
+    # IDLE_IN_TRANSACTION_TIMEOUT_MS (made short here), and the other hosts write on.
+    monkeypatch.setattr(_postgres, "IDLE_IN_TRANSACTION_TIMEOUT_MS", 200, raising=False)
+    paused_repo, other_repo = repo_for(postgres_url), repo_for(postgres_url)
+    paused = await paused_repo.open_session("shared", create=True)
+    await paused.commit([append_entry("before the pause")])
+    other = await other_repo.open_session("shared")
+    conn = paused._conn  # type: ignore[attr-defined]
+    # What the paused host's commit had done when it stopped: the row lock taken.
+    await conn.execute("BEGIN")
+    await conn.execute("UPDATE sessions SET next_seq = next_seq WHERE name = 'shared'")
+    # Before the server ended idle transactions this commit waited for as long as the
+    # pause lasted (a commit is never abandoned half-way: pytest's timeout ended it).
+    done = await other.commit([append_entry("while the other host is paused")])
+    assert len(done.seqs) == 1
+    entries = [e.value for e in await other.read_entries()]
+    assert entries == ["before the pause", "while the other host is paused"]
+    # The paused host finds its connection gone when it wakes: one clear error.
+    with pytest.raises(BackendError, match="of session 'shared' failed on postgresql"):
+        await paused.commit([append_entry("after the pause")])
+    assert [e.value for e in await other.read_entries()] == entries
+    await paused_repo.close()
+    await other_repo.close()

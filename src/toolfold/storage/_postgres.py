@@ -111,6 +111,16 @@ def redact(dsn: str) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
+IDLE_IN_TRANSACTION_TIMEOUT_MS = 10_000
+"""How long the server lets one of our connections sit idle inside a transaction before
+it ends that session: toolfold issues a transaction's statements back to back, so a
+transaction left idle belongs to a host that was paused (``SIGSTOP``, a frozen VM) or
+cut off mid-commit. Its row lock on the session would otherwise stop every other
+writer of that session, the janitor that should take its calls over included, for as
+long as the pause lasts; once the server ends it, they go on, and the paused host's
+commit fails when it wakes (its lease has been taken over by then)."""
+
+
 class PostgresRepository(Repository):
     """Sessions stored in a PostgreSQL database (``postgresql://...``).
 
@@ -140,6 +150,9 @@ class PostgresRepository(Repository):
         try:
             sync = "on" if self.fsync.main == "commit" else "off"
             await conn.execute(f"SET synchronous_commit = {sync}")
+            await conn.execute(
+                f"SET idle_in_transaction_session_timeout = {int(IDLE_IN_TRANSACTION_TIMEOUT_MS)}"
+            )
         except psycopg.Error as exc:
             await conn.close()
             raise BackendError(
