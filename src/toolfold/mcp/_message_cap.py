@@ -36,10 +36,22 @@ def _request_id(head: bytes, tail: bytes) -> int | str | None:
     # ours) or a notification: it answers nothing.
     if _METHOD_AT_START.search(head):
         return None
-    found = _ID_AT_START.search(head) or _ID_AT_END.search(tail)
+    return _id_value(_ID_AT_START.search(head) or _ID_AT_END.search(tail))
+
+
+def leading_id(head: bytes) -> int | str | None:
+    """The ``"id"`` of a message whose first bytes are ``head``, when it is a top-level
+    member before any nested value (as the SDKs write a request); else None."""
+    return _id_value(_ID_AT_START.search(head))
+
+
+def _id_value(found: re.Match[bytes] | None) -> int | str | None:
     if found is None:
         return None
-    value = json.loads(found.group(1))  # a JSON number or string literal, escapes and all
+    try:
+        value = json.loads(found.group(1))  # a JSON number or string literal, escapes and all
+    except ValueError:  # an escape JSON does not have
+        return None
     return value if isinstance(value, int | str) else None
 
 

@@ -27,19 +27,18 @@ import asyncio
 import collections
 import contextlib
 import fcntl
-import json
 import os
-import re
 import stat
 from collections.abc import AsyncIterator
 from types import TracebackType
+from typing import Self
 
 import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from ._message_cap import Framer, Oversized
+from ._message_cap import Framer, Oversized, leading_id
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 """Largest line (one JSON-RPC message) read from the client: tool arguments, not uploads
@@ -56,9 +55,6 @@ CLOSE_WAIT = 2.0
 
 MAX_ERROR_DETAIL = 200
 """Characters of the decoder's complaint quoted back in a parse error."""
-
-_EDGE = 512
-_ID_AT_START = re.compile(rb'^\s*\{[^{}\[\]]*?"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 
 def protocol_error(exc: Exception) -> SessionMessage:
@@ -81,18 +77,13 @@ def protocol_error(exc: Exception) -> SessionMessage:
 def line_too_long(line: Oversized, cap: int) -> SessionMessage:
     """The JSON-RPC error answering a line over ``cap``: to its request's ``"id"`` when
     the line starts with it (as the SDKs write a request), else with a null ``id``."""
-    found = _ID_AT_START.search(line.head[:_EDGE])
-    request_id: int | str | None = None
-    if found is not None:
-        with contextlib.suppress(ValueError):  # a JSON number or string literal
-            parsed = json.loads(found.group(1))
-            request_id = parsed if isinstance(parsed, int | str) else None
     message = (
         f"Invalid Request: a message of more than {cap:,} bytes ({line.size:,} read), over "
         "the server's cap for one stdio line; it was read and dropped, never held in "
         "memory; the server keeps serving"
     )
     error = types.ErrorData(code=types.INVALID_REQUEST, message=message)
+    request_id = leading_id(line.head)
     return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
@@ -117,7 +108,6 @@ class _Wire:
             return  # no such descriptor: nothing to read (stdin), writes are dropped
         self.saved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
         flags = os.O_RDONLY if fd == 0 else os.O_WRONLY
-        self.own = None
         if stat.S_ISFIFO(mode) or stat.S_ISCHR(mode):
             # A pipe or a terminal opened anew: a description of its own.
             with contextlib.suppress(OSError):
@@ -148,10 +138,35 @@ class _Wire:
         self.saved = None
 
 
+# -- the streams the SDK's session reads and writes --------------------------------
+
+
+class _Stream:
+    """What anyio's streams offer besides their data: ``aclose`` and ``async with``,
+    both ending in the stream's ``close``."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
 # -- reading -----------------------------------------------------------------------
 
 
-class LineReader:
+class LineReader(_Stream):
     """The SDK's read stream: the client's messages, one per line of stdin; a line
     that is not one is answered (through ``replies``) and skipped."""
 
@@ -245,20 +260,6 @@ class LineReader:
         if self._transport is not None:
             self._transport.close()
 
-    async def aclose(self) -> None:
-        self.close()
-
-    async def __aenter__(self) -> LineReader:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 # -- writing -----------------------------------------------------------------------
 
@@ -301,7 +302,7 @@ def _wake(waiter: asyncio.Future[None]) -> None:
         waiter.set_result(None)
 
 
-class LineWriter:
+class LineWriter(_Stream):
     """The SDK's write stream: each message one line on stdout, written by the loop
     (a message is sent whole or not at all: it never tears another's line)."""
 
@@ -386,20 +387,6 @@ class LineWriter:
     def close(self) -> None:
         """No more messages (what was written still reaches the client)."""
         self._closed = True
-
-    async def aclose(self) -> None:
-        self.close()
-
-    async def __aenter__(self) -> LineWriter:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _pollable(fd: int) -> bool:
