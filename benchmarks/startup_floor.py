@@ -67,22 +67,24 @@ def settle(
     return code & 0xFF if code >= 0 else 128 - code
 
 
-def define_classes(n: int) -> list[object]:
-    """``n`` frozen, slotted dataclasses of four fields, each instantiated once."""
+def record_class(i: int, **options: bool) -> type:
+    """A dataclass ``Record{i}`` of four fields, two with defaults, made with
+    ``options`` (what most of toolfold's records look like)."""
     from dataclasses import dataclass
 
-    made: list[object] = []
-    for i in range(n):
-        namespace = {
-            "__annotations__": {"a": "int", "b": "str", "c": "tuple[str, ...]", "d": "int | None"},
-            "c": (),
-            "d": None,
-            "__doc__": "A record.",
-            "__module__": __name__,
-        }
-        cls = dataclass(frozen=True, slots=True)(type(f"Record{i}", (), namespace))
-        made.append(cls(i, "x"))
-    return made
+    namespace = {
+        "__annotations__": {"a": "int", "b": "str", "c": "tuple[str, ...]", "d": "int | None"},
+        "c": (),
+        "d": None,
+        "__doc__": "A record.",
+        "__module__": __name__,
+    }
+    return dataclass(**options)(type(f"Record{i}", (), namespace))
+
+
+def define_classes(n: int) -> list[object]:
+    """``n`` frozen, slotted dataclasses of four fields, each instantiated once."""
+    return [record_class(i, frozen=True, slots=True)(i, "x") for i in range(n)]
 
 
 def run_sync(argv: list[str]) -> int:
