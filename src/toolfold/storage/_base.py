@@ -14,23 +14,19 @@ from types import TracebackType
 from typing import Any, Self, TypeVar, overload
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, check_part
+from ._commit_checks import check_expect, check_expects, checked_across, checked_batch
 from ._errors import (
     ClosedError,
-    ConflictError,
     ReadOnlyError,
-    ScopeError,
     StorageError,
 )
-from ._records import CommitResult, Entry, ListElement, Order, decode_json, encode_json
+from ._records import CommitResult, Entry, ListElement, Order, encode_json
 from ._writes import (
     JSON,
     EphemeralWrite,
     Expect,
-    RetireScope,
     SessionWrite,
     Write,
-    check_writes,
-    scope_of,
 )
 
 __all__ = ["Session", "check_expect"]
@@ -82,24 +78,6 @@ class _Closable(ABC):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-def check_expect(session: str, e: Expect, found: bytes | str | None) -> None:
-    """Raise :class:`ConflictError` unless ``found`` (the stored JSON text at ``e``'s
-    address, ``None``: missing) is ``e``'s value. Compares encoded text: storage never
-    interprets the values it guards."""
-    want = None if e.value is None else encode_json(e.value)
-    got = found.encode() if isinstance(found, str) else found
-    if got == want:
-        return
-    shown = None if got is None else decode_json(got, path="(precondition)")
-    raise ConflictError(
-        f"commit of session {session!r} refused: expected {e.address} to be "
-        f"{e.value!r:.80}, found {shown!r:.80}; nothing was written",
-        address=e.address,
-        expected=e.value,
-        found=shown,
-    )
 
 
 class Session(_Closable):
@@ -188,18 +166,10 @@ class Session(_Closable):
         expects = self._check_expects(expect)
         async with self._line:
             self._check_open()
-            batch = writes() if callable(writes) else writes
-            if not isinstance(batch, list | tuple):
-                raise StorageError(
-                    f"commit of session {self._name!r} needs a list of writes "
-                    f"(or a callable returning one), got {type(batch).__name__} {batch!r:.80}"
-                )
-            if not batch:
+            checked = checked_batch(self._name, writes() if callable(writes) else writes)
+            if checked is None:
                 return CommitResult(())
-            ws = tuple(batch)
-            scope = scope_of(ws)
-            check_writes(ws)
-            return await self._commit_locked(ws, scope, expects)
+            return await self._commit_locked(*checked, expects)
 
     async def commit_across(
         self,
@@ -227,24 +197,7 @@ class Session(_Closable):
             return await self.commit(list(side), expect=expect)
         self._check_writable()
         expects = self._check_expects(expect)
-        if scope_of(main) != SESSION:
-            raise ScopeError(
-                f"commit_across of session {self._name!r}: its session_writes must all be "
-                "in the session scope"
-            )
-        scope = scope_of(side)
-        if not isinstance(scope, EphemeralScope):
-            raise ScopeError(
-                f"commit_across of session {self._name!r}: its scope_writes must all be "
-                "in one ephemeral scope"
-            )
-        if any(isinstance(w, RetireScope) for w in main):
-            raise StorageError(
-                f"commit_across of session {self._name!r}: retire_scope is committed on "
-                "its own or with settled entries, not across scopes"
-            )
-        ws = main + side
-        check_writes(ws)
+        ws = checked_across(self._name, main, side)
         async with self._line:
             self._check_open()
             return await self._commit_locked(ws, SESSION, expects)
@@ -277,14 +230,7 @@ class Session(_Closable):
             )
 
     def _check_expects(self, expect: Sequence[Expect]) -> tuple[Expect, ...]:
-        expects = tuple(expect)
-        for e in expects:
-            if not isinstance(e, Expect):
-                raise StorageError(
-                    f"commit of session {self._name!r}: expect must hold expect(address, "
-                    f"value) preconditions, got {type(e).__name__} {e!r:.80}"
-                )
-        return expects
+        return check_expects(self._name, expect)
 
     async def get_value(self, address: ValueAddress[Any]) -> JSON | None:
         """Return the value at ``address``, or ``None`` if it is missing (or retired)."""
