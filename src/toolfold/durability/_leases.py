@@ -111,9 +111,8 @@ class LeaseInfo:
         return self.expires > now and not owner_gone(self.owner)
 
 
-async def read_lease(session: Session, operation_id: str) -> LeaseInfo | None:
-    """The operation's lease, or ``None`` if it is not leased (or its record is not ours)."""
-    data: Any = await session.get_value(lease_holder(operation_id))
+def lease_info(data: Any) -> LeaseInfo | None:
+    """A stored ``lease.holder`` value as a :class:`LeaseInfo` (``None``: none, or not ours)."""
     if not isinstance(data, dict):
         return None
     try:
@@ -127,31 +126,25 @@ async def read_lease(session: Session, operation_id: str) -> LeaseInfo | None:
         return None
 
 
-class Lease:
-    """A lease this host holds on one operation: the fencing token its writes carry."""
+async def read_lease(session: Session, operation_id: str) -> LeaseInfo | None:
+    """The operation's lease, or ``None`` if it is not leased (or its record is not ours)."""
+    return lease_info(await session.get_value(lease_holder(operation_id)))
+
+
+class LeaseTerms:
+    """What a lease on one operation writes, whoever commits it (the asyncio
+    :class:`Lease`, or ``toolfold run``'s direct path, which commits in line): its
+    fencing token's precondition, the holder record of a renewal, the writes that take
+    it and those that end it."""
 
     def __init__(
-        self,
-        session: Session,
-        operation_id: str,
-        owner: str,
-        token: int,
-        *,
-        ttl: float,
-        clock: Callable[[], float],
+        self, operation_id: str, owner: str, token: int, *, ttl: float, clock: Callable[[], float]
     ) -> None:
-        self.session = session
         self.operation_id = operation_id
         self.owner = owner
         self.token = token
         self.ttl = ttl
         self.clock = clock
-        # The heartbeat is a timer between beats; a renewal task exists only while a
-        # renewal is in flight (most calls end long before the first beat is due).
-        self._beat_timer: asyncio.TimerHandle | None = None
-        self._renewal: asyncio.Task[None] | None = None
-        #: Set once a write or a heartbeat found the operation taken over.
-        self.lost: FencedError | None = None
 
     def expects(self) -> list[Expect]:
         """The precondition every write of the operation is committed with."""
@@ -167,6 +160,25 @@ class Lease:
             "heartbeat": now,
         }
 
+    def take_writes(
+        self, with_writes: Sequence[SessionWrite] = ()
+    ) -> tuple[list[SessionWrite], Expect]:
+        """The conditional commit that takes the lease with this token: the token and
+        the holder (+ ``with_writes``), on the precondition that the stored token is
+        still the one before it (none, for token 1: a new operation)."""
+        op = self.operation_id
+        before = None if self.token == 1 else self.token - 1
+        writes = [
+            set_value(lease_token(op), self.token),
+            set_value(lease_holder(op), self.holder_record()),
+            *with_writes,
+        ]
+        return writes, expect(lease_token(op), before)
+
+    def renew_writes(self) -> list[Write]:
+        """A heartbeat's write: the expiry one ``ttl`` ahead."""
+        return [set_value(lease_holder(self.operation_id), self.holder_record())]
+
     def release_writes(self) -> list[Write]:
         """The writes that end the lease (committed with the settlement): the holder goes,
         the token becomes the tombstone ``{"settled": token}``. Deleting the token would
@@ -177,6 +189,46 @@ class Lease:
             set_value(lease_token(self.operation_id), {"settled": self.token}),
             delete_value(lease_holder(self.operation_id)),
         ]
+
+    def fenced(self, exc: ConflictError, holder: LeaseInfo | None) -> FencedError:
+        """The :class:`FencedError` for a write of ours refused by ``exc`` (``holder``:
+        the lease as stored now)."""
+        owner = None if holder is None else holder.owner
+        return FencedError(
+            f"write of operation {self.operation_id!r} by host {self.owner!r} refused: it "
+            f"carries fencing token {self.token}, but the stored token is {exc.found!r} "
+            f"(held by {owner or 'nobody: settled'}); this host lost its lease and must "
+            "stop working on the operation",
+            operation_id=self.operation_id,
+            owner=self.owner,
+            token=self.token,
+            current_token=exc.found,
+            holder=owner,
+            conflict=exc,
+        )
+
+
+class Lease(LeaseTerms):
+    """A lease this host holds on one operation: the fencing token its writes carry."""
+
+    def __init__(
+        self,
+        session: Session,
+        operation_id: str,
+        owner: str,
+        token: int,
+        *,
+        ttl: float,
+        clock: Callable[[], float],
+    ) -> None:
+        super().__init__(operation_id, owner, token, ttl=ttl, clock=clock)
+        self.session = session
+        # The heartbeat is a timer between beats; a renewal task exists only while a
+        # renewal is in flight (most calls end long before the first beat is due).
+        self._beat_timer: asyncio.TimerHandle | None = None
+        self._renewal: asyncio.Task[None] | None = None
+        #: Set once a write or a heartbeat found the operation taken over.
+        self.lost: FencedError | None = None
 
     async def commit(self, writes: Sequence[Write] | Callable[[], Sequence[Write]]) -> CommitResult:
         """``session.commit(writes)`` fenced by this lease's token: raises
@@ -196,23 +248,11 @@ class Lease:
         now_holder: LeaseInfo | None = None
         with contextlib.suppress(Exception):
             now_holder = await read_lease(self.session, self.operation_id)
-        holder = None if now_holder is None else now_holder.owner
-        return FencedError(
-            f"write of operation {self.operation_id!r} by host {self.owner!r} refused: it "
-            f"carries fencing token {self.token}, but the stored token is {exc.found!r} "
-            f"(held by {holder or 'nobody: settled'}); this host lost its lease and must "
-            "stop working on the operation",
-            operation_id=self.operation_id,
-            owner=self.owner,
-            token=self.token,
-            current_token=exc.found,
-            holder=holder,
-            conflict=exc,
-        )
+        return self.fenced(exc, now_holder)
 
     async def renew(self) -> None:
         """Heartbeat: push the expiry one ``ttl`` ahead (fenced like any write)."""
-        await self.commit([set_value(lease_holder(self.operation_id), self.holder_record())])
+        await self.commit(self.renew_writes())
 
     def start_heartbeat(self) -> None:
         """Renew every ``ttl / 3`` until :meth:`stop_heartbeat`: a loop timer that starts a
@@ -281,16 +321,7 @@ async def acquire_lease(
     # already there fails it, writing nothing, and the read below decides.
     fresh = Lease(session, operation_id, owner, 1, ttl=ttl, clock=clock)
     try:
-        await _commit(
-            session,
-            [
-                set_value(lease_token(operation_id), 1),
-                set_value(lease_holder(operation_id), fresh.holder_record()),
-                *with_writes,
-            ],
-            scope_writes,
-            expect(lease_token(operation_id), None),
-        )
+        await _commit(session, *fresh.take_writes(with_writes), scope_writes)
         return fresh
     except ConflictError:
         pass
@@ -325,16 +356,7 @@ async def acquire_lease(
     token = (current or 0) + 1
     lease = Lease(session, operation_id, owner, token, ttl=ttl, clock=clock)
     try:
-        await _commit(
-            session,
-            [
-                set_value(lease_token(operation_id), token),
-                set_value(lease_holder(operation_id), lease.holder_record()),
-                *with_writes,
-            ],
-            scope_writes,
-            expect(lease_token(operation_id), current),
-        )
+        await _commit(session, *lease.take_writes(with_writes), scope_writes)
     except ConflictError as exc:
         winner = await read_lease(session, operation_id)
         raise LeaseHeldError(
@@ -351,8 +373,8 @@ async def acquire_lease(
 async def _commit(
     session: Session,
     writes: list[SessionWrite],
-    scope_writes: Sequence[EphemeralWrite],
     precondition: Expect,
+    scope_writes: Sequence[EphemeralWrite],
 ) -> None:
     """The lease's conditional commit, with the operation's start when there is one."""
     if scope_writes:

@@ -74,5 +74,5 @@ async def commit_memo(
     except MemoError:
         raise
     except BaseException:
-        stream._lost()
+        stream.lost()
         raise

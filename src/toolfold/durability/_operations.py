@@ -29,7 +29,7 @@ from ._addresses import (
     validate_memo_name,
 )
 from ._errors import DurabilityError, RecoveryError
-from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseInfo, acquire_lease, read_lease
+from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseInfo, LeaseTerms, acquire_lease, read_lease
 from ._memos import MISSING, commit_memo
 from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
 
@@ -53,6 +53,56 @@ def settle_writes(message: dict[str, JSON], *, retire: EphemeralScope | None = N
     if retire is not None:
         writes.append(retire_scope(retire))
     return writes
+
+
+def settlement_writes(
+    message: dict[str, JSON],
+    *,
+    retire: EphemeralScope | None,
+    with_writes: Sequence[Write] = (),
+    lease: LeaseTerms | None = None,
+) -> list[Write]:
+    """Everything the transaction that settles a call writes: :func:`settle_writes`,
+    then ``with_writes`` (what a host records about the settled call), then, when the
+    call is its operation's last (``retire``) and the operation is leased, the writes
+    that end its lease."""
+    writes = settle_writes(message, retire=retire)
+    writes.extend(with_writes)
+    if retire is not None and lease is not None:
+        writes.extend(lease.release_writes())  # the lease ends with the scope
+    return writes
+
+
+def start_writes(
+    operation_id: str, run_id: str, records: Sequence[CallRecord], after_seq: int
+) -> list[EphemeralWrite]:
+    """What records an operation's start in its own scope: its meta (run id, and the
+    session's last seq before it: where its settled entries can start) and its calls.
+    :class:`DurabilityError` for a record that names another operation."""
+    writes: list[EphemeralWrite] = [
+        set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after_seq})
+    ]
+    for r in records:
+        if r.operation_id != operation_id:
+            raise DurabilityError(
+                f"call {r.tool_call_id!r} names operation {r.operation_id!r}, not {operation_id!r}"
+            )
+        writes.append(set_value(operation_call(operation_id, r.invocation_id), r.to_json()))
+    return writes
+
+
+def result_entry(
+    message: dict[str, JSON], *, operation_id: str, run_id: str, turn_id: str, what: str
+) -> dict[str, JSON]:
+    """A settled call's transcript entry: its result message, and which operation, run
+    and turn it settles, with a one-line description of the call (``what``)."""
+    return {
+        **message,
+        "operation_id": operation_id,
+        "run_id": run_id,
+        "turn_id": turn_id,
+        "what": what,
+    }
 
 
 @dataclass
@@ -217,11 +267,12 @@ class DurableOperation:
             # the retirement (a crash in between cannot lose a settled sibling).
             self._unsettled.discard(invocation_id)
             last = not self._unsettled
-            writes = settle_writes(message, retire=self.scope if last else None)
-            writes.extend(with_writes)
-            if last and self.lease is not None:
-                writes.extend(self.lease.release_writes())  # the lease ends with the scope
-            return writes
+            return settlement_writes(
+                message,
+                retire=self.scope if last else None,
+                with_writes=with_writes,
+                lease=self.lease,
+            )
 
         try:
             await self.commit(plan)
@@ -303,17 +354,7 @@ class Durability:
         one for the start. An operation whose lease is held elsewhere writes nothing
         (:class:`LeaseHeldError`). Unleased, ``with_writes`` go first, on their own.
         """
-        after = self.session.next_seq - 1
-        writes: list[EphemeralWrite] = [
-            set_value(operation_meta(operation_id), {"run_id": run_id, "after_seq": after})
-        ]
-        for r in records:
-            if r.operation_id != operation_id:
-                raise DurabilityError(
-                    f"call {r.tool_call_id!r} names operation {r.operation_id!r}, not "
-                    f"{operation_id!r}"
-                )
-            writes.append(set_value(operation_call(operation_id, r.invocation_id), r.to_json()))
+        writes = start_writes(operation_id, run_id, records, self.session.next_seq - 1)
         if self.host is not None:
             lease = await acquire_lease(
                 self.session,

@@ -88,46 +88,31 @@ class StreamStats:
     failed: int = 0
 
 
-class DurableStream:
-    """Appends a tracked value's op batches to a storage list, one encoded batch per write.
-
-    - :meth:`checkpoint` is the ordinary, paced write: at most once per ``interval``
-      seconds (the first one ``interval`` after the stream opened), and only when the
-      source is dirty.
-    - :meth:`force` bypasses pacing (terminal settlement, explicit recovery bases); the
-      payload stays bounded by whatever bounds the source's state (the sink's caps).
-    - Every ``rebase_every``-th durable batch is a base batch, so recovery replays at most
-      ``rebase_every - 1`` deltas after a base, by policy rather than by accident.
-
-    The payload of every write is computed by :meth:`plan` **inside the session line**
-    (``session.commit(callable)``), when the write executes, never when it is requested:
-    a slow write requested at T1 cannot land after a write taken at T2 and overwrite
-    newer state with older. All encoder state is touched only there.
-    """
+class StreamPlanner:
+    """What a durable op stream writes, and when, whoever commits it: the paced
+    checkpoints' pacing (:meth:`due`), each batch's payload (:meth:`plan`: a delta, or
+    a base every ``rebase_every`` batches or once the deltas outweigh the last base),
+    and the fence. :class:`DurableStream` commits its plans on asyncio; ``toolfold
+    run``'s direct path commits them in line."""
 
     def __init__(
         self,
-        session: Session,
         address: ListAddress[Any],
         source: OpSource,
         *,
         interval: float = DEFAULT_CHECKPOINT_INTERVAL,
         rebase_every: int = DEFAULT_REBASE_EVERY,
         clock: Callable[[], float] = time.monotonic,
-        lease: Lease | None = None,
     ) -> None:
         if rebase_every < 1:
             raise ValueError(f"rebase_every must be >= 1, got {rebase_every!r}")
         if interval < 0:
             raise ValueError(f"interval must be >= 0 seconds, got {interval!r}")
-        self.session = session
         self.address = address
         self.source = source
         self.interval = interval
         self.rebase_every = rebase_every
         self._clock = clock
-        #: The operation's lease when it is leased: every write carries its fencing token.
-        self.lease = lease
         self._encoder = Encoder()
         self._since_base = 0
         # Encoded sizes of the newest base and of the deltas since: once the deltas
@@ -144,11 +129,6 @@ class DurableStream:
         self._opened = clock()
         self._last_write: float | None = None
         self._fenced = False
-        # The trailing checkpoint: a loop timer while it waits out the interval, then a
-        # task (created only when the wait is over; a call that ends sooner, fenced by its
-        # settlement, never runs one).
-        self._timer: asyncio.TimerHandle | None = None
-        self._trailer: asyncio.Task[None] | None = None
         self.stats = StreamStats()
 
     # -- the payload, evaluated inside the session line ---------------------------------
@@ -214,13 +194,12 @@ class DurableStream:
         self._last_write = self._clock()
         return append_list(self.address, wire, tag="base")
 
-    def _lost(self) -> None:
-        # A commit that failed took ops from the source and advanced the encoder without
-        # making them durable: the next durable batch must stand alone.
+    def lost(self) -> None:
+        """A commit of a planned batch failed: it took ops from the source and advanced
+        the encoder without making them durable, so the next batch must stand alone (a
+        base)."""
         self._need_base = True
         self.stats.failed += 1
-
-    # -- writes --------------------------------------------------------------------------
 
     def due(self) -> bool:
         """Whether an ordinary checkpoint would write now (dirty and pacing allows)."""
@@ -230,6 +209,60 @@ class DurableStream:
 
     def _paced_from(self) -> float:
         return self._opened if self._last_write is None else self._last_write
+
+    def next_due(self) -> float:
+        """Seconds until an ordinary checkpoint may write (0: now)."""
+        return max(0.0, self._paced_from() + self.interval - self._clock())
+
+    def fence(self) -> None:
+        """Refuse every later write."""
+        self._fenced = True
+
+    @property
+    def fenced(self) -> bool:
+        """Whether :meth:`fence` was called."""
+        return self._fenced
+
+
+class DurableStream(StreamPlanner):
+    """Appends a tracked value's op batches to a storage list, one encoded batch per write.
+
+    - :meth:`checkpoint` is the ordinary, paced write: at most once per ``interval``
+      seconds (the first one ``interval`` after the stream opened), and only when the
+      source is dirty.
+    - :meth:`force` bypasses pacing (terminal settlement, explicit recovery bases); the
+      payload stays bounded by whatever bounds the source's state (the sink's caps).
+    - Every ``rebase_every``-th durable batch is a base batch, so recovery replays at most
+      ``rebase_every - 1`` deltas after a base, by policy rather than by accident.
+
+    The payload of every write is computed by :meth:`plan` **inside the session line**
+    (``session.commit(callable)``), when the write executes, never when it is requested:
+    a slow write requested at T1 cannot land after a write taken at T2 and overwrite
+    newer state with older. All encoder state is touched only there.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        address: ListAddress[Any],
+        source: OpSource,
+        *,
+        interval: float = DEFAULT_CHECKPOINT_INTERVAL,
+        rebase_every: int = DEFAULT_REBASE_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+        lease: Lease | None = None,
+    ) -> None:
+        super().__init__(address, source, interval=interval, rebase_every=rebase_every, clock=clock)
+        self.session = session
+        #: The operation's lease when it is leased: every write carries its fencing token.
+        self.lease = lease
+        # The trailing checkpoint: a loop timer while it waits out the interval, then a
+        # task (created only when the wait is over; a call that ends sooner, fenced by its
+        # settlement, never runs one).
+        self._timer: asyncio.TimerHandle | None = None
+        self._trailer: asyncio.Task[None] | None = None
+
+    # -- writes --------------------------------------------------------------------------
 
     async def checkpoint(self) -> bool:
         """Ordinary checkpoint: write if dirty and at least ``interval`` has passed since
@@ -265,15 +298,15 @@ class DurableStream:
             result = await self.commit(lambda: self.plan(base=base))
         except FencedError:
             # Never swallowed: the host must learn it no longer owns the call.
-            self._lost()
+            self.lost()
             raise
         except (StorageError, OSError):
-            self._lost()
+            self.lost()
             if swallow:
                 return False
             raise
         except BaseException:
-            self._lost()
+            self.lost()
             raise
         if meters is not None and result.seqs:
             # Paced checkpoints and forced writes (settlement, recovery bases) apart.
@@ -327,17 +360,12 @@ class DurableStream:
         is retired, because a write after retirement would start a new lifetime of the
         scope and recreate pending output nobody will ever settle.
         """
-        self._fenced = True
+        super().fence()
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
         if self._trailer is not None and not self._trailer.done():
             self._trailer.cancel()
-
-    @property
-    def fenced(self) -> bool:
-        """Whether :meth:`fence` was called."""
-        return self._fenced
 
     async def aclose(self) -> None:
         """Fence (cancelling a pending trailing timer) and wait for a running trailing

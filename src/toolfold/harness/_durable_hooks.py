@@ -28,6 +28,7 @@ from toolfold.durability import (
     default_host_id,
     operation_call,
     pending_tool_output,
+    result_entry,
 )
 from toolfold.output import OutputPolicy, ToolOutput, ToolOutputState, output_text, text_blocks
 from toolfold.storage import Session, SessionWrite, set_value
@@ -220,11 +221,13 @@ class DurableHooks(ExecutionHooks):
         inv = self._calls.pop((call.run_id, call.tool_call_id), None)
         if inv is not None:
             await inv.finish()
-        message = result.to_message().to_json()
-        message["operation_id"] = op.operation_id
-        message["run_id"] = call.run_id
-        message["turn_id"] = call.turn_id
-        message["what"] = describe_call(call.args)
+        message = result_entry(
+            result.to_message().to_json(),
+            operation_id=op.operation_id,
+            run_id=call.run_id,
+            turn_id=call.turn_id,
+            what=describe_call(call.args),
+        )
         host = self._records.pop((call.run_id, call.tool_call_id), None)
         extra = host.settled(result) if host is not None and host.settled is not None else ()
         await op.settle(call.tool_call_id, message, with_writes=extra)
@@ -419,9 +422,13 @@ class DurableHooks(ExecutionHooks):
             kind=kind,
         )
         message = result.to_message().to_json()
-        stored = {**message, "operation_id": op.operation_id, "run_id": op.run_id}
-        stored["turn_id"] = turn_id
-        stored["what"] = describe_call(record.args)
+        stored = result_entry(
+            message,
+            operation_id=op.operation_id,
+            run_id=op.run_id,
+            turn_id=turn_id,
+            what=describe_call(record.args),
+        )
         self._ops.pop((op.run_id, record.tool_call_id), None)
         try:
             await op.settle(record.invocation_id, stored)
