@@ -227,16 +227,7 @@ async def run_bash(
             raise ToolError("tty=true needs an execution environment that runs background commands")
         extra["tty"] = True
     policy = out.policy
-    capture = CaptureOptions(
-        limits=ShellOutputLimits(
-            max_bytes=policy.max_bytes,
-            max_lines=policy.max_lines,
-            retain=policy.retain,
-            head_share=policy.head_share,
-        ),
-        spill=True,
-        max_spill=max_spill,
-    )
+    capture = bash_capture(policy, max_spill)
     # The environment bounds, spills and paces at the source; the sink only adopts
     # its bounded updates (and its totals) — nothing is re-windowed or re-counted.
     try:
@@ -251,19 +242,49 @@ async def run_bash(
         )
     except (BackgroundLimitError, HandleError) as exc:
         raise ToolError(str(exc)) from exc
+    if result.handle is None:
+        error = finish_output(out, result, timeout=params.timeout)
+        if error is not None:
+            raise ToolError(error)
+        return
     out.feed(Replace(result.view))
     note = footer(result, policy.retain)
-    if result.handle is not None:
-        running = running_note(
-            result.handle, params.yield_after, lambda tool: context.sibling(tool, "bash")
-        )
-        note = "\n".join(filter(None, [note, running]))
-        out.footer(("\n" if out.text and not out.text.endswith("\n") else "") + note)
-        out.details.update({"exit_code": None, "handle": result.handle, "running": True})
-        # Its further output is recorded as a call of its own (live, durable) once this
-        # one has settled; the model reads it with bash_read.
-        context.follow_background(result.handle, params.command)
-        return
+    running = running_note(
+        result.handle, params.yield_after, lambda tool: context.sibling(tool, "bash")
+    )
+    note = "\n".join(filter(None, [note, running]))
+    out.footer(("\n" if out.text and not out.text.endswith("\n") else "") + note)
+    out.details.update({"exit_code": None, "handle": result.handle, "running": True})
+    # Its further output is recorded as a call of its own (live, durable) once this
+    # one has settled; the model reads it with bash_read.
+    context.follow_background(result.handle, params.command)
+
+
+def bash_capture(policy: OutputPolicy, max_spill: int) -> CaptureOptions:
+    """How ``bash`` captures a command: ``policy``'s window, every byte to a spill file
+    of at most ``max_spill`` bytes."""
+    return CaptureOptions(
+        limits=ShellOutputLimits(
+            max_bytes=policy.max_bytes,
+            max_lines=policy.max_lines,
+            retain=policy.retain,
+            head_share=policy.head_share,
+        ),
+        spill=True,
+        max_spill=max_spill,
+    )
+
+
+def finish_output(out: ToolOutput, result: ShellExecResult, *, timeout: float | None) -> str | None:
+    """Make a command that ended (``result`` without a handle) the call's output: its
+    final window, the footer (what is shown and where the rest is; a background process
+    that was stopped), its exit code in ``details``. Returns the error the call fails
+    with, or ``None`` (it succeeded, or it was cancelled: the caller marks that).
+
+    ``run_bash`` raises the error as a ``ToolError``; ``toolfold run``'s direct path
+    settles it the same way without a harness."""
+    out.feed(Replace(result.view))
+    note = footer(result, out.policy.retain)
     if result.background_killed:
         # Tell the model why a `cmd &` it started is gone, and how to keep one running.
         note = "\n".join(filter(None, [note, BACKGROUND_NOTE]))
@@ -275,13 +296,14 @@ async def run_bash(
         out.footer(("\n" if text and not text.endswith("\n") else "") + note)
     out.details["exit_code"] = result.exit_code
     if result.cancelled:
-        return  # the harness marks the call cancelled and keeps the partial output
+        return None  # the caller marks the call cancelled and keeps the partial output
     if result.timed_out:
-        raise ToolError(f"Command timed out after {params.timeout:g} seconds")
+        return f"Command timed out after {timeout:g} seconds"
     if result.exit_code is None:
-        raise ToolError("Command was killed by a signal before it exited")
+        return "Command was killed by a signal before it exited"
     if result.exit_code != 0:
-        raise ToolError(f"Command exited with code {result.exit_code}")
+        return f"Command exited with code {result.exit_code}"
+    return None
 
 
 def bash_tool(
