@@ -67,6 +67,7 @@ from ._stream import (
     DEFAULT_REBASE_EVERY,
     DurableStream,
     OpSource,
+    StreamPlanner,
     StreamStats,
     TrackerSource,
 )
@@ -128,6 +129,7 @@ __all__ = [
     "PendingOperation",
     "RecoveredStream",
     "RecoveryError",
+    "StreamPlanner",
     "StreamStats",
     "TrackerSource",
     "acquire_lease",
