@@ -25,21 +25,19 @@ Fencing does not depend on clocks — only when a takeover is *allowed* does.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from toolfold.storage import (
     CommitResult,
     ConflictError,
     EphemeralWrite,
     Expect,
-    Session,
     SessionScope,
     SessionWrite,
     ValueAddress,
@@ -51,6 +49,11 @@ from toolfold.storage import (
 )
 
 from ._errors import DurabilityError, FencedError, LeaseHeldError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from toolfold.storage import Session
 
 #: Lease length in seconds: how long a host may go silent before another may take over
 #: its operations. The heartbeat renews it every third of that.
@@ -269,17 +272,25 @@ class Lease(LeaseTerms):
         if timer is not None:
             timer.cancel()
         task, self._renewal = self._renewal, None
+        import asyncio  # here, not at the top: the lease's writes are planned without it
+
         if task is not None and task is not asyncio.current_task():
             task.cancel()
 
     def _schedule_beat(self) -> None:
+        import asyncio
+
         self._beat_timer = asyncio.get_running_loop().call_later(self.ttl / 3, self._beat_due)
 
     def _beat_due(self) -> None:
         self._beat_timer = None
+        import asyncio
+
         self._renewal = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:
+        import asyncio
+
         try:
             await self.renew()
         except FencedError:

@@ -6,13 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolfold.storage import (
     CommitResult,
     EphemeralScope,
     EphemeralWrite,
-    Session,
     SessionWrite,
     Write,
     append_entry,
@@ -32,6 +31,9 @@ from ._errors import DurabilityError, RecoveryError
 from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseInfo, LeaseTerms, acquire_lease, read_lease
 from ._memos import MISSING, commit_memo
 from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
+
+if TYPE_CHECKING:
+    from toolfold.storage import Session
 
 JSON = Any
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +16,6 @@ from toolfold.storage import (
     AppendList,
     CommitResult,
     ListAddress,
-    Session,
     StorageError,
     Write,
     append_list,
@@ -27,6 +25,10 @@ from toolfold.storage import (
 from ._errors import FencedError
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from toolfold.storage import Session
+
     from ._leases import Lease
 
 #: Ordinary (paced) checkpoints are committed at most this often, and only when the
@@ -329,6 +331,8 @@ class DurableStream(StreamPlanner):
             return
         wait = self._paced_from() + self.interval - self._clock()
         if wait > 0:
+            import asyncio  # here, not at the top: a stream's batches are planned without it
+
             self._timer = asyncio.get_running_loop().call_later(wait, self._start_trailing)
         else:
             self._start_trailing()
@@ -337,10 +341,14 @@ class DurableStream(StreamPlanner):
         self._timer = None
         if self._fenced or not self.source.dirty:
             return  # nothing for a trailing checkpoint to do
+        import asyncio
+
         self._trailer = asyncio.get_running_loop().create_task(self._trailing())
         self._trailer.add_done_callback(_retrieve)
 
     async def _trailing(self) -> None:
+        import asyncio
+
         # Loops until the source is clean: changes made while a checkpoint was in flight
         # found this task still running (notify() did nothing), so it must pick them up.
         while not self._fenced and self.source.dirty:
@@ -373,6 +381,8 @@ class DurableStream(StreamPlanner):
         task = self._trailer
         self.fence()
         if task is not None:
+            import asyncio
+
             # The trailing task only ever ran best-effort checkpoints; whatever ended it,
             # the caller's own forced write (or settlement) is what counts now.
             with contextlib.suppress(asyncio.CancelledError, Exception):

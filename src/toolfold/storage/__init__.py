@@ -26,9 +26,6 @@ from ._addresses import (
     list_address,
     value,
 )
-from ._base import Session
-from ._base_repository import Repository
-from ._changes import CHANGE_POLL_INTERVAL
 from ._errors import (
     BackendError,
     ClosedError,
@@ -43,7 +40,6 @@ from ._errors import (
     storage_failure,
 )
 from ._records import CommitResult, Entry, FsyncPolicy, ListElement
-from ._repository import open_repository
 from ._writes import (
     JSON,
     AppendEntry,
@@ -68,11 +64,27 @@ from ._writes import (
 )
 
 if TYPE_CHECKING:
+    from ._base import Session
+    from ._base_repository import Repository
+    from ._changes import CHANGE_POLL_INTERVAL
     from ._memory import MemoryRepository
+    from ._repository import open_repository
 
 # The in-process backend is imported on first use (`open_repository("memory:")` does
-# it too): a run on SQLite or PostgreSQL needs none of it.
-__getattr__ = lazy_exports(__name__, {"MemoryRepository": "._memory"})
+# it too): a run on SQLite or PostgreSQL needs none of it. The asyncio session and
+# repository (and what opens them) are imported on first use too: the writes, records,
+# addresses, errors and the SQLite file's statements import without asyncio, for a
+# caller that commits without an event loop.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "CHANGE_POLL_INTERVAL": "._changes",
+        "MemoryRepository": "._memory",
+        "Repository": "._base_repository",
+        "Session": "._base",
+        "open_repository": "._repository",
+    },
+)
 
 __all__ = [
     "CHANGE_POLL_INTERVAL",

@@ -1,0 +1,51 @@
+"""What importing the store's synchronous parts costs: no asyncio. The writes, records,
+addresses, errors and the SQLite file's statements (and Chord, which the writes check
+values with) are what a caller committing without an event loop needs; the asyncio
+session and repository are imported only when first used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SYNC_MODULES = (
+    "toolfold.chord",
+    "toolfold.storage",
+    "toolfold.storage._addresses",
+    "toolfold.storage._errors",
+    "toolfold.storage._paging",
+    "toolfold.storage._records",
+    "toolfold.storage._sql",
+    "toolfold.storage._sqlite_file",
+    "toolfold.storage._writes",
+)
+
+
+def loaded_after(statement: str) -> set[str]:
+    """The modules a fresh interpreter holds after running ``statement``."""
+    code = f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    return set(proc.stdout.split())
+
+
+@pytest.mark.parametrize("module", SYNC_MODULES)
+def test_sync_parts_import_without_asyncio(module: str) -> None:
+    loaded = loaded_after(f"import {module}")
+    assert module in loaded
+    assert "asyncio" not in loaded
+    assert "toolfold.storage._base" not in loaded
+
+
+def test_the_asyncio_parts_are_still_exported() -> None:
+    loaded = loaded_after(
+        "from toolfold.storage import (CHANGE_POLL_INTERVAL, Repository, Session,"
+        " open_repository)\n"
+        "assert Session.__module__ == 'toolfold.storage._base'\n"
+        "assert Repository.__module__ == 'toolfold.storage._base_repository'\n"
+        "assert CHANGE_POLL_INTERVAL > 0 and callable(open_repository)"
+    )
+    assert {"asyncio", "toolfold.storage._base", "toolfold.storage._repository"} <= loaded
