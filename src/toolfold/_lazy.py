@@ -19,7 +19,8 @@ __all__ = ["lazy_exports"]
 def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
     """A module ``__getattr__`` for ``package``: ``exports`` maps a public name to the
     submodule (relative, e.g. ``"._lane"``) that defines it, imported on first access
-    and then cached in the package's namespace."""
+    and then cached in the package's namespace. A name mapped to the submodule of the
+    same name (``"events": ".events"``) is that submodule itself."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)
@@ -30,7 +31,9 @@ def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], An
         # importtime`` reports, so the start-up benchmark and the import checks see it.
         full = package + module if module.startswith(".") else module
         __import__(full)
-        value = getattr(sys.modules[full], name)
+        value = sys.modules[full]
+        if full != f"{package}.{name}":
+            value = getattr(value, name)
         setattr(sys.modules[package], name, value)
         return value
 

@@ -40,6 +40,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.harness._lane",
     "toolfold.harness._assistant",
     "toolfold.output._assistant",
+    # the output of a command that outlived its call (a foreground run's never does)
+    "toolfold.harness._background_call",
     # the other stores
     "toolfold.storage._memory",
     "toolfold.storage._jsonl",

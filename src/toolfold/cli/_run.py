@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-import shlex
 import signal
 import sys
 import uuid
@@ -212,6 +211,8 @@ def remote_settings(
         raise RemoteOptionError(
             "--remote-command must not be empty; the default is 'toolfold exec-host'"
         )
+    import shlex  # a remote run's options only
+
     if sandbox_args and sandbox_args[1] != "off":
         # The exec host confines its own commands: it gets the same options.
         remote_command = " ".join([remote_command, *(shlex.quote(a) for a in sandbox_args)])

@@ -17,7 +17,6 @@ from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import OpStream, OutputPolicy, ToolOutput
 from toolfold.storage import Session
 
-from ._background_call import follow_later
 from ._bus import EventBus
 from ._call_checks import args_problem, call_problem, refused_result
 from ._context import ToolContext
@@ -153,7 +152,10 @@ async def _run(
         ended = True
         bus.publish(ToolSettled(*ids, message=result.to_message().to_json()))
         for handle, command in followed:
-            # Its further output: a call of its own, from now on (``_background_call``).
+            # Its further output: a call of its own, from now on (``_background_call``,
+            # imported here: a call whose command ends with it never needs it).
+            from ._background_call import follow_later
+
             follow_later(
                 call,
                 ctx,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
-from toolfold.output import ToolOutputState, Usage, output_text
+from toolfold.output import output_text
+
+if TYPE_CHECKING:
+    from toolfold.output import ToolOutputState, Usage
 
 Outcome = Literal["ok", "error", "invalid_arguments", "unknown_tool", "cancelled", "interrupted"]
 """How a call ended. Everything but ``"ok"`` has ``is_error=True``."""

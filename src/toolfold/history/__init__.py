@@ -15,16 +15,10 @@ from typing import TYPE_CHECKING
 
 from toolfold._lazy import lazy_exports
 
-from ._calls import (
+from ._records import (
     RUN_RECORD_NAMESPACE,
-    CallView,
-    call_count,
-    check_session_name,
-    list_calls,
-    lookup_call,
     mark_activity,
     new_run_record,
-    pending_output,
     process_alive,
     run_record,
     run_record_address,
@@ -32,11 +26,36 @@ from ._calls import (
 )
 
 if TYPE_CHECKING:
+    from ._calls import (
+        CallView,
+        call_count,
+        check_session_name,
+        list_calls,
+        lookup_call,
+        pending_output,
+    )
     from ._follow import SessionFollower
 
-# The follower (the server's live view of a store) is imported on first use: it pulls
-# in the lanes, which `toolfold run` and `toolfold show` never need.
-__getattr__ = lazy_exports(__name__, {"SessionFollower": "._follow"})
+# The run records are all that `toolfold run` needs: it reads no session's calls. The
+# readers (``_calls``: the durability layer and the harness's recovery) and the follower
+# (the server's live view of a store, with the lanes) are imported on first use.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        **dict.fromkeys(
+            [
+                "CallView",
+                "call_count",
+                "check_session_name",
+                "list_calls",
+                "lookup_call",
+                "pending_output",
+            ],
+            "._calls",
+        ),
+        "SessionFollower": "._follow",
+    },
+)
 
 __all__ = [
     "RUN_RECORD_NAMESPACE",

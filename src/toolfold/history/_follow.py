@@ -41,7 +41,7 @@ from toolfold.harness import (
 )
 from toolfold.storage import ListAddress, Session
 
-from ._calls import run_record_address
+from ._records import run_record_address
 
 _PAGE = 256
 

@@ -1,0 +1,56 @@
+"""The CLI's entry point and the pieces every command shares (its errors, how it ends its
+process, store URLs) import no event loop: a command that needs none (a bare ``toolfold
+run -- CMD`` on a synchronous path, ``--help``, an argument error) does not pay for it.
+An assertion about behaviour (the modules a fresh process loads), not timing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+LOOP_FREE = (
+    "toolfold.cli._entry",
+    "toolfold.cli._process",
+    "toolfold.cli._errors",
+    "toolfold.cli._store",
+)
+
+
+def loaded(code: str) -> set[str]:
+    """Every module a fresh interpreter has loaded after running ``code``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stdout.split())
+
+
+@pytest.mark.parametrize("module", LOOP_FREE)
+def test_the_shared_cli_modules_import_no_loop(module: str) -> None:
+    modules = loaded(f"import {module}")
+    assert module in modules
+    assert sorted(m for m in modules if m.split(".")[0] == "asyncio") == []
+    assert not [m for m in modules if m.startswith(("toolfold.harness", "toolfold.storage"))]
+    assert "click" not in modules
+
+
+def test_resolving_a_store_and_naming_a_session_import_no_loop() -> None:
+    code = (
+        "from toolfold.cli._store import resolve_store, prepare\n"
+        "from toolfold.cli._process import _check_session_name\n"
+        "spec = resolve_store('memory:')\n"
+        "prepare(spec, create=False)\n"
+        "_check_session_name('s1')\n"
+    )
+    assert "asyncio" not in loaded(code)
+
+
+def test_the_check_sees_the_loop() -> None:
+    """The assertion above can fail: ``run``'s asyncio path does import it."""
+    assert "asyncio" in loaded("import toolfold.cli._run")

@@ -1,0 +1,114 @@
+"""What the harness's and history's loop-free parts import: the settled result
+(``harness._result``) and the run records (``history``) load no event loop and none of
+the harness's events, bus or hooks, so a host that drives a command without asyncio
+(a bare ``toolfold run -- CMD``) builds the same results and records as the harness.
+An assertion about behaviour (the modules a fresh process loads), not timing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+LOOP_PARTS = (
+    "asyncio",
+    "toolfold.harness.events",
+    "toolfold.harness._bus",
+    "toolfold.harness._hooks",
+    "toolfold.harness._context",
+    "toolfold.harness._execute",
+    "toolfold.harness._durable_hooks",
+    "toolfold.harness._background_call",
+    "toolfold.durability",
+)
+"""What a loop-free use of the harness or history must not import."""
+
+LOOP_FREE = {
+    # the settled result, its transcript entry, the call description, the markers
+    "result": (
+        "from toolfold.harness._result import INTERRUPTION_MARKER, ToolResult, describe_call\n"
+        "m = ToolResult('c1', 'bash', [{'type': 'text', 'text': 'hi'}]).to_message()\n"
+        "assert m.to_json()['content'][0]['text'] == 'hi'\n"
+        "assert describe_call({'command': 'true'}) == 'true' and INTERRUPTION_MARKER\n",
+        "from toolfold.output import output_text",
+    ),
+    # the run records a host writes at a call's start and settlement
+    "records": (
+        "import os, tempfile\n"
+        "from toolfold.history import (\n"
+        "    mark_activity, new_run_record, run_record_address, settled_record)\n"
+        "record = new_run_record('true', '/tmp/spill', '2026-01-01T00:00:00.000+00:00')\n"
+        "settled_record('c1', record, {'spill_path': None})\n"
+        "run_record_address('c1')\n"
+        "mark_activity(os.path.join(tempfile.mkdtemp(), 'spill'))\n",
+        "from toolfold._fsperm import make_private_dirs\n"
+        "from toolfold.storage import SESSION, ValueAddress, set_value, value",
+    ),
+}
+"""Code using a loop-free part, and what it imports of the layers below."""
+
+
+def loaded(code: str) -> set[str]:
+    """Every module a fresh interpreter has loaded after running ``code``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stdout.split())
+
+
+def loop_parts(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in LOOP_PARTS))
+
+
+@pytest.mark.parametrize("part", sorted(LOOP_FREE))
+def test_a_loop_free_part_imports_no_loop_and_no_event(part: str) -> None:
+    code, below = LOOP_FREE[part]
+    if "asyncio" in loaded(below):
+        pytest.skip(f"the layer below still imports asyncio itself: {below!r}")
+    assert loop_parts(loaded(code)) == []
+
+
+@pytest.mark.parametrize("part", sorted(LOOP_FREE))
+def test_a_loop_free_part_adds_nothing_of_the_harness(part: str) -> None:
+    """Whatever the layers below import, the harness and history add only the part."""
+    code, below = LOOP_FREE[part]
+    added = loaded(code) - loaded(below)
+    ours = sorted(m for m in added if m.startswith(("toolfold.harness", "toolfold.history")))
+    assert (
+        ours
+        == {
+            "result": ["toolfold.harness", "toolfold.harness._result"],
+            "records": ["toolfold.history", "toolfold.history._records"],
+        }[part]
+    )
+    assert [m for m in added if m.split(".")[0] == "asyncio"] == []
+    assert not [m for m in added if m.startswith("toolfold.durability")]
+
+
+def test_the_harness_package_imports_its_names_on_first_use() -> None:
+    modules = loaded("import toolfold.harness")
+    assert sorted(m for m in modules if m.startswith("toolfold")) == [
+        "toolfold",
+        "toolfold._lazy",
+        "toolfold.harness",
+    ]
+    code = (
+        "import toolfold.harness as h\n"
+        "from toolfold.harness.events import ToolStart\n"
+        "assert h.events.ToolStart is ToolStart and h.ToolStart is ToolStart\n"
+        "assert h.Harness.__module__ == 'toolfold.harness._execute'\n"
+    )
+    modules = loaded(code)
+    assert "toolfold.harness._background_call" not in modules  # no command outlived a call
+    assert "toolfold.harness._loop" not in modules
+
+
+def test_the_check_sees_the_loop() -> None:
+    """The assertion above can fail: the harness itself does import the loop."""
+    assert "asyncio" in loop_parts(loaded("from toolfold.harness import Harness"))
