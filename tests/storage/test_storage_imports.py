@@ -14,11 +14,13 @@ SYNC_MODULES = (
     "toolfold.chord",
     "toolfold.storage",
     "toolfold.storage._addresses",
+    "toolfold.storage._commit_checks",
     "toolfold.storage._errors",
     "toolfold.storage._paging",
     "toolfold.storage._records",
     "toolfold.storage._sql",
     "toolfold.storage._sqlite_file",
+    "toolfold.storage._sqlite_sync",
     "toolfold.storage._writes",
 )
 
