@@ -51,6 +51,29 @@ def test_resolving_a_store_and_naming_a_session_import_no_loop() -> None:
     assert "asyncio" not in loaded(code)
 
 
+def test_the_watcher_and_status_line_import_no_loop() -> None:
+    """What ``run`` shows (the folded output, the status and summary lines) needs no
+    loop: only its views' periodic redraw runs on one."""
+    below = "from toolfold.output import output_text\nfrom toolfold.chord import apply"
+    code = (
+        "from toolfold.cli._view import CallWatcher, call_totals\n"
+        "from toolfold.harness.events import ToolStart, ToolUpdate\n"
+        "w = CallWatcher()\n"
+        "w.handle(ToolStart('r', 't', 'c', 'bash'))\n"
+        "w.handle(ToolUpdate('r', 't', 'c', [['r', {'content': [], 'details': {}}]]))\n"
+        "assert w.updates == 1 and call_totals(w.state) == '0 lines / 0 B', w.status()\n"
+    )
+    added = loaded(code) - loaded(below)
+    assert sorted(m for m in added if m.split(".")[0] == "asyncio") == []
+    harness = {m for m in added if m.startswith("toolfold.harness")}
+    assert harness <= {
+        "toolfold.harness",
+        "toolfold.harness.events",
+        "toolfold.harness._tool_events",
+    }
+    assert not [m for m in added if m.startswith("toolfold.storage")]
+
+
 def test_the_check_sees_the_loop() -> None:
     """The assertion above can fail: ``run``'s asyncio path does import it."""
     assert "asyncio" in loaded("import toolfold.cli._run")

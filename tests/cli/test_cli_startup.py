@@ -42,6 +42,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.output._assistant",
     # the output of a command that outlived its call (a foreground run's never does)
     "toolfold.harness._background_call",
+    # an assistant message's events (a run of tool calls emits none)
+    "toolfold.harness._message_events",
     # the other stores
     "toolfold.storage._memory",
     "toolfold.storage._jsonl",

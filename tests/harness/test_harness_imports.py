@@ -109,6 +109,22 @@ def test_the_harness_package_imports_its_names_on_first_use() -> None:
     assert "toolfold.harness._loop" not in modules
 
 
+def test_an_assistant_message_s_events_are_defined_on_first_use() -> None:
+    modules = loaded("from toolfold.harness.events import RunStart, ToolSettled, ToolUpdate")
+    assert "toolfold.harness._message_events" not in modules
+    code = (
+        "import typing\n"
+        "from toolfold.harness import events, HarnessEvent, MessageStart\n"
+        "from toolfold.harness.events import MessageEnd, MessageUpdate, RunStart, ToolEnd\n"
+        "assert events.MessageStart is MessageStart and events.HarnessEvent is HarnessEvent\n"
+        "assert len(typing.get_args(HarnessEvent)) == 9\n"
+        "assert {MessageStart, MessageUpdate, MessageEnd, RunStart, ToolEnd} <= set(\n"
+        "    typing.get_args(HarnessEvent))\n"
+        "assert isinstance(MessageEnd('r', 't', 'm', 'stop'), HarnessEvent)\n"
+    )
+    assert "toolfold.harness._message_events" in loaded(code)
+
+
 def test_the_check_sees_the_loop() -> None:
     """The assertion above can fail: the harness itself does import the loop."""
     assert "asyncio" in loop_parts(loaded("from toolfold.harness import Harness"))

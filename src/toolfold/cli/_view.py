@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import time
@@ -11,12 +10,18 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolfold._units import format_bytes, plural
 from toolfold.chord import ChordError, apply
-from toolfold.harness import HarnessEvent, ToolSettled, ToolStart, ToolUpdate
+from toolfold.harness.events import ToolSettled, ToolStart, ToolUpdate
 from toolfold.output import output_text
 
+# asyncio is imported where a view runs on the event loop: the watcher and the status
+# line need none (a run without a loop shows the same lines).
 if TYPE_CHECKING:
+    import asyncio
+
     from rich.console import Console, Group
     from rich.live import Live
+
+    from toolfold.harness.events import HarnessEvent
 
 FRAME_INTERVAL = 0.125
 """Seconds between two frames of the live view (8 frames/s: smooth, and cheap)."""
@@ -65,7 +70,6 @@ class CallWatcher:
         self.settled: dict[str, Any] | None = None
         self.tool_call_id: str | None = None
         self.fold_error: str | None = None
-        self.changed = asyncio.Event()
 
     def handle(self, event: HarnessEvent) -> None:
         """Bus listener: fold updates of the watched call."""
@@ -78,10 +82,8 @@ class CallWatcher:
             except ChordError as exc:
                 # The view is a convenience; the durable result does not depend on it.
                 self.fold_error = str(exc)
-            self.changed.set()
         elif isinstance(event, ToolSettled) and event.tool_call_id == self.tool_call_id:
             self.settled = event.message
-            self.changed.set()
 
     @property
     def elapsed(self) -> float:
@@ -165,6 +167,8 @@ class LiveView:
         self.console.print(Text(f"toolfold: {message}"))
 
     async def _frames(self) -> None:
+        import asyncio
+
         while True:
             if self._live is not None:
                 self._live.update(self.render(), refresh=True)
@@ -183,11 +187,15 @@ class LiveView:
             redirect_stderr=False,
         )
         self._live.start()
+        import asyncio
+
         self._task = asyncio.get_running_loop().create_task(self._frames())
 
     async def stop(self) -> None:
         """Stop drawing and clear the window (the final result is printed after)."""
         if self._task is not None:
+            import asyncio
+
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
@@ -206,6 +214,8 @@ class PlainView:
         self._task: asyncio.Task[None] | None = None
 
     async def _lines(self) -> None:
+        import asyncio
+
         seen = -1
         while True:
             await asyncio.sleep(PLAIN_STATUS_INTERVAL)
@@ -220,11 +230,15 @@ class PlainView:
     def start(self) -> None:
         """Print the title and begin the periodic status lines."""
         print(f"toolfold: {self.title}", file=self.stream, flush=True)
+        import asyncio
+
         self._task = asyncio.get_running_loop().create_task(self._lines())
 
     async def stop(self) -> None:
         """Stop the status lines."""
         if self._task is not None:
+            import asyncio
+
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task

@@ -6,16 +6,21 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from ._errors import BusClosedError, SubscriberOverflowError
-from .events import HarnessEvent, RunEnd, RunStart, ToolEnd, ToolStart
+from .events import RunEnd, RunStart, ToolEnd, ToolStart
+
+if TYPE_CHECKING:
+    from .events import HarnessEvent
 
 log = logging.getLogger("toolfold.harness")
 
 DEFAULT_MAX_QUEUE = 10_000
 """Events a subscriber may fall behind by before it is dropped."""
 
-Listener = Callable[[HarnessEvent], None]
+Listener = Callable[["HarnessEvent"], None]
+"""A sync listener: called with each event as it is published."""
 
 
 class Subscription:

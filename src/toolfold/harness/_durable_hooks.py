@@ -40,9 +40,6 @@ from ._result import INTERRUPTION_MARKER, ToolResult, describe_call
 from ._tools import Tool
 from ._tracing import record_call, settle_span, tool_span
 from .events import (
-    MessageEnd,
-    MessageStart,
-    MessageUpdate,
     RunEnd,
     RunStart,
     ToolEnd,
@@ -295,6 +292,8 @@ class DurableHooks(ExecutionHooks):
         # Like an interrupted call: the checkpoint IS the message; subscribers see it
         # start, one base update and its end, like any message.
         from toolfold.durability import INTERRUPTED_STOP, settle_interrupted_message
+
+        from .events import MessageEnd, MessageStart, MessageUpdate
 
         entry = await settle_interrupted_message(self.session, pending)
         ids = (pending.run_id, pending.turn_id, pending.message_id)
