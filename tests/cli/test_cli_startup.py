@@ -59,6 +59,12 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._sandbox",
     # what kills a detached run's marked processes (`toolfold stop`)
     "toolfold.execenv._hostguard",
+    # commands that go on in the background (a foreground run starts none), terminals
+    "toolfold.execenv._background",
+    "toolfold.execenv._pty",
+    "termios",
+    # the exec span (only with a tracer configured)
+    "toolfold.execenv._tracing",
     # recovery after a crash, an assistant message's durable stream
     "toolfold.durability._recovery",
     "toolfold.durability._messages",

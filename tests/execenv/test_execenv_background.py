@@ -383,6 +383,22 @@ async def test_the_limits_each_answer_with_one_clear_error(
         await env.exec("echo late", yield_after=0.1)
 
 
+async def test_the_registry_of_an_env_no_command_yielded_in(tmp_path: Path) -> None:
+    """The background limits are checked when the env is made, although its registry
+    is made on first use; closed before any command yielded, it refuses one as well."""
+    with pytest.raises(ExecConfigError, match="max_running must be an int >= 1"):
+        LocalExecEnv(tmp_path / "spill", max_background=0)
+    with pytest.raises(ExecConfigError, match="idle_timeout must be a number of seconds > 0"):
+        LocalExecEnv(tmp_path / "spill", idle_timeout=0)
+    env = LocalExecEnv(tmp_path / "spill", max_background=3, idle_timeout=5)
+    assert (await env.exec("echo plain")).text == "plain\n"
+    assert await env.aclose() == []
+    assert (env.background.max_running, env.background.idle_timeout) == (3, 5.0)
+    assert env.background.commands() == []
+    with pytest.raises(HandleError, match="is closed"):
+        await env.exec("echo late", yield_after=0.1)
+
+
 async def test_an_idle_command_is_stopped(tmp_path: Path, sandbox: Sandbox | None) -> None:
     env = LocalExecEnv(tmp_path / "spill", kill_grace=0.5, idle_timeout=0.2, sandbox=sandbox)
     started = await asyncio.wait_for(env.exec("exec sleep 1000", yield_after=0.1), BOUND)

@@ -38,14 +38,15 @@ from pathlib import Path
 from ._background_entry import BackgroundInfo, BackgroundRead, Ended, Entry, Process, write_all
 from ._errors import BackgroundLimitError, ExecConfigError, ExecError, HandleError
 from ._ledger import start_time, write_ledger
-from ._limits import ShellOutputLimits
+from ._limits import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RUNNING,
+    ShellOutputLimits,
+    check_background_limits,
+)
 from ._session import UpdateConsumer
 from ._updates import Replace
 
-DEFAULT_MAX_RUNNING = 8
-DEFAULT_IDLE_TIMEOUT = 3600.0
-"""A background command nobody looked at for an hour is stopped: a forgotten dev server
-must not run for the rest of the session."""
 MAX_WRITE = 64 * 1024
 """Bytes one ``write`` may send: input is typed, not streamed."""
 SIGNALS = ("INT", "TERM", "HUP", "QUIT", "KILL", "USR1", "USR2", "CONT", "STOP", "WINCH")
@@ -63,18 +64,7 @@ class BackgroundCommands:
         kill_grace: float = 2.0,
         ledger: Path | None = None,
     ) -> None:
-        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
-            raise ExecConfigError(
-                f"max_running must be an int >= 1 (commands), got {max_running!r}"
-            )
-        if idle_timeout is not None and (
-            isinstance(idle_timeout, bool)
-            or not isinstance(idle_timeout, int | float)
-            or idle_timeout <= 0
-        ):
-            raise ExecConfigError(
-                f"idle_timeout must be a number of seconds > 0 or None, got {idle_timeout!r}"
-            )
+        check_background_limits(max_running, idle_timeout)
         self.max_running = max_running
         self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
         # Where the running commands are listed, so that a process that dies with

@@ -9,7 +9,6 @@ import os
 import subprocess
 
 from ._pipes import output_pipe
-from ._pty import open_pty
 
 
 class ExecProtocol(asyncio.SubprocessProtocol):
@@ -66,6 +65,8 @@ class Streams:
     @classmethod
     def open(cls, *, tty: bool, writable: bool, given: int | None = None) -> Streams:
         if tty:
+            from ._pty import open_pty  # termios and friends only for a terminal
+
             master, slave = open_pty()
             # Our own descriptor for input: the reader closes the master at end of file,
             # and a write must never reach a number reused meanwhile.

@@ -21,7 +21,10 @@ cancellation of ``exec`` propagates ``CancelledError`` unchanged after teardown.
 
 from __future__ import annotations
 
-from ._output_view import ShellOutputView
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._output_view import ShellOutputView
 
 
 class ExecError(Exception):

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ._output_view import ShellOutputMetadata, ShellOutputView
-from ._session import CaptureSession
+
+if TYPE_CHECKING:
+    from ._session import CaptureSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

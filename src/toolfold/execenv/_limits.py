@@ -19,6 +19,27 @@ DEFAULT_SPILL_HIGH_WATER = 8 * 1024 * 1024
 DEFAULT_MAX_SPILL = 1 << 30
 """Per-command spill cap: ``yes`` writes gigabytes in seconds, and a spill that fills the
 disk would also stop the store from recording the call."""
+DEFAULT_MAX_RUNNING = 8
+"""Commands one environment may run in the background at once (``BackgroundCommands``)."""
+DEFAULT_IDLE_TIMEOUT = 3600.0
+"""A background command nobody looked at for an hour is stopped: a forgotten dev server
+must not run for the rest of the session."""
+
+
+def check_background_limits(max_running: int, idle_timeout: float | None) -> None:
+    """Raise ``ExecConfigError`` for a bad ``BackgroundCommands`` limit. Here rather than
+    in ``_background``: a ``LocalExecEnv`` checks its limits when it is made, and imports
+    the background machinery only once a command goes to the background."""
+    if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+        raise ExecConfigError(f"max_running must be an int >= 1 (commands), got {max_running!r}")
+    if idle_timeout is not None and (
+        isinstance(idle_timeout, bool)
+        or not isinstance(idle_timeout, int | float)
+        or idle_timeout <= 0
+    ):
+        raise ExecConfigError(
+            f"idle_timeout must be a number of seconds > 0 or None, got {idle_timeout!r}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,26 +6,24 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolfold import _otel
 
 from . import _spawn
-from ._background import (
-    DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_RUNNING,
-    BackgroundCommands,
-    BackgroundRead,
-)
 from ._child import ExecProtocol, Streams, has_exited
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._exec_result import ShellExecResult, running_result
-from ._limits import CaptureOptions
+from ._limits import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_RUNNING,
+    CaptureOptions,
+    check_background_limits,
+)
 from ._output_view import ShellOutputView
 from ._pipes import PipeReader
-from ._pty import take_controlling_terminal
 from ._reaper import (
     EXEC_ID_VAR,
     become_subreaper,
@@ -39,9 +37,9 @@ from ._reaper import (
 )
 from ._session import CaptureSession, UpdateConsumer
 from ._spill import open_spill_dir
-from ._tracing import record_spill, traced_exec
 
 if TYPE_CHECKING:
+    from ._background import BackgroundCommands, BackgroundRead
     from ._sandbox import Sandbox
 
 
@@ -54,6 +52,13 @@ def _default_shell() -> str:
         if os.access(path, os.X_OK) and not os.path.isdir(path):
             return path
     return "/bin/sh"
+
+
+def _controlling_terminal() -> Callable[[], None]:
+    # The terminal's module (and termios) only for a command that runs on one.
+    from ._pty import take_controlling_terminal
+
+    return take_controlling_terminal
 
 
 class LocalExecEnv:
@@ -109,16 +114,14 @@ class LocalExecEnv:
         self.sandbox = sandbox
         self.stdin = stdin
         # An exec host shares one registry between the environments of its requests.
-        self.background = (
-            background
-            if background is not None
-            else BackgroundCommands(
-                max_running=max_background,
-                idle_timeout=idle_timeout,
-                kill_grace=self.kill_grace,
-                ledger=self.spill_dir,
-            )
-        )
+        # Otherwise the registry (and the background machinery) is made on first use: a
+        # command that never goes to the background needs none of it. Its limits are
+        # checked now all the same.
+        if background is None:
+            check_background_limits(max_background, idle_timeout)
+        self._background = background
+        self._background_limits = (max_background, idle_timeout)
+        self._closed = False
 
     def _spawn_argv(
         self, command: str, env: Mapping[str, str], cwd: Path | str | None = None
@@ -143,9 +146,30 @@ class LocalExecEnv:
         where = os.fspath(cwd) if cwd is not None else os.getcwd()
         return self.sandbox.argv(argv, cwd=where, hide=hide), self.sandbox.env(env)
 
+    @property
+    def background(self) -> BackgroundCommands:
+        """The commands of this environment that outlived their call (``exec(...,
+        yield_after=...)``): read, write, signal, stop them."""
+        if self._background is None:
+            from ._background import BackgroundCommands
+
+            max_running, idle_timeout = self._background_limits
+            self._background = BackgroundCommands(
+                max_running=max_running,
+                idle_timeout=idle_timeout,
+                kill_grace=self.kill_grace,
+                ledger=self.spill_dir,
+            )
+            # Closed before any command went to the background: it refuses new ones.
+            self._background._closed = self._closed
+        return self._background
+
     async def aclose(self) -> list[BackgroundRead]:
         """Stop every background command still running; what each printed last."""
-        return await self.background.aclose()
+        self._closed = True
+        if self._background is None:
+            return []  # none ever ran (and none may start now)
+        return await self._background.aclose()
 
     async def __aenter__(self) -> LocalExecEnv:
         return self
@@ -213,10 +237,17 @@ class LocalExecEnv:
             run = self._run(
                 command, cwd, env, timeout, cancel, options, on_update, yield_after, bool(tty)
             )
-            result = await (run if tracer is None else traced_exec(tracer, "local", run))
+            if tracer is None:
+                result = await run
+            else:
+                from ._tracing import traced_exec  # only with a tracer configured
+
+                result = await traced_exec(tracer, "local", run)
             adopted = result.handle is not None
             meters = _otel.meters()
             if meters is not None and not adopted:  # a background one is still writing
+                from ._tracing import record_spill
+
                 record_spill(meters, result.spill_path)
             return result
         finally:
@@ -278,7 +309,7 @@ class LocalExecEnv:
                 stderr=streams.child_stderr,
                 cwd=cwd,
                 env=child_env,
-                preexec_fn=take_controlling_terminal if tty else None,
+                preexec_fn=_controlling_terminal() if tty else None,
             )
         )
 

@@ -8,12 +8,14 @@ spill file and Python reads every byte once, for the view and the totals.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import os
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class PipeConsumer(Protocol):

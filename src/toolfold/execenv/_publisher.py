@@ -9,14 +9,18 @@ is never a queue of payloads), one trailing timer publishes the last state, and
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import math
 from collections.abc import Awaitable, Callable
-from typing import Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ._errors import CallbackError, ExecConfigError
 from ._limits import DEFAULT_MIN_INTERVAL, DEFAULT_TARGET_RATE
+
+if TYPE_CHECKING:
+    import asyncio
+
+# asyncio (and inspect) are imported where they are used: a publisher whose clock is not
+# the loop's and whose consumer is synchronous (a run without an event loop) needs neither.
 
 P = TypeVar("P")
 
@@ -43,10 +47,14 @@ class LoopClock:
 
     def now(self) -> float:
         """``loop.time()`` of the running loop."""
+        import asyncio
+
         return asyncio.get_running_loop().time()
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> Cancellable:
         """``loop.call_later`` on the running loop."""
+        import asyncio
+
         return asyncio.get_running_loop().call_later(delay, callback)
 
 
@@ -158,6 +166,8 @@ class AdaptivePublisher(Generic[P]):
     # -- internals -------------------------------------------------------------------
 
     async def _drain(self) -> None:
+        import asyncio
+
         while self._inflight is not None:
             fut = self._inflight
             # wait() never raises the delivery's error; _delivered records it.
@@ -200,12 +210,19 @@ class AdaptivePublisher(Generic[P]):
         except Exception as exc:
             self._fail(exc)
             return
+        if result is None:
+            return  # a synchronous consumer
+        import asyncio
+        import inspect
+
         if inspect.isawaitable(result):
             fut = asyncio.ensure_future(result)
             self._inflight = fut
             fut.add_done_callback(self._delivered)
 
     def _delivered(self, fut: asyncio.Future[None]) -> None:
+        import asyncio
+
         if self._inflight is fut:
             self._inflight = None
         if fut.cancelled():

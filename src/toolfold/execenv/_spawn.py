@@ -13,14 +13,16 @@ is used unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class ExitProtocol(Protocol):
@@ -160,6 +162,8 @@ async def kill_and_reap(pids: Sequence[int], timeout: float) -> None:
     blocking ``waitpid`` in a thread."""
     if not pids:
         return
+    import asyncio
+
     if not pidfd_supported():
         await asyncio.wait_for(asyncio.to_thread(_kill_and_wait, pids), timeout)
         return

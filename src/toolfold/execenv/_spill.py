@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import errno
 import functools
 import os
-import queue
 import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
 from toolfold._units import format_bytes
 
 from ._errors import SpillError
 from ._pipes import wide_pipe
+
+if TYPE_CHECKING:
+    import asyncio
+    import queue
 
 _MAX_IOV = 512  # well under IOV_MAX (1024 on Linux)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -155,7 +158,10 @@ class SpillFile:
         self._on_resume = on_resume
         self._on_error = on_error
         self._fd: int | None = None
-        # bytes: write them; int n: splice the next n bytes of the tee pipe.
+        # bytes: write them; int n: splice the next n bytes of the tee pipe. (Imported
+        # here: a SpillFile exists once a command's output went past its window.)
+        import queue
+
         self._queue: queue.SimpleQueue[bytes | int | None] = queue.SimpleQueue()
         self._tee_pipe: tuple[int, int] | None = None  # (read end, write end), lazily
         self._tee_off = False
@@ -320,6 +326,8 @@ class SpillFile:
             self._arm_resume(resume_below)
 
     def _start(self) -> None:
+        import asyncio
+
         self._loop = asyncio.get_running_loop()
         self._done = self._loop.create_future()
         self._thread = threading.Thread(target=self._writer, name="toolfold-spill", daemon=True)
@@ -345,6 +353,8 @@ class SpillFile:
             self._arm_resume(self._resume_below)
 
     def _writer(self) -> None:
+        import queue
+
         loop, fd = self._loop, self._fd
         if loop is None or fd is None:  # pragma: no cover - _start runs after open()
             return
@@ -444,6 +454,8 @@ class SpillFile:
             if not self._closing:
                 self._closing = True
                 self._queue.put(None)
+            import asyncio
+
             await asyncio.shield(self._done)
         self._closing = True
         if self._fd is not None:

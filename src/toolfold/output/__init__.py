@@ -19,32 +19,47 @@ from ._errors import (
     OutputPolicyError,
     OutputValueError,
 )
-from ._images import image_block
-from ._opstream import OpStream
-from ._retention import OutputPolicy, Retain
-from ._sink import MAX_OUTPUT_DEPTH, ToolOutput
-from ._state import (
-    ImageContent,
-    SinkState,
-    TextContent,
-    ToolOutputState,
-    Truncation,
-    Usage,
-    output_text,
-    text_blocks,
-)
 
 if TYPE_CHECKING:
     from ._assistant import AssistantMessageState, AssistantOutput, MessageStream
+    from ._images import image_block
+    from ._opstream import OpStream
+    from ._retention import OutputPolicy, Retain
+    from ._sink import MAX_OUTPUT_DEPTH, ToolOutput
+    from ._state import (
+        ImageContent,
+        SinkState,
+        TextContent,
+        ToolOutputState,
+        Truncation,
+        Usage,
+        output_text,
+        text_blocks,
+    )
 
-# An assistant message's output (the model loop's) is imported on first use: a tool
-# call alone, as `toolfold run` makes, needs none of it.
+# Every name but the errors is imported on first use: each user imports what it uses (a
+# tool call alone, as `toolfold run` makes, none of an assistant message's output), and
+# the state, the windows and the policy import no asyncio.
 __getattr__ = lazy_exports(
     __name__,
     {
         "AssistantMessageState": "._assistant",
         "AssistantOutput": "._assistant",
         "MessageStream": "._assistant",
+        "image_block": "._images",
+        "OpStream": "._opstream",
+        "OutputPolicy": "._retention",
+        "Retain": "._retention",
+        "MAX_OUTPUT_DEPTH": "._sink",
+        "ToolOutput": "._sink",
+        "ImageContent": "._state",
+        "SinkState": "._state",
+        "TextContent": "._state",
+        "ToolOutputState": "._state",
+        "Truncation": "._state",
+        "Usage": "._state",
+        "output_text": "._state",
+        "text_blocks": "._state",
     },
 )
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,8 @@ from ._state import (
 from ._text_ops import MAX_FOOTER_CHARS, split_footer
 
 if TYPE_CHECKING:
+    import asyncio
+
     from toolfold.execenv import ShellOutputMetadata, ShellOutputUpdate
 
 MAX_OUTPUT_DEPTH = MAX_DEPTH - 8
@@ -191,6 +193,11 @@ class ToolOutput(SinkOps):
 
     def _changed_soon(self) -> None:
         if self._soon is not None or not self._listeners:
+            return
+        # No loop can be running in a process that never imported asyncio (a run
+        # without an event loop): this sink does not import it to find out.
+        asyncio = sys.modules.get("asyncio")
+        if asyncio is None:
             return
         try:
             loop = asyncio.get_running_loop()

@@ -11,21 +11,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from toolfold._lazy import lazy_exports
-from toolfold.harness import Tool
-
-from .bash import BASH, BashParams, bash_tool
 
 if TYPE_CHECKING:
+    from toolfold.harness import Tool
+
+    from .bash import BASH, BashParams, bash_tool
     from .bash_background import BACKGROUND_TOOLS
     from .grep import GREP, GrepParams
     from .pytest_tool import PYTEST, PytestParams
     from .read import READ, ReadParams
 
-# read, grep and pytest define pydantic models: they are imported on first use, so that
-# `toolfold run` (which only needs bash) starts without pydantic.
+# Each tool is imported on first use: `toolfold run` needs bash alone (read, grep and
+# pytest define pydantic models), and a module of this package that builds no tool
+# imports neither the harness nor asyncio.
 __getattr__ = lazy_exports(
     __name__,
     {
+        "BASH": ".bash",
+        "BashParams": ".bash",
+        "bash_tool": ".bash",
         "BACKGROUND_TOOLS": ".bash_background",
         "GREP": ".grep",
         "GrepParams": ".grep",
@@ -40,6 +44,7 @@ __getattr__ = lazy_exports(
 def builtin_tools() -> list[Tool[Any]]:
     """The built-in tools, in a stable order: bash, read, grep, pytest, then the tools
     for background commands (bash_read, bash_write, bash_signal, bash_stop, bash_list)."""
+    from .bash import BASH
     from .bash_background import BACKGROUND_TOOLS
     from .grep import GREP
     from .pytest_tool import PYTEST

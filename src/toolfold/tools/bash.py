@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ BASH_OUTPUT = OutputPolicy(retain="tail")
 
 
 if TYPE_CHECKING:
+    import asyncio
+
     from pydantic import BaseModel
 
 DEFAULT_YIELD = 10.0
@@ -218,14 +219,18 @@ async def run_bash(
             "bash needs an execution environment, and this harness has none; "
             "configure ToolContext(env=LocalExecEnv(spill_dir))"
         )
-    background = getattr(env, "background", None)
     extra: dict[str, Any] = {}
-    if params.yield_after is not None and background is not None:
-        extra["yield_after"] = params.yield_after
-    if params.tty:
-        if background is None:
-            raise ToolError("tty=true needs an execution environment that runs background commands")
-        extra["tty"] = True
+    if params.yield_after is not None or params.tty:
+        # Looked up only then: a local environment makes its registry on first use.
+        background = getattr(env, "background", None)
+        if params.yield_after is not None and background is not None:
+            extra["yield_after"] = params.yield_after
+        if params.tty:
+            if background is None:
+                raise ToolError(
+                    "tty=true needs an execution environment that runs background commands"
+                )
+            extra["tty"] = True
     policy = out.policy
     capture = bash_capture(policy, max_spill)
     # The environment bounds, spills and paces at the source; the sink only adopts

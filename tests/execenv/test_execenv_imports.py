@@ -1,0 +1,79 @@
+"""What importing the exec env costs: the modules a run without an event loop uses
+(capture, windows, spill, spawn, results, limits, errors, updates, views) import no
+asyncio, and neither does the package itself. An assertion about behaviour (the modules
+a fresh process loads), not timing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+WITHOUT_ASYNCIO = (
+    "toolfold.execenv",
+    "toolfold.execenv._capture",
+    "toolfold.execenv._window",
+    "toolfold.execenv._headtail",
+    "toolfold.execenv._spill",
+    "toolfold.execenv._spawn",
+    "toolfold.execenv._exec_result",
+    "toolfold.execenv._limits",
+    "toolfold.execenv._errors",
+    "toolfold.execenv._updates",
+    "toolfold.execenv._output_view",
+    "toolfold.execenv._session",
+    "toolfold.execenv._publisher",
+    "toolfold.execenv._pipes",
+    "toolfold.execenv._reaper",
+)
+
+_SCRIPT = """
+import sys
+for name in sys.argv[1:]:
+    __import__(name)
+print(" ".join(sorted(m for m in {names} if m in sys.modules)))
+"""
+
+
+def loaded(modules: tuple[str, ...], watched: tuple[str, ...]) -> list[str]:
+    """Which of ``watched`` a fresh interpreter has loaded after importing ``modules``."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT.format(names=set(watched)), *modules],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return proc.stdout.split()
+
+
+@pytest.mark.parametrize("module", WITHOUT_ASYNCIO)
+def test_module_imports_without_asyncio(module: str) -> None:
+    assert loaded((module,), ("asyncio",)) == []
+
+
+def test_the_package_imports_only_its_errors() -> None:
+    """A name is imported on first use: the package alone loads no capture, no env, no
+    background machinery."""
+    watched = (
+        "toolfold.execenv._local",
+        "toolfold.execenv._capture",
+        "toolfold.execenv._background",
+        "toolfold.execenv._session",
+        "toolfold.execenv._spill",
+    )
+    assert loaded(("toolfold.execenv",), watched) == []
+
+
+def test_a_foreground_env_leaves_the_background_machinery_out() -> None:
+    """``LocalExecEnv`` makes its background registry (and imports its modules, the
+    ledger and the terminal's) only once a command may go to the background."""
+    watched = (
+        "toolfold.execenv._background",
+        "toolfold.execenv._background_entry",
+        "toolfold.execenv._ledger",
+        "toolfold.execenv._pty",
+        "termios",
+    )
+    assert loaded(("toolfold.execenv._local",), watched) == []
