@@ -40,6 +40,17 @@ def test_sync_parts_import_without_asyncio(module: str) -> None:
     assert module in loaded
     assert "asyncio" not in loaded
     assert "toolfold.storage._base" not in loaded
+    # what a read hands back is defined with the first read
+    assert "toolfold.storage._entries" not in loaded
+
+
+def test_reads_records_are_still_exported() -> None:
+    loaded = loaded_after(
+        "from toolfold.storage import Entry, ListElement\n"
+        "assert Entry(1, None) == Entry(1, None, None, None)\n"
+        "assert repr(ListElement(2, [1], 't')) == \"ListElement(seq=2, value=[1], tag='t')\""
+    )
+    assert "toolfold.storage._entries" in loaded
 
 
 def test_the_asyncio_parts_are_still_exported() -> None:

@@ -39,7 +39,7 @@ from ._errors import (
     StorageError,
     storage_failure,
 )
-from ._records import CommitResult, Entry, FsyncPolicy, ListElement
+from ._records import CommitResult, FsyncPolicy
 from ._writes import (
     JSON,
     AppendEntry,
@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from ._base import Session
     from ._base_repository import Repository
     from ._changes import CHANGE_POLL_INTERVAL
+    from ._entries import Entry, ListElement
     from ._memory import MemoryRepository
     from ._repository import open_repository
 
@@ -74,11 +75,14 @@ if TYPE_CHECKING:
 # it too): a run on SQLite or PostgreSQL needs none of it. The asyncio session and
 # repository (and what opens them) are imported on first use too: the writes, records,
 # addresses, errors and the SQLite file's statements import without asyncio, for a
-# caller that commits without an event loop.
+# caller that commits without an event loop. What a read hands back (list elements,
+# entries) is defined with the first read: a process that only commits never reads.
 __getattr__ = lazy_exports(
     __name__,
     {
         "CHANGE_POLL_INTERVAL": "._changes",
+        "Entry": "._entries",
+        "ListElement": "._entries",
         "MemoryRepository": "._memory",
         "Repository": "._base_repository",
         "Session": "._base",

@@ -11,7 +11,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
-from typing import Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress, check_part
 from ._commit_checks import check_expect, check_expects, checked_across, checked_batch
@@ -20,7 +20,7 @@ from ._errors import (
     ReadOnlyError,
     StorageError,
 )
-from ._records import CommitResult, Entry, ListElement, Order, encode_json
+from ._records import CommitResult, Order, encode_json
 from ._writes import (
     JSON,
     EphemeralWrite,
@@ -28,6 +28,9 @@ from ._writes import (
     SessionWrite,
     Write,
 )
+
+if TYPE_CHECKING:
+    from ._entries import Entry, ListElement
 
 __all__ = ["Session", "check_expect"]
 

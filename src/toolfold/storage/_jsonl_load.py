@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 
 from ._addresses import SESSION, EphemeralScope, Scope, encode_scope_id
+from ._entries import EntryIndex
 from ._errors import CorruptStoreError, StorageError
 from ._jsonl_files import (
     MAIN_SUFFIX,
@@ -29,7 +30,6 @@ from ._jsonl_files import (
     _Parsed,
     _read_file,
 )
-from ._paging import EntryIndex
 from ._records import StoredElement
 from ._writes import (
     AppendEntry,

@@ -14,6 +14,7 @@ from toolfold._fsperm import open_private_dir, open_private_file
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session
+from ._entries import Entry, ListElement
 from ._errors import (
     BackendError,
     CorruptStoreError,
@@ -44,7 +45,7 @@ from ._jsonl_load import (
 )
 from ._jsonl_records import encode_line, undo
 from ._paging import page_sorted
-from ._records import Entry, FsyncPolicy, ListElement, Order, load_stored
+from ._records import FsyncPolicy, Order, load_stored
 from ._writes import (
     JSON,
     RetireScope,

@@ -12,9 +12,10 @@ from typing import Any
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session
 from ._base_repository import Repository
+from ._entries import Entry, EntryIndex, ListElement
 from ._errors import SessionExistsError, SessionNotFoundError
-from ._paging import EntryIndex, page_sorted
-from ._records import Entry, ListElement, Order, StoredElement, encode_json, load_stored
+from ._paging import page_sorted
+from ._records import Order, StoredElement, encode_json, load_stored
 from ._writes import (
     JSON,
     AppendEntry,

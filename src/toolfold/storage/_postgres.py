@@ -24,13 +24,14 @@ from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session, check_expect
 from ._base_repository import Repository
 from ._changes import ChangeWaiters
+from ._entries import Entry, ListElement
 from ._errors import (
     BackendError,
     CorruptStoreError,
     SessionExistsError,
     SessionNotFoundError,
 )
-from ._records import Entry, FsyncPolicy, ListElement, Order, decode_json
+from ._records import FsyncPolicy, Order, decode_json
 from ._sql import (
     ENTRY_INDEXES,
     POSTGRES,

@@ -1,5 +1,6 @@
-"""What a store hands back and how it keeps values: commit results, list elements and
-transcript entries, the fsync policy, session names, and the JSON codec of stored values."""
+"""What a commit hands back and how a store keeps values: commit results, the fsync
+policy, session names, and the JSON codec of stored values. What a read hands back
+(list elements, transcript entries) is in ``_entries``, imported with the first read."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ from ._writes import JSON
 
 __all__ = [
     "CommitResult",
-    "Entry",
     "FsyncPolicy",
-    "ListElement",
     "Order",
     "StoredElement",
     "check_session_name",
@@ -40,27 +39,6 @@ class CommitResult:
     def last_seq(self) -> int | None:
         """The seq of the last write, or ``None`` if the commit wrote nothing."""
         return self.seqs[-1] if self.seqs else None
-
-
-@dataclass(frozen=True, slots=True)
-class ListElement:
-    """One element of a stored list: its global ``seq``, opaque ``value`` and ``tag``."""
-
-    seq: int
-    value: JSON
-    tag: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One settled transcript entry with its global ``seq``, its index ``key`` and its
-    ``summary`` (both as written by ``append_entry``; ``value`` is ``None`` when read
-    with ``summaries=True``)."""
-
-    seq: int
-    value: JSON
-    key: str | None = None
-    summary: JSON = None
 
 
 @dataclass(frozen=True, slots=True)

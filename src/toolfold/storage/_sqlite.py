@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session
@@ -26,7 +26,7 @@ from ._errors import (
     ClosedError,
     SessionNotFoundError,
 )
-from ._records import Entry, FsyncPolicy, ListElement, Order, decode_json
+from ._records import FsyncPolicy, Order, decode_json
 from ._sql import (
     TABLES,
     count_entries_query,
@@ -43,6 +43,9 @@ from ._sqlite_sync import (
     open_session,
 )
 from ._writes import JSON, Write
+
+if TYPE_CHECKING:
+    from ._entries import Entry, ListElement
 
 __all__ = ["SqliteRepository", "SqliteSession"]
 
@@ -254,9 +257,11 @@ class SqliteSession(Session):
                     break
             return out
 
+        rows = await self._repo._run(read)
+        from ._entries import ListElement  # defined with the first read: a run never reads
+
         return [
-            ListElement(seq, self._decode(v, "list_elements", seq), tag)
-            for seq, v, tag in await self._repo._run(read)
+            ListElement(seq, self._decode(v, "list_elements", seq), tag) for seq, v, tag in rows
         ]
 
     async def _read_entries(
@@ -290,11 +295,14 @@ class SqliteSession(Session):
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return list(conn.execute(sql, params))
 
-        return [self._entry(row) for row in await self._repo._run(read)]
+        rows = await self._repo._run(read)
+        from ._entries import Entry  # defined with the first read: a run never reads
 
-    def _entry(self, row: tuple[Any, ...]) -> Entry:
+        return [self._entry(Entry, row) for row in rows]
+
+    def _entry(self, entry: type[Entry], row: tuple[Any, ...]) -> Entry:
         seq, key, summary = int(row[0]), row[1], row[2]
-        return Entry(
+        return entry(
             seq,
             self._decode(row[3], "entries", seq) if len(row) > 3 else None,
             key,
