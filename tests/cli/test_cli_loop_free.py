@@ -74,6 +74,19 @@ def test_the_watcher_and_status_line_import_no_loop() -> None:
     assert not [m for m in added if m.startswith("toolfold.storage")]
 
 
+def test_the_status_lines_import_nothing_of_the_harness() -> None:
+    below = "from toolfold.output import output_text\nfrom toolfold.chord import apply"
+    code = (
+        "from toolfold.cli._view import PLAIN_STATUS_INTERVAL, CallWatcher, call_totals\n"
+        "w = CallWatcher()\n"
+        "w.state = {'truncation': {'total_lines': 2, 'total_bytes': 4}}\n"
+        "assert call_totals(w.state) == '2 lines / 4 B' and w.status()\n"
+    )
+    added = loaded(code) - loaded(below)
+    assert sorted(m for m in added if m.startswith("toolfold.harness")) == []
+    assert sorted(m for m in added if m.split(".")[0] == "asyncio") == []
+
+
 def test_the_check_sees_the_loop() -> None:
     """The assertion above can fail: ``run``'s asyncio path does import it."""
     assert "asyncio" in loaded("import toolfold.cli._run")

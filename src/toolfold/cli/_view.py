@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolfold._units import format_bytes, plural
 from toolfold.chord import ChordError, apply
-from toolfold.harness.events import ToolSettled, ToolStart, ToolUpdate
 from toolfold.output import output_text
 
-# asyncio is imported where a view runs on the event loop: the watcher and the status
-# line need none (a run without a loop shows the same lines).
+# asyncio is imported where a view runs on the event loop, and the harness's events where
+# the watcher is handed one: the status and summary lines need neither (a run without a
+# loop or a harness shows the same lines).
 if TYPE_CHECKING:
     import asyncio
 
@@ -73,6 +73,8 @@ class CallWatcher:
 
     def handle(self, event: HarnessEvent) -> None:
         """Bus listener: fold updates of the watched call."""
+        from toolfold.harness.events import ToolSettled, ToolStart, ToolUpdate
+
         if isinstance(event, ToolStart) and self.tool_call_id is None:
             self.tool_call_id = event.tool_call_id
         elif isinstance(event, ToolUpdate) and event.tool_call_id == self.tool_call_id:
