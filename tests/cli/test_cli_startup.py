@@ -70,6 +70,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.durability._messages",
     # what a store's reads hand back (a run commits, it reads no list or entry)
     "toolfold.storage._entries",
+    # a lease as read back (a takeover, a fenced write's error)
+    "toolfold.durability._lease_info",
     # standard-library modules none of that needs: package metadata (entry points,
     # plugin discovery), ctypes.util (runs ldconfig), shutil (with its compression
     # modules), tempfile, HTTP, e-mail, archives

@@ -36,3 +36,5 @@ def test_planning_imports_without_asyncio(module: str) -> None:
     assert module in loaded
     assert "asyncio" not in loaded
     assert "toolfold.storage._base" not in loaded
+    # a lease as read back is defined when a lease is first read
+    assert "toolfold.durability._lease_info" not in loaded

@@ -40,14 +40,12 @@ from ._errors import DurabilityError, FencedError, LeaseHeldError, MemoError, Re
 from ._leases import (
     DEFAULT_LEASE_TTL,
     Lease,
-    LeaseInfo,
     LeaseTerms,
     acquire_lease,
     default_host_id,
     lease_holder,
     lease_info,
     lease_token,
-    owner_gone,
     read_lease,
 )
 from ._memos import MISSING, commit_memo
@@ -73,6 +71,7 @@ from ._stream import (
 )
 
 if TYPE_CHECKING:
+    from ._lease_info import LeaseInfo, owner_gone
     from ._messages import (
         INTERRUPTED_STOP,
         DurableMessage,
@@ -84,11 +83,14 @@ if TYPE_CHECKING:
     )
     from ._recovery import RECOVERY_PAGE, RecoveredStream, decode_base, load_memo_seed, recover
 
-# Recovery (reading a stream back after a crash) and an assistant message's durable
-# stream are imported on first use: a call that runs and settles needs neither.
+# Recovery (reading a stream back after a crash), an assistant message's durable
+# stream and a lease as read back are imported on first use: a call that runs and
+# settles needs none of them.
 __getattr__ = lazy_exports(
     __name__,
     {
+        "LeaseInfo": "._lease_info",
+        "owner_gone": "._lease_info",
         "INTERRUPTED_STOP": "._messages",
         "DurableMessage": "._messages",
         "PendingMessage": "._messages",

@@ -30,7 +30,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from toolfold.storage import (
@@ -55,6 +54,8 @@ if TYPE_CHECKING:
 
     from toolfold.storage import Session
 
+    from ._lease_info import LeaseInfo
+
 #: Lease length in seconds: how long a host may go silent before another may take over
 #: its operations. The heartbeat renews it every third of that.
 DEFAULT_LEASE_TTL: Final = 10.0
@@ -64,28 +65,6 @@ def default_host_id() -> str:
     """This process's host id when none is configured: ``hostname:pid`` (a restarted
     process is another host: it takes its old operations over once their lease expired)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def owner_gone(owner: str) -> bool:
-    """Whether ``owner`` is a :func:`default_host_id` (``hostname:pid``) of a process of
-    this machine that no longer runs: its lease need not be waited out (``toolfold run``
-    killed, or ended with its call unsettled, is resumed at once on its own machine).
-    Any other host id, a live or unknowable pid, and this process itself: ``False``. A
-    reused pid can only make a takeover wait for the expiry, and an early takeover is
-    fenced like any other."""
-    host, sep, pid = owner.rpartition(":")
-    if not sep or host != socket.gethostname() or not pid.isdigit():
-        return False
-    number = int(pid)
-    if number <= 0 or number == os.getpid():
-        return False
-    try:
-        os.kill(number, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):
-        return False
-    return False
 
 
 def lease_token(operation_id: str) -> ValueAddress[SessionScope]:
@@ -98,26 +77,13 @@ def lease_holder(operation_id: str) -> ValueAddress[SessionScope]:
     return value("lease.holder", operation_id)
 
 
-@dataclass(frozen=True)
-class LeaseInfo:
-    """A lease as stored: ``owner`` host id, fencing ``token``, wall-clock ``expires``
-    and last ``heartbeat`` (seconds since the epoch)."""
-
-    owner: str
-    token: int
-    expires: float
-    heartbeat: float
-
-    def live(self, now: float) -> bool:
-        """Whether the lease holds at ``now``: not expired, and its owner is not a
-        process of this machine known to be gone (:func:`owner_gone`)."""
-        return self.expires > now and not owner_gone(self.owner)
-
-
 def lease_info(data: Any) -> LeaseInfo | None:
     """A stored ``lease.holder`` value as a :class:`LeaseInfo` (``None``: none, or not ours)."""
     if not isinstance(data, dict):
         return None
+    # Defined on first use: a call that runs and settles never reads a lease back.
+    from ._lease_info import LeaseInfo
+
     try:
         return LeaseInfo(
             str(data["owner"]),

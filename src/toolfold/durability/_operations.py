@@ -28,12 +28,14 @@ from ._addresses import (
     validate_memo_name,
 )
 from ._errors import DurabilityError, RecoveryError
-from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseInfo, LeaseTerms, acquire_lease, read_lease
+from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseTerms, acquire_lease, read_lease
 from ._memos import MISSING, commit_memo
 from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
 
 if TYPE_CHECKING:
     from toolfold.storage import Session
+
+    from ._lease_info import LeaseInfo
 
 JSON = Any
 
