@@ -1,7 +1,9 @@
 """What the harness's and history's loop-free parts import: the settled result
-(``harness._result``) and the run records (``history``) load no event loop and none of
-the harness's events, bus or hooks, so a host that drives a command without asyncio
-(a bare ``toolfold run -- CMD``) builds the same results and records as the harness.
+(``harness._result``), the run records (``history``) and the definitions a tool is made
+of (``Tool``, ``ToolContext``, ``ToolCall``, ``CallInfo``, ``ToolError``) load no event
+loop and none of the harness's events, bus or durable hooks, so a host that drives a
+command without asyncio (a bare ``toolfold run -- CMD``) builds the same results and
+records as the harness.
 An assertion about behaviour (the modules a fresh process loads), not timing."""
 
 from __future__ import annotations
@@ -15,14 +17,14 @@ LOOP_PARTS = (
     "asyncio",
     "toolfold.harness.events",
     "toolfold.harness._bus",
-    "toolfold.harness._hooks",
-    "toolfold.harness._context",
     "toolfold.harness._execute",
     "toolfold.harness._durable_hooks",
     "toolfold.harness._background_call",
     "toolfold.durability",
 )
-"""What a loop-free use of the harness or history must not import."""
+"""What a loop-free use of the harness or history must not import (the call lifecycle's
+seam, ``_hooks``, and the tools' context are loop-free: their methods run on the loop,
+their definitions do not)."""
 
 LOOP_FREE = {
     # the settled result, its transcript entry, the call description, the markers
@@ -45,8 +47,41 @@ LOOP_FREE = {
         "from toolfold._fsperm import make_private_dirs\n"
         "from toolfold.storage import SESSION, ValueAddress, set_value, value",
     ),
+    # a tool's definition, its context, a call's identity, a failure's notice
+    "definitions": (
+        "from toolfold.harness import CallInfo, Tool, ToolCall, ToolContext, ToolError\n"
+        "from toolfold.harness._result import error_text\n"
+        "class Params:\n"
+        "    @classmethod\n"
+        "    def model_validate(cls, obj): return cls()\n"
+        "    @classmethod\n"
+        "    def model_json_schema(cls): return {}\n"
+        "async def execute(tool_call_id, params, cancel, out, context):\n"
+        "    'Does nothing.'\n"
+        "assert Tool('t', 'Does nothing.', Params, execute).definition()['name'] == 't'\n"
+        "ToolContext().for_call(run_id='r', turn_id='u', tool_call_id='c')\n"
+        "ToolCall('c', 't'), CallInfo('r', 'u', 'c', 't', {}, False)\n"
+        "assert error_text(ToolError('no')) == 'no'\n"
+        "assert error_text(ValueError('x' * 5000)).endswith('[error text cut]')\n",
+        "from toolfold.output import OutputPolicy",
+    ),
 }
 """Code using a loop-free part, and what it imports of the layers below."""
+
+
+OWN_MODULES = {
+    "result": ["toolfold.harness", "toolfold.harness._errors", "toolfold.harness._result"],
+    "records": ["toolfold.history", "toolfold.history._records"],
+    "definitions": [
+        "toolfold.harness",
+        "toolfold.harness._context",
+        "toolfold.harness._errors",
+        "toolfold.harness._hooks",
+        "toolfold.harness._result",
+        "toolfold.harness._tools",
+    ],
+}
+"""The modules of the harness and history each part loads: its own, and nothing else."""
 
 
 def loaded(code: str) -> set[str]:
@@ -80,13 +115,7 @@ def test_a_loop_free_part_adds_nothing_of_the_harness(part: str) -> None:
     code, below = LOOP_FREE[part]
     added = loaded(code) - loaded(below)
     ours = sorted(m for m in added if m.startswith(("toolfold.harness", "toolfold.history")))
-    assert (
-        ours
-        == {
-            "result": ["toolfold.harness", "toolfold.harness._result"],
-            "records": ["toolfold.history", "toolfold.history._records"],
-        }[part]
-    )
+    assert ours == OWN_MODULES[part]
     assert [m for m in added if m.split(".")[0] == "asyncio"] == []
     assert not [m for m in added if m.startswith("toolfold.durability")]
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
-
-from toolfold.execenv import CaptureOptions, ShellExecResult, UpdateConsumer
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._errors import MemoUnavailableError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from toolfold.execenv import CaptureOptions, ShellExecResult, UpdateConsumer
 
 
 class MemoBackend(Protocol):

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolfold.output import ToolOutput, ToolOutputState
+if TYPE_CHECKING:
+    from toolfold.output import ToolOutput, ToolOutputState
 
-from ._context import ToolContext
-from ._result import ToolResult
+    from ._context import ToolContext
+    from ._result import ToolResult
 
 
 @dataclass(frozen=True)

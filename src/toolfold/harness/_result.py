@@ -9,6 +9,8 @@ import orjson
 
 from toolfold.output import output_text
 
+from ._errors import ToolError
+
 if TYPE_CHECKING:
     from toolfold.output import ToolOutputState, Usage
 
@@ -21,6 +23,21 @@ CANCELLED_MARKER = "[Tool call cancelled; the output above is partial.]"
 INTERRUPTION_MARKER = "[Tool call interrupted before it finished; the output above is partial.]"
 """Appended to the output of a call the harness stopped (task cancelled, crash recovery
 of a tool that is not replay-safe)."""
+
+
+MAX_NOTICE_CHARS = 4000
+"""Error texts appended to a result are cut to this many characters (a traceback-sized
+message must not crowd out the output it explains)."""
+
+
+def error_text(exc: BaseException) -> str:
+    """The notice a call that failed with ``exc`` settles with: a ``ToolError``'s message
+    as written for the model, anything else prefixed with its type; cut to
+    ``MAX_NOTICE_CHARS``."""
+    text = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+    if len(text) > MAX_NOTICE_CHARS:
+        text = text[: MAX_NOTICE_CHARS - 20] + " [error text cut]"
+    return text
 
 
 WHAT_MAX_CHARS = 200

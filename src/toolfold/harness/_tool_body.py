@@ -14,12 +14,8 @@ from toolfold.output import ToolOutput
 from ._call_checks import format_validation_error, unknown_added_tools, validation_error
 from ._context import ToolContext
 from ._errors import ToolError
-from ._result import CANCELLED_MARKER, Outcome
+from ._result import CANCELLED_MARKER, Outcome, error_text
 from ._tools import EXECUTE_ARGS, Tool
-
-MAX_NOTICE_CHARS = 4000
-"""Error texts appended to a result are cut to this many characters (a traceback-sized
-message must not crowd out the output it explains)."""
 
 DEFAULT_CANCEL_GRACE = 5.0
 """Seconds a tool gets to stop on its own after its ``cancel`` event is set, before
@@ -31,13 +27,6 @@ Body = Callable[[ToolOutput, ToolContext, asyncio.Event], Awaitable[tuple[Outcom
 
 class Interrupted(Exception):
     """The task driving a call was cancelled while the tool ran."""
-
-
-def _error_text(exc: BaseException) -> str:
-    text = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
-    if len(text) > MAX_NOTICE_CHARS:
-        text = text[: MAX_NOTICE_CHARS - 20] + " [error text cut]"
-    return text
 
 
 def _start(tool: Tool[Any], args: tuple[Any, ...]) -> Any:
@@ -52,7 +41,7 @@ def _start(tool: Tool[Any], args: tuple[Any, ...]) -> Any:
 
 
 def _signature_error(tool: Tool[Any], exc: BaseException) -> str:
-    return _error_text(
+    return error_text(
         ToolError(
             f"tool {tool.name!r} could not be started ({type(exc).__name__}: {exc}); its execute "
             f"must be 'async def execute({', '.join(EXECUTE_ARGS)}) -> None'"
@@ -61,7 +50,7 @@ def _signature_error(tool: Tool[Any], exc: BaseException) -> str:
 
 
 def _returned_error(tool: Tool[Any], value: Any) -> str:
-    return _error_text(
+    return error_text(
         ToolError(
             f"tool {tool.name!r} returned {describe(value)} instead of None; its result is "
             "what it writes to its sink (out.write(text), out.details[...] = ...), so the "
@@ -114,13 +103,13 @@ def tool_body(
         failure = task.exception()
         if failure is not None:
             if cancel.is_set():
-                return "cancelled", _error_text(failure) + "\n" + CANCELLED_MARKER
-            return "error", _error_text(failure)
+                return "cancelled", error_text(failure) + "\n" + CANCELLED_MARKER
+            return "error", error_text(failure)
         if cancel.is_set():
             return "cancelled", CANCELLED_MARKER
         failure = sink.check_bounds()
         if failure is not None:
-            return "error", _error_text(failure)
+            return "error", error_text(failure)
         returned = task.result()
         if returned is not None:
             return "error", _returned_error(tool, returned)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import re
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
-from toolfold.output import OutputPolicy, ToolOutput
+from toolfold.output import OutputPolicy
 
-from ._context import ToolContext
 from ._errors import ToolDefinitionError
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from toolfold.output import ToolOutput
+
+    from ._context import ToolContext
 
 
 class ParamsModel(Protocol):
@@ -29,8 +34,12 @@ class ParamsModel(Protocol):
 
 P = TypeVar("P", bound=ParamsModel)
 
-ExecuteFn = Callable[[str, P, asyncio.Event, ToolOutput, ToolContext], Coroutine[Any, Any, None]]
-"""``async def execute(tool_call_id, params, cancel, out, context) -> None``."""
+ExecuteFn = Callable[
+    [str, P, "asyncio.Event", "ToolOutput", "ToolContext"], Coroutine[Any, Any, None]
+]
+"""``async def execute(tool_call_id, params, cancel, out, context) -> None`` (a tool is
+defined without importing asyncio: its ``execute`` runs on the loop, its definition
+does not)."""
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_\-]{0,63}")
 
