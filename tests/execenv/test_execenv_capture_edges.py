@@ -386,8 +386,8 @@ def test_plain_reads_never_go_through_the_escape_regex(
     # The common case, and the fast one: a read without control bytes (\t \n \r aside)
     # needs no cleanup pass. Only a read whose first byte completes a code point held from
     # the previous read is checked, as that code point may be a C1 control.
-    counter = _CountingEscape(_capture._ESCAPE)
-    monkeypatch.setattr(_capture, "_ESCAPE", counter)
+    counter = _CountingEscape(_capture._escape())
+    monkeypatch.setattr(_capture, "_escape", lambda: counter)
     cap = _fed(reads, ShellOutputLimits(max_bytes=max_bytes, max_lines=5, retain=retain))
     assert [part._skipped for part, _ in _held(cap)] == skips
     assert counter.passes == passes

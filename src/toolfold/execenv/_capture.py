@@ -20,6 +20,7 @@ on how the bytes were chunked.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -36,36 +37,52 @@ from ._window import (
     tail_window,
 )
 
+# The patterns are compiled on first use (a command whose output has no control
+# character, such as one that prints nothing, never needs them).
+
+
 # One pass removes complete escape sequences and stray C0 and C1 controls (\t \n \r stay:
 # \r is the redraw rule's business). C1 matters because some terminals act on U+009B
 # (CSI) and friends even in UTF-8. Quantifiers are bounded so an unterminated sequence
 # can only be held back for a bounded number of characters across read boundaries.
-_ESCAPE = re.compile(
-    r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}[@-~]"  # CSI: ESC [ params intermediates final
-    r"|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: ESC ] ... BEL | ST
-    r"|[ -/]{1,4}[0-~]"  # nF: ESC ( B and friends
-    r"|[0-Z\\^-~])"  # Fp / Fe / Fs two-character escapes (not [ or ])
-    r"|\x9b[0-?]{0,64}[ -/]{0,16}[@-~]"  # 8-bit CSI: U+009B params intermediates final
-    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-    # Bidirectional embeddings, overrides and isolates: U+202E makes "exe.txt"
-    # display as "txt.exe" (and hides what a line really says from a reviewer).
-    r"|[\u202a-\u202e\u2066-\u2069]"
-)
-# A proper prefix of an _ESCAPE sequence at the very end of the text: hold it back until
+@functools.cache
+def _escape() -> re.Pattern[str]:
+    return re.compile(
+        r"\x1b(?:\[[0-?]{0,64}[ -/]{0,16}[@-~]"  # CSI: ESC [ params intermediates final
+        r"|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)"  # OSC: ESC ] ... BEL | ST
+        r"|[ -/]{1,4}[0-~]"  # nF: ESC ( B and friends
+        r"|[0-Z\\^-~])"  # Fp / Fe / Fs two-character escapes (not [ or ])
+        r"|\x9b[0-?]{0,64}[ -/]{0,16}[@-~]"  # 8-bit CSI: U+009B params intermediates final
+        r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+        # Bidirectional embeddings, overrides and isolates: U+202E makes "exe.txt"
+        # display as "txt.exe" (and hides what a line really says from a reviewer).
+        r"|[\u202a-\u202e\u2066-\u2069]"
+    )
+
+
+# A proper prefix of an _escape() sequence at the very end of the text: hold it back until
 # the next read decides it. Leftmost match wins (an OSC can end with the ESC of its ST).
-_ESCAPE_PREFIX = re.compile(
-    r"(?:\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?"
-    r"|\x9b[0-?]{0,64}[ -/]{0,16})\Z"
-)
+@functools.cache
+def _escape_prefix() -> re.Pattern[str]:
+    return re.compile(
+        r"(?:\x1b(?:\[[0-?]{0,64}[ -/]{0,16}|\][^\x07\x1b\n]{0,512}\x1b?|[ -/]{1,4})?"
+        r"|\x9b[0-?]{0,64}[ -/]{0,16})\Z"
+    )
+
+
 _MAX_ESCAPE_PREFIX = 1 + 1 + 512 + 1
-# Bytes that _ESCAPE can act on. In UTF-8 they never occur inside a multi-byte sequence,
+# Bytes that _escape() can act on. In UTF-8 they never occur inside a multi-byte sequence,
 # so a read without any of them needs no regex pass (the common case, and the fast one).
 # 0xC2 leads every C1 control (U+0080-U+009F); it also leads U+00A0-U+00BF, and 0xE2
 # leads the bidirectional controls (U+202A-U+202E, U+2066-U+2069) and other common
 # punctuation: those only cost their reads the regex pass.
 _CONTROL_BYTES = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x20), 0x7F, 0xC2, 0xE2])
+
+
 # Everything of a line up to its last \r that is followed by visible text.
-_CR_REDRAW = re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
+@functools.cache
+def _cr_redraw() -> re.Pattern[str]:
+    return re.compile(r"^[^\n]*\r(?=[^\r\n])", re.MULTILINE)
 
 
 class CaptureClosedError(ExecError):
@@ -240,7 +257,7 @@ class OutputCapture:
         self._esc_carry = ""
         self._closed = True
         if text:
-            self._feed_clean(_ESCAPE.sub("", text))
+            self._feed_clean(_escape().sub("", text))
 
     @property
     def closed(self) -> bool:
@@ -271,12 +288,12 @@ class OutputCapture:
             self._esc_carry = ""
         window = max(0, len(text) - _MAX_ESCAPE_PREFIX)
         if text.find("\x1b", window) != -1 or text.find("\x9b", window) != -1:
-            m = _ESCAPE_PREFIX.search(text, window)
+            m = _escape_prefix().search(text, window)
             if m is not None:
                 self._esc_carry = text[m.start() :]
                 text = text[: m.start()]
         if text:
-            self._feed_clean(_ESCAPE.sub("", text))
+            self._feed_clean(_escape().sub("", text))
 
     def _feed_clean(self, text: str) -> None:
         # text has no escapes left; \r and \n drive the line machine.
@@ -305,7 +322,7 @@ class OutputCapture:
         rest = text[nl + 1 :]
         pending = rest.endswith("\r")
         if "\r" in rest:
-            rest = _CR_REDRAW.sub("", rest).replace("\r", "")
+            rest = _cr_redraw().sub("", rest).replace("\r", "")
         self._pending_cr = False
         self._feed_lines("\n" + rest)
         self._pending_cr = pending

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any
 
 from ._errors import OutputValueError
@@ -12,6 +10,8 @@ from ._state import ImageContent
 
 def image_block(data: bytes, mime_type: str) -> ImageContent:
     """An ``ImageContent`` block for raw image bytes (base64-encodes them)."""
+    import base64  # with the first image: text-only output never needs it
+
     return {"type": "image", "data": base64.b64encode(data).decode("ascii"), "mime_type": mime_type}
 
 
@@ -29,6 +29,9 @@ def check_image(image: Any, index: int) -> int:
         raise OutputValueError(f"{where} has mime_type {mime!r}; use e.g. 'image/png'")
     if not isinstance(data, str):
         raise OutputValueError(f"{where} data must be a base64 str, got {type(data).__name__}")
+    import base64
+    import binascii
+
     try:
         size = len(base64.b64decode(data, validate=True))
     except (binascii.Error, ValueError) as exc:
