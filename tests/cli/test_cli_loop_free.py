@@ -79,7 +79,9 @@ def test_the_status_lines_import_nothing_of_the_harness() -> None:
     code = (
         "from toolfold.cli._view import PLAIN_STATUS_INTERVAL, CallWatcher, call_totals\n"
         "w = CallWatcher()\n"
-        "w.state = {'truncation': {'total_lines': 2, 'total_bytes': 4}}\n"
+        "w.fold([['r', {'content': [], 'details': {}}]])\n"
+        "w.fold([['s', ['truncation'], {'total_lines': 2, 'total_bytes': 4}]])\n"
+        "assert w.updates == 2 and w.fold_error is None, w.fold_error\n"
         "assert call_totals(w.state) == '2 lines / 4 B' and w.status()\n"
     )
     added = loaded(code) - loaded(below)

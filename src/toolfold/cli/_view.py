@@ -78,14 +78,19 @@ class CallWatcher:
         if isinstance(event, ToolStart) and self.tool_call_id is None:
             self.tool_call_id = event.tool_call_id
         elif isinstance(event, ToolUpdate) and event.tool_call_id == self.tool_call_id:
-            self.updates += 1
-            try:
-                self.state = apply(self.state, event.ops)
-            except ChordError as exc:
-                # The view is a convenience; the durable result does not depend on it.
-                self.fold_error = str(exc)
+            self.fold(event.ops)
         elif isinstance(event, ToolSettled) and event.tool_call_id == self.tool_call_id:
             self.settled = event.message
+
+    def fold(self, ops: list[Any]) -> None:
+        """Fold one batch of the watched call's ops (what its ``ToolUpdate`` carries; a
+        run without a harness hands them over as its sink's stream yields them)."""
+        self.updates += 1
+        try:
+            self.state = apply(self.state, ops)
+        except ChordError as exc:
+            # The view is a convenience; the durable result does not depend on it.
+            self.fold_error = str(exc)
 
     @property
     def elapsed(self) -> float:
