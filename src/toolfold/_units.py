@@ -43,7 +43,9 @@ def plural(count: int, word: str, words: str | None = None) -> str:
     return f"{count:,} {word if count == 1 else (words or word + 's')}"
 
 
-_SIZE = re.compile(r"(\d{1,30})\s*([KMGT]?)(?:i?B)?", re.IGNORECASE)
+_SIZE = r"(\d{1,30})\s*([KMGT]?)(?:i?B)?"
+"""A size as ``parse_size`` reads it (compiled on first use, by ``re``'s cache: a command
+given no size option never compiles it)."""
 _SHIFT = {"": 0, "K": 10, "M": 20, "G": 30, "T": 40}
 
 
@@ -52,7 +54,7 @@ def parse_size(text: str) -> int:
     count, or a whole number with K, M, G or T (powers of 1024, as ``format_bytes``
     writes them; ``KiB``, ``KB`` and ``k`` read the same). The one size parser of every
     size option. Raises ``ValueError`` saying what a size looks like."""
-    m = _SIZE.fullmatch(text.strip())
+    m = re.fullmatch(_SIZE, text.strip(), re.IGNORECASE)
     if m is None:
         raise ValueError(
             f"{text!r} is not a size: give bytes, or a whole number with K, M or G "

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from toolfold._extras import missing_extra
 from toolfold._fsperm import UnsafePathError, make_private_dirs
 
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
@@ -184,6 +183,8 @@ async def open_store(
     except StorageError as exc:
         raise StoreOpenError(storage_message(exc, spec)) from exc
     except ImportError as exc:  # only the PostgreSQL backend has a driver of its own
+        from toolfold._extras import missing_extra
+
         what = f"the store {spec.describe()}"
         raise StoreOpenError(missing_extra(what, "postgres", exc.name)) from exc
     try:
