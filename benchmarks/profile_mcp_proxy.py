@@ -211,6 +211,7 @@ signal.signal(signal.SIGUSR1, start)
 signal.signal(signal.SIGUSR2, stop)
 if sys.argv[1].endswith(".py"):
     sys.argv.pop(0)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(sys.argv[0])))  # as `python script.py`
     runpy.run_path(sys.argv[0], run_name="__main__")
 else:
     sys.argv[0] = "toolfold"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolfold import _otel
+from toolfold._aio import drop_event_future, event_future
 
 from . import _spawn
 from ._child import ExecProtocol, Streams, has_exited
@@ -341,7 +342,7 @@ class LocalExecEnv:
         reader.start()
 
         finished = self._exited_and_drained(protocol)
-        cancel_wait = asyncio.ensure_future(cancel.wait()) if cancel is not None else None
+        cancel_wait = event_future(cancel) if cancel is not None else None
         waiters: list[asyncio.Future[object]] = [finished, failed]  # type: ignore[list-item]
         if cancel_wait is not None:
             waiters.append(cancel_wait)  # type: ignore[arg-type]
@@ -383,9 +384,10 @@ class LocalExecEnv:
                 # gets killed is its leftovers, and its own exit status stands.
                 background = True
         finally:
-            for fut in (finished, cancel_wait):
-                if fut is not None and not fut.done():
-                    fut.cancel()
+            if not finished.done():
+                finished.cancel()
+            if cancel is not None and cancel_wait is not None:
+                drop_event_future(cancel, cancel_wait)
             if handoff is None:
                 streams.close_stdin()
                 teardown = asyncio.ensure_future(

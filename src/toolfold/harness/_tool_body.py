@@ -8,6 +8,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
+from toolfold._aio import drop_event_future, event_future
 from toolfold.chord import describe
 from toolfold.output import ToolOutput
 
@@ -80,7 +81,7 @@ def tool_body(
         task: asyncio.Task[Any] = asyncio.create_task(
             started, name=f"tool {tool.name} {tool_call_id}"
         )
-        waiter = asyncio.create_task(cancel.wait())
+        waiter = event_future(cancel)  # no task: the event resolves it
         try:
             await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
             if not task.done():
@@ -97,7 +98,7 @@ def tool_body(
             finally:
                 raise Interrupted from None
         finally:
-            waiter.cancel()
+            drop_event_future(cancel, waiter)
         if task.cancelled():
             return "cancelled", CANCELLED_MARKER
         failure = task.exception()

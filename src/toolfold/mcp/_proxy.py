@@ -33,6 +33,7 @@ from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import BaseModel, ConfigDict
 
+from toolfold._aio import drop_event_future, event_future
 from toolfold._fsperm import open_private_dir
 from toolfold._units import format_bytes
 from toolfold.execenv import Replace
@@ -328,7 +329,7 @@ class ProxyHost(Passthrough, McpHost):
     ) -> types.CallToolResult | None:
         """The upstream's answer to ``name(args)``, or ``None`` once the client cancelled
         (cancelling the SDK call sends the upstream notifications/cancelled for it)."""
-        waiter = asyncio.ensure_future(cancel.wait())
+        waiter = event_future(cancel)  # no task: the event resolves it
         try:
             relay = self.relay
             if relay is None:
@@ -347,14 +348,15 @@ class ProxyHost(Passthrough, McpHost):
                 timed_tool_call(name, lambda: relay.call(call_id, name, args, callback))
             )
             try:
-                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                waits: set[asyncio.Future[Any]] = {task, waiter}
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not task.done():
                     task.cancel()
                     await asyncio.wait({task})
             return None if task.cancelled() else task.result()
         finally:
-            waiter.cancel()
+            drop_event_future(cancel, waiter)
 
     def _spill(self, name: str, suffix: str) -> tuple[Path, BinaryIO]:
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -41,7 +41,7 @@ async def _finish_uncancelled(aw: Awaitable[T]) -> T:
     """Await ``aw`` to completion even if we are cancelled meanwhile, then re-raise the
     cancellation. A commit half-way through a backend write must keep the session line
     held until the write is over, or the next commit could overtake it."""
-    task = asyncio.ensure_future(aw)
+    task = asyncio.ensure_future(aw)  # a future stays itself; a coroutine gets a task
     cancelled = False
     while True:
         try:
@@ -217,7 +217,11 @@ class Session(_Closable):
                 check_expect(self._name, e, None if found is None else encode_json(found))
         self._expect = expects
         try:
-            seqs = await _finish_uncancelled(self._commit_writes(ws, scope))
+            pending = self._commit_writes(ws, scope)
+            if isinstance(pending, asyncio.Future) and pending.done():
+                seqs = pending.result()  # committed already (memory): nothing to wait for
+            else:
+                seqs = await _finish_uncancelled(pending)
         finally:
             self._expect = ()
         if self._on_commit is not None:
@@ -398,9 +402,14 @@ class Session(_Closable):
     # -- backend hooks ------------------------------------------------------------
 
     @abstractmethod
-    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+    def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> Awaitable[tuple[int, ...]]:
         """Atomically apply ``writes`` (all in ``scope``, already validated), assigning each
         a fresh seq; return the seqs and advance ``_next_seq``. Runs inside the line.
+
+        An awaitable of the seqs: a coroutine (run in a task of its own, so that a
+        cancelled caller still waits for its end), or a future (awaited as it is, no
+        task: a commit made on the spot returns one already done, one on a worker
+        thread the executor's future).
 
         From :meth:`commit_across`: ``scope`` is ``SESSION`` and the session writes are
         followed by one ephemeral scope's; durable as a session-scope commit."""

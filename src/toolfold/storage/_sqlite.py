@@ -81,9 +81,13 @@ class SqliteRepository(Repository):
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(conn, *args)`` on the worker thread, translating sqlite3 errors."""
+        return await self._submit(fn, *args)
+
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(conn, *args)`` sent to the worker thread: the future of its result."""
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(
+            return loop.run_in_executor(
                 self._executor, functools.partial(self.file.call, fn, *args)
             )
         except RuntimeError as exc:
@@ -180,22 +184,32 @@ class SqliteSession(Session):
         super().__init__(name, next_seq)
         self._repo = repo
 
-    async def _commit_writes(self, writes: tuple[Write, ...], scope: Scope) -> tuple[int, ...]:
+    def _commit_writes(
+        self, writes: tuple[Write, ...], scope: Scope
+    ) -> asyncio.Future[tuple[int, ...]]:
+        # The worker thread's future, awaited as it is (no task in between); the seq
+        # floor moves on in its done callback, which runs before the caller resumes.
         payloads = [payload(w) for w in writes]
         name = self._name
         floor = self._next_seq
         expects = self._expect
 
+        def advance(done: asyncio.Future[tuple[int, ...]]) -> None:
+            if done.cancelled() or done.exception() is not None:
+                # Never hand these seqs out again, whatever happened (gaps are allowed).
+                self._next_seq = floor + len(writes)
+            else:
+                self._next_seq = done.result()[-1] + 1
+
         try:
-            seqs = await self._repo._run(
+            pending = self._repo._submit(
                 commit_writes, self._repo.file, name, writes, payloads, floor, expects, scope
             )
         except BaseException:
-            # Never hand these seqs out again, whatever happened (gaps are allowed).
             self._next_seq = floor + len(writes)
             raise
-        self._next_seq = seqs[-1] + 1
-        return seqs
+        pending.add_done_callback(advance)
+        return pending
 
     async def _get_value(self, address: ValueAddress[Any]) -> JSON | None:
         name = self._name
