@@ -137,6 +137,9 @@ async def test_background_processes_that_let_go_of_the_output_keep_running(
 async def test_cancel_while_the_shell_is_starting_kills_the_whole_group(
     env: LocalExecEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, survivors: list[int]
 ) -> None:
+    # asyncio's start-up (no pidfd): it awaits, so a cancel can land inside it. Where
+    # the shell is started on a pidfd nothing is awaited and there is no such moment.
+    monkeypatch.setattr(_spawn, "_pidfd", False)
     real_spawn = _spawn.start_child
     gate = asyncio.Event()
     started: list[object] = []

@@ -62,6 +62,19 @@ def _controlling_terminal() -> Callable[[], None]:
     return take_controlling_terminal
 
 
+_EXEC_ID_KEY = os.fsencode(EXEC_ID_VAR)
+
+
+def _environ_bytes() -> dict[bytes, bytes]:
+    """A copy of this process's environment in bytes, as exec gets it: on POSIX the
+    store behind ``os.environ`` already is that (copied in one C call); elsewhere each
+    variable encoded as ``subprocess`` would."""
+    data = getattr(os.environ, "_data", None)
+    if os.name == "posix" and isinstance(data, dict):  # os.py keeps bytes there on POSIX
+        return dict(data)
+    return {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+
+
 class LocalExecEnv:
     """Runs commands on this host; spill files go to ``spill_dir`` (created lazily).
 
@@ -291,47 +304,47 @@ class LocalExecEnv:
         # the ones that left the group and were adopted by us (see _reaper).
         become_subreaper()
         exec_id = new_exec_id()
-        child_env = dict(env) if env is not None else dict(os.environ)
-        child_env[EXEC_ID_VAR] = exec_id
+        child_env: Mapping[str, str] | Mapping[bytes, bytes]
         try:
-            argv, child_env = self._spawn_argv(command, child_env, cwd)
+            if env is None and self.sandbox is None:
+                # This process's environment as exec takes it (bytes): no str copy to
+                # make and nothing for subprocess to encode, variable by variable.
+                argv, child_env = [self.shell, "-c", command], _environ_bytes()
+                child_env[_EXEC_ID_KEY] = exec_id.encode()
+            else:
+                str_env = dict(env) if env is not None else dict(os.environ)
+                str_env[EXEC_ID_VAR] = exec_id
+                argv, child_env = self._spawn_argv(command, str_env, cwd)
         except BaseException:
             reader.close()
             streams.close_child_ends()
             streams.close_stdin()
             raise
-        spawn = asyncio.ensure_future(
-            _spawn.start_child(
-                loop,
-                protocol,
-                argv,
-                stdin=streams.child_stdin,
-                stdout=streams.child_stdout,
-                stderr=streams.child_stderr,
-                cwd=cwd,
-                env=child_env,
-                preexec_fn=_controlling_terminal() if tty else None,
-            )
-        )
-
-        def close_write_ends(_: object) -> None:
-            # Only the child keeps the write ends, so end of file means it (and whatever
-            # it left behind) closed them; closed here however the start ends.
-            streams.close_child_ends()
-
-        spawn.add_done_callback(close_write_ends)
+        preexec = _controlling_terminal() if tty else None
         try:
-            # Shielded: a cancellation delivered inside asyncio's start-up would make it
-            # SIGKILL the shell alone, leaving whatever the shell already forked running.
-            transport = await asyncio.shield(spawn)
-        except asyncio.CancelledError:
-            streams.close_stdin()
-            await asyncio.shield(
-                asyncio.ensure_future(
-                    self._stop_when_started(spawn, protocol, reader, session, exec_id)
+            if _spawn.pidfd_supported():
+                # Started here, in this step of the loop: no task, nothing awaited, so no
+                # cancellation can land half-way through the start.
+                try:
+                    transport: _spawn.ChildProcess = _spawn.start_pidfd_child(
+                        loop,
+                        protocol,
+                        argv,
+                        stdin=streams.child_stdin,
+                        stdout=streams.child_stdout,
+                        stderr=streams.child_stderr,
+                        cwd=cwd,
+                        env=child_env,
+                        preexec_fn=preexec,
+                    )
+                finally:
+                    # Only the child keeps the write ends, so end of file means it (and
+                    # whatever it left behind) closed them.
+                    streams.close_child_ends()
+            else:
+                transport = await self._start_in_asyncio(
+                    loop, protocol, argv, streams, cwd, child_env, preexec, reader, session, exec_id
                 )
-            )
-            raise
         except OSError as exc:
             streams.close_stdin()
             reader.close()
@@ -408,6 +421,53 @@ class LocalExecEnv:
             cancelled=cancelled,
             background_killed=background,
         )
+
+    async def _start_in_asyncio(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        protocol: ExecProtocol,
+        argv: list[str],
+        streams: Streams,
+        cwd: Path | str | None,
+        env: Mapping[str, str] | Mapping[bytes, bytes],
+        preexec: Callable[[], None] | None,
+        reader: PipeReader,
+        session: CaptureSession,
+        exec_id: str,
+    ) -> _spawn.ChildProcess:
+        """The shell started through asyncio's subprocess machinery (no pidfd here)."""
+        spawn = asyncio.ensure_future(
+            _spawn.start_child(
+                loop,
+                protocol,
+                argv,
+                stdin=streams.child_stdin,
+                stdout=streams.child_stdout,
+                stderr=streams.child_stderr,
+                cwd=cwd,
+                env=env,
+                preexec_fn=preexec,
+            )
+        )
+
+        def close_write_ends(_: object) -> None:
+            # Only the child keeps the write ends, so end of file means it (and whatever
+            # it left behind) closed them; closed here however the start ends.
+            streams.close_child_ends()
+
+        spawn.add_done_callback(close_write_ends)
+        try:
+            # Shielded: a cancellation delivered inside asyncio's start-up would make it
+            # SIGKILL the shell alone, leaving whatever the shell already forked running.
+            return await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            streams.close_stdin()
+            await asyncio.shield(
+                asyncio.ensure_future(
+                    self._stop_when_started(spawn, protocol, reader, session, exec_id)
+                )
+            )
+            raise
 
     def _exited_and_drained(self, protocol: ExecProtocol) -> asyncio.Future[bool]:
         """Resolves once the shell exited and then the pipes closed or ``exit_grace``

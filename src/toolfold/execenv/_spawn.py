@@ -118,25 +118,53 @@ async def start_child(
     stdout: int,
     stderr: int,
     cwd: Path | str | None,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | Mapping[bytes, bytes],
     preexec_fn: Callable[[], None] | None,
 ) -> ChildProcess:
     """Start ``argv`` in a new session with the given descriptors as its 0, 1 and 2;
     ``protocol.process_exited()`` is called when it exits. Raises ``OSError`` when it
     cannot start (no such shell, a missing ``cwd``)."""
-    if not pidfd_supported():
-        transport, _ = await loop.subprocess_exec(
-            lambda: protocol,
-            *argv,
+    if pidfd_supported():
+        return start_pidfd_child(
+            loop,
+            protocol,
+            argv,
             stdin=stdin,
             stdout=stdout,
             stderr=stderr,
             cwd=cwd,
             env=env,
-            start_new_session=True,
             preexec_fn=preexec_fn,
         )
-        return transport
+    transport, _ = await loop.subprocess_exec(
+        lambda: protocol,
+        *argv,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+    )
+    return transport
+
+
+def start_pidfd_child(
+    loop: asyncio.AbstractEventLoop,
+    protocol: ExitProtocol,
+    argv: Sequence[str],
+    *,
+    stdin: int,
+    stdout: int,
+    stderr: int,
+    cwd: Path | str | None,
+    env: Mapping[str, str] | Mapping[bytes, bytes],
+    preexec_fn: Callable[[], None] | None,
+) -> PidfdChild:
+    """:func:`start_child` where :func:`pidfd_supported`: started at once, in the
+    caller's step of the loop (nothing is awaited, so nothing can interrupt the start
+    half-way)."""
     popen = subprocess.Popen(
         list(argv),
         stdin=stdin,

@@ -265,18 +265,27 @@ def scope_of(writes: Iterable[Write]) -> Scope:
     return first
 
 
+def _check_payload(value: object, i: int, w: Write, part: str = "") -> None:
+    try:
+        chord_check_json(value, max_depth=MAX_DEPTH)
+    except JSONValueError:
+        check_json(value, f"write {i} ({describe(w)}){part}")  # raises, with the message
+
+
 def check_writes(writes: Sequence[Write]) -> None:
     """Validate every write's payload (JSON) — raises before anything is committed."""
     for i, w in enumerate(writes):
         if not isinstance(w, _WRITE_TYPES):
             write_scope(w)  # raises the descriptive error
+        # The write is described only for an error: its description costs more than
+        # the check of a small value.
         if isinstance(w, SetValue):
-            check_json(w.value, f"write {i} ({describe(w)})")
+            _check_payload(w.value, i, w)
         elif isinstance(w, AppendList):
-            check_json(w.element, f"write {i} ({describe(w)})")
+            _check_payload(w.element, i, w)
         elif isinstance(w, AppendEntry):
-            check_json(w.entry, f"write {i} ({describe(w)})")
-            check_json(w.summary, f"write {i} ({describe(w)}) summary")
+            _check_payload(w.entry, i, w)
+            _check_payload(w.summary, i, w, " summary")
             if w.key is not None:
                 check_part(f"write {i} ({describe(w)})", "key", w.key, allow_empty=False)
 
