@@ -26,6 +26,7 @@ WITHOUT_ASYNCIO = (
     "toolfold.execenv._publisher",
     "toolfold.execenv._pipes",
     "toolfold.execenv._reaper",
+    "toolfold.execenv._child",
 )
 
 _SCRIPT = """

@@ -1,9 +1,9 @@
-"""The plumbing of a local child process: its stdin/stdout/stderr ends and the asyncio
-protocol that watches it exit."""
+"""The plumbing of a local child process: the shell it runs, its stdin/stdout/stderr ends,
+and whether it exited. No event loop here: the asyncio protocol that watches it exit is
+``_child_protocol``'s, so a run without asyncio starts its child with the same pieces."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import subprocess
@@ -11,20 +11,15 @@ import subprocess
 from ._pipes import output_pipe
 
 
-class ExecProtocol(asyncio.SubprocessProtocol):
-    # stdout and stderr are our own pipes (read by a PipeReader, see _pipes): asyncio's
-    # transport only watches the process.
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.pipes_closed: asyncio.Future[None] = loop.create_future()
-
-    def output_closed(self) -> None:
-        if not self.pipes_closed.done():
-            self.pipes_closed.set_result(None)
-
-    def process_exited(self) -> None:
-        if not self.exited.done():
-            self.exited.set_result(None)
+def default_shell() -> str:
+    """``bash`` on ``PATH`` (as ``shutil.which`` finds it), else ``/bin/sh``. Looked up
+    here rather than through ``shutil``, whose import (with its compression modules)
+    every ``toolfold run`` would pay for one lookup."""
+    for directory in os.get_exec_path():
+        path = os.path.join(directory, "bash")
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            return path
+    return "/bin/sh"
 
 
 def has_exited(pid: int) -> bool:

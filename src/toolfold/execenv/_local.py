@@ -14,7 +14,9 @@ from toolfold import _otel
 from toolfold._aio import drop_event_future, event_future
 
 from . import _spawn
-from ._child import ExecProtocol, Streams, has_exited
+from ._child import Streams, has_exited
+from ._child import default_shell as _default_shell
+from ._child_protocol import ExecProtocol
 from ._errors import ExecConfigError, ExecError, ExecStartError
 from ._exec_result import ShellExecResult, running_result
 from ._limits import (
@@ -42,17 +44,6 @@ from ._spill import open_spill_dir
 if TYPE_CHECKING:
     from ._background import BackgroundCommands, BackgroundRead
     from ._sandbox import Sandbox
-
-
-def _default_shell() -> str:
-    """``bash`` on ``PATH`` (as ``shutil.which`` finds it), else ``/bin/sh``. Looked up
-    here rather than through ``shutil``, whose import (with its compression modules)
-    every ``toolfold run`` would pay for one lookup."""
-    for directory in os.get_exec_path():
-        path = os.path.join(directory, "bash")
-        if os.access(path, os.X_OK) and not os.path.isdir(path):
-            return path
-    return "/bin/sh"
 
 
 def _controlling_terminal() -> Callable[[], None]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class ExitProtocol(Protocol):
-    """What is told of the exit (``ExecProtocol`` in ``_child``)."""
+    """What is told of the exit (``ExecProtocol`` in ``_child_protocol``)."""
 
     def process_exited(self) -> None: ...
 
