@@ -72,6 +72,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.storage._entries",
     # a lease as read back (a takeover, a fenced write's error)
     "toolfold.durability._lease_info",
+    # an operation left pending, as found (resume, a janitor)
+    "toolfold.durability._pending",
     # standard-library modules none of that needs: package metadata (entry points,
     # plugin discovery), ctypes.util (runs ldconfig), shutil (with its compression
     # modules), tempfile, HTTP, e-mail, archives

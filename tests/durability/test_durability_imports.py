@@ -13,6 +13,7 @@ import pytest
 SYNC_MODULES = (
     "toolfold.durability",
     "toolfold.durability._addresses",
+    "toolfold.durability._calls",
     "toolfold.durability._errors",
     "toolfold.durability._leases",
     "toolfold.durability._memos",
@@ -38,3 +39,4 @@ def test_planning_imports_without_asyncio(module: str) -> None:
     assert "toolfold.storage._base" not in loaded
     # a lease as read back is defined when a lease is first read
     assert "toolfold.durability._lease_info" not in loaded
+    assert "toolfold.durability._pending" not in loaded

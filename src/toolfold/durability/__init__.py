@@ -36,6 +36,7 @@ from ._addresses import (
     pending_tool_output,
     validate_memo_name,
 )
+from ._calls import CallRecord
 from ._errors import DurabilityError, FencedError, LeaseHeldError, MemoError, RecoveryError
 from ._leases import (
     DEFAULT_LEASE_TTL,
@@ -50,11 +51,9 @@ from ._leases import (
 )
 from ._memos import MISSING, commit_memo
 from ._operations import (
-    CallRecord,
     Durability,
     DurableInvocation,
     DurableOperation,
-    PendingOperation,
     result_entry,
     settle_writes,
     settlement_writes,
@@ -81,16 +80,18 @@ if TYPE_CHECKING:
         settle_interrupted_message,
         start_message,
     )
+    from ._pending import PendingOperation
     from ._recovery import RECOVERY_PAGE, RecoveredStream, decode_base, load_memo_seed, recover
 
 # Recovery (reading a stream back after a crash), an assistant message's durable
-# stream and a lease as read back are imported on first use: a call that runs and
-# settles needs none of them.
+# stream, a lease as read back and a pending operation as found are imported on first
+# use: a call that runs and settles needs none of them.
 __getattr__ = lazy_exports(
     __name__,
     {
         "LeaseInfo": "._lease_info",
         "owner_gone": "._lease_info",
+        "PendingOperation": "._pending",
         "INTERRUPTED_STOP": "._messages",
         "DurableMessage": "._messages",
         "PendingMessage": "._messages",

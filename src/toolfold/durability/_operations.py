@@ -1,11 +1,11 @@
-"""Operations and their calls: call records, per-call durable streams, settlement that
-retires the operation scope with the last call, and finding pending operations."""
+"""Operations and their calls: per-call durable streams, settlement that retires the
+operation scope with the last call, and finding pending operations (the records of
+calls are in ``_calls``, a pending operation as found in ``_pending``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolfold.storage import (
@@ -27,7 +27,8 @@ from ._addresses import (
     pending_tool_output,
     validate_memo_name,
 )
-from ._errors import DurabilityError, RecoveryError
+from ._calls import CallRecord
+from ._errors import DurabilityError
 from ._leases import DEFAULT_LEASE_TTL, Lease, LeaseTerms, acquire_lease, read_lease
 from ._memos import MISSING, commit_memo
 from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableStream, OpSource
@@ -35,7 +36,7 @@ from ._stream import DEFAULT_CHECKPOINT_INTERVAL, DEFAULT_REBASE_EVERY, DurableS
 if TYPE_CHECKING:
     from toolfold.storage import Session
 
-    from ._lease_info import LeaseInfo
+    from ._pending import PendingOperation
 
 JSON = Any
 
@@ -107,50 +108,6 @@ def result_entry(
         "turn_id": turn_id,
         "what": what,
     }
-
-
-@dataclass
-class CallRecord:
-    """The durable description of one call, enough to resume it."""
-
-    operation_id: str
-    invocation_id: str
-    tool_name: str
-    tool_call_id: str
-    args: JSON
-    run_id: str
-    turn_id: str
-    extra: dict[str, JSON] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, JSON]:
-        """The stored form."""
-        return {
-            "operation_id": self.operation_id,
-            "invocation_id": self.invocation_id,
-            "tool_name": self.tool_name,
-            "tool_call_id": self.tool_call_id,
-            "args": self.args,
-            "run_id": self.run_id,
-            "turn_id": self.turn_id,
-            **({"extra": self.extra} if self.extra else {}),
-        }
-
-    @classmethod
-    def from_json(cls, data: JSON, where: str) -> CallRecord:
-        """Parse the stored form; :class:`RecoveryError` naming ``where`` if malformed."""
-        try:
-            return cls(
-                operation_id=str(data["operation_id"]),
-                invocation_id=str(data["invocation_id"]),
-                tool_name=str(data["tool_name"]),
-                tool_call_id=str(data["tool_call_id"]),
-                args=data.get("args"),
-                run_id=str(data["run_id"]),
-                turn_id=str(data["turn_id"]),
-                extra=dict(data.get("extra") or {}),
-            )
-        except (KeyError, TypeError, AttributeError) as exc:
-            raise RecoveryError(f"malformed call record at {where}: {data!r:.120}") from exc
 
 
 class DurableInvocation:
@@ -303,19 +260,6 @@ class DurableOperation:
         await self.commit(writes)
 
 
-@dataclass(frozen=True)
-class PendingOperation:
-    """An operation found live (unsettled) in a session: what resume works from."""
-
-    operation_id: str
-    run_id: str
-    calls: tuple[CallRecord, ...]
-    settled: frozenset[str]
-    """Invocation ids whose result entry is already in the transcript."""
-    lease: LeaseInfo | None = None
-    """Its lease as stored (``None``: not leased): live means it runs on ``lease.owner``."""
-
-
 class Durability:
     """Durable tool output for one open storage session (attach one to a ``Harness``)."""
 
@@ -381,6 +325,8 @@ class Durability:
     async def pending_operations(self) -> list[PendingOperation]:
         """Every live (unsettled) operation in the session, with its calls and which of
         them already settled."""
+        from ._pending import PendingOperation  # defined on first use: a call never builds one
+
         found: list[PendingOperation] = []
         for scope in await self.session.live_scopes():
             op = scope.id

@@ -24,7 +24,6 @@ from toolfold.durability import (
     DurableInvocation,
     DurableOperation,
     LeaseHeldError,
-    PendingOperation,
     default_host_id,
     operation_call,
     pending_tool_output,
@@ -49,7 +48,7 @@ from .events import (
 )
 
 if TYPE_CHECKING:
-    from toolfold.durability import PendingMessage
+    from toolfold.durability import PendingMessage, PendingOperation
 
 JSON = Any
 
