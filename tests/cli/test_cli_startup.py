@@ -35,6 +35,8 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.cli._main_mcp",
     "toolfold.cli._mcp",
     "toolfold.history._follow",
+    # a session's calls as stored (a run writes its records, it reads none)
+    "toolfold.history._calls",
     # the model loop and an assistant message's output
     "toolfold.harness._loop",
     "toolfold.harness._lane",
