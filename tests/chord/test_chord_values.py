@@ -185,3 +185,22 @@ def test_a_tracker_with_a_smaller_depth_bound_refuses_deeper_writes() -> None:
         t.state["d"]["y"] = nest(9)
     with pytest.raises(ChordError, match=r"max_depth must be an int in 1\.\.250"):
         track({}, max_depth=MAX_DEPTH + 1)
+
+
+_SURROGATE_TEXT = st.text(
+    alphabet=st.sampled_from(["a", "é", "\u20ac", "\U0001f600", "\ud800", "\udbff", "\udc00"]),
+    max_size=12,
+)
+
+
+@given(_SURROGATE_TEXT)
+def test_lone_surrogate_is_the_first_surrogate_code_point(text: str) -> None:
+    """The index a bad string is reported at is its first code point in U+D800-U+DFFF
+    (what a regex scan for them finds), and there is none exactly when it encodes."""
+    from toolfold.chord._ops import lone_surrogate
+
+    first = next((i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF), None)
+    assert lone_surrogate(text) == first
+    if first is not None:
+        with pytest.raises(JSONValueError, match=f"lone surrogate at index {first} "):
+            check_json([text])

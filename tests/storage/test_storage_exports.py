@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import toolfold.storage as storage
@@ -103,3 +105,13 @@ def test_tags_are_validated() -> None:
         append_list(list_address("ns", "l"), 1, tag="")
     with pytest.raises(StorageError, match="got 'a\\\\nb'"):
         append_list(list_address("ns", "l"), 1, tag="a\nb")
+
+
+@pytest.mark.parametrize(
+    ("key", "index"), [("\ud800", 0), ("ab\udfff", 2), ("é\ud83d\ude00x", 1), ("€\udc00", 1)]
+)
+def test_an_address_names_its_first_lone_surrogate(key: str, index: int) -> None:
+    with pytest.raises(StorageError, match=f"contains a lone surrogate at index {index};"):
+        value("ns", key)
+    with pytest.raises(ScopeError, match=re.escape(f"surrogate {key[index]!r} at index {index};")):
+        ephemeral_scope(key)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn, TypeAlias
@@ -86,8 +85,6 @@ replica beyond it. The JSON encoders storage and transport use accept 254 levels
 the envelope of a wire batch (the batch and its op) fits. It also keeps the recursive copy far
 from Python's recursion limit: a forged payload gets a ``ShapeError``, never a
 ``RecursionError``."""
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _VERB_LIST = "r, s, d, a, t, p, m"
 _MAX_SHOWN = 160
@@ -188,10 +185,9 @@ def json_copier(
         if t is str:
             if _is_valid_unicode(value):
                 return value
-            bad = _LONE_SURROGATE.search(value)
             raise NotJSON(
                 f"string {describe(value)} holds a lone surrogate at index "
-                f"{bad.start() if bad else '?'} (not valid Unicode, so it has no UTF-8 form)"
+                f"{lone_surrogate(value)} (not valid Unicode, so it has no UTF-8 form)"
             )
         if t is int:
             if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
@@ -263,7 +259,7 @@ _copy = json_copier()
 def _is_valid_unicode(text: str) -> bool:
     """Whether ``text`` holds no lone surrogate. The strict UTF-8 encoder answers that
     several times faster than a regex scan of a non-ASCII string (it refuses exactly the
-    surrogates); the scan runs only to name the position of a bad one."""
+    surrogates)."""
     if text.isascii():
         return True
     try:
@@ -274,11 +270,15 @@ def _is_valid_unicode(text: str) -> bool:
 
 
 def lone_surrogate(text: str) -> int | None:
-    """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``."""
-    if _is_valid_unicode(text):
+    """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``:
+    where the strict UTF-8 encoder, which refuses exactly the surrogates, stops."""
+    if text.isascii():
         return None
-    bad = _LONE_SURROGATE.search(text)
-    return None if bad is None else bad.start()
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 def _allowed(max_depth: int) -> str:

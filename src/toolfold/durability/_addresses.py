@@ -15,7 +15,8 @@ from toolfold.storage import (
 
 from ._errors import MemoError
 
-_MEMO_NAME = re.compile(r"[A-Za-z0-9_.\-/]{1,128}")
+#: What a memo name may be; compiled (and cached by ``re``) when a memo is first used.
+_MEMO_NAME = r"[A-Za-z0-9_.\-/]{1,128}"
 
 
 def pending_tool_output(operation_id: str, invocation_id: str) -> ListAddress[EphemeralScope]:
@@ -66,7 +67,7 @@ def operation_meta(operation_id: str) -> ValueAddress[EphemeralScope]:
 
 def validate_memo_name(name: object) -> str:
     """Return ``name`` if it is a valid memo name, else raise :class:`MemoError`."""
-    if not isinstance(name, str) or _MEMO_NAME.fullmatch(name) is None:
+    if not isinstance(name, str) or re.fullmatch(_MEMO_NAME, name) is None:
         raise MemoError(
             f"invalid memo name {name!r}: use 1-128 characters from A-Z a-z 0-9 _ . - /"
         )

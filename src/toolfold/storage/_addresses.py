@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, overload
@@ -27,7 +26,17 @@ __all__ = [
 #: (``scope-<id>.scope``) and must stay well under the usual 255-byte limit.
 MAX_ENCODED_SCOPE_ID = 180
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+def _lone_surrogate(text: str) -> int | None:
+    """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``:
+    where the strict UTF-8 encoder, which refuses exactly the surrogates, stops."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return exc.start
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +68,11 @@ def _check_scope_id(id: object) -> None:
         raise ScopeError(
             f"scope id {id!r} contains a NUL character; not every backend can store it"
         )
-    bad = _LONE_SURROGATE.search(id)
+    bad = _lone_surrogate(id)
     if bad is not None:
         raise ScopeError(
-            f"scope id {id!r} contains a lone surrogate {bad.group()!r} at index "
-            f"{bad.start()}; scope ids must be valid Unicode"
+            f"scope id {id!r} contains a lone surrogate {id[bad]!r} at index "
+            f"{bad}; scope ids must be valid Unicode"
         )
     encoded = encode_scope_id(id)
     if len(encoded) > MAX_ENCODED_SCOPE_ID:
@@ -114,10 +123,10 @@ def check_part(kind: str, what: str, text: object, *, allow_empty: bool) -> None
         raise StorageError(
             f"{kind} {what} {text!r} contains a NUL character; not every backend can store it"
         )
-    bad = _LONE_SURROGATE.search(text)
+    bad = _lone_surrogate(text)
     if bad is not None:
         raise StorageError(
-            f"{kind} {what} {text!r} contains a lone surrogate at index {bad.start()}; "
+            f"{kind} {what} {text!r} contains a lone surrogate at index {bad}; "
             "addresses must be valid Unicode"
         )
 
