@@ -57,6 +57,7 @@ NOT_FOR_A_LOCAL_RUN = (
     "toolfold.execenv._fileops",
     # how --ssh / --exec-host reach the other side
     "toolfold.execenv._transport",
+    "toolfold.cli._run_remote",
     # the sandbox (a run without --sandbox is not confined)
     "toolfold.execenv._sandbox",
     # what kills a detached run's marked processes (`toolfold stop`)

@@ -35,7 +35,9 @@ from ._tools import cli_bash
 from ._view import CallWatcher, LiveView, PlainView, call_totals
 
 if TYPE_CHECKING:
-    from toolfold.execenv import RemoteExecEnv, Sandbox, Transport
+    from toolfold.execenv import Sandbox, Transport
+
+    from ._run_remote import RemoteSettings
 
 MAX_WINDOW_BYTES = 16 * 1024 * 1024
 """Largest ``--max-bytes``: the window lives in memory and every durable base batch
@@ -173,20 +175,6 @@ class RunSettings:
     """Called with the call's id once it is started (a detached run says it is ready)."""
 
 
-@dataclass(frozen=True)
-class RemoteSettings:
-    """Where ``--ssh`` / ``--exec-host`` runs the command."""
-
-    transport: Transport
-    cwd: str | None
-
-    def env(self, session: str) -> RemoteExecEnv:
-        from toolfold.execenv import RemoteExecEnv  # the remote side, only when asked for
-
-        # Spill files stay on the exec host, one directory per session as locally.
-        return RemoteExecEnv(self.transport, spill_dir=session)
-
-
 def remote_settings(
     ssh: str | None,
     ssh_options: tuple[str, ...],
@@ -217,6 +205,8 @@ def remote_settings(
         # The exec host confines its own commands: it gets the same options.
         remote_command = " ".join([remote_command, *(shlex.quote(a) for a in sandbox_args)])
     from toolfold.execenv import CommandTransport, SSHTransport  # only for a remote run
+
+    from ._run_remote import RemoteSettings
 
     try:
         transport: Transport
