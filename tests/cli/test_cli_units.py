@@ -22,6 +22,39 @@ from toolfold.harness import Outcome, ToolResult, ToolSettled, ToolStart, ToolUp
 from toolfold.storage import MemoryRepository, append_entry
 
 
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "postgres",
+                "postgresql",
+                "sqlite",
+                "://",
+                ":",
+                "@",
+                "/",
+                "?",
+                "&",
+                "password=",
+                "pw",
+                "x",
+            ]
+        ),
+        max_size=12,
+    ).map("".join)
+)
+def test_describe_masks_exactly_what_the_password_patterns_match(url: str) -> None:
+    """A URL that can hold no password is shown as is without running the patterns: the
+    same text as running them."""
+    import re
+
+    from toolfold.cli._store import _PASSWORD, _QUERY_PASSWORD, StoreSpec
+
+    expected = re.sub(_QUERY_PASSWORD, r"\1***", re.sub(_PASSWORD, r"\1***\2", url))
+    assert StoreSpec(url, "postgresql", Path(".")).describe() == expected
+
+
 def test_resolve_store_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("TOOLFOLD_STORE", raising=False)

@@ -26,8 +26,10 @@ DEFAULT_STORE = "sqlite:.toolfold/toolfold.db"
 STORE_ENV = "TOOLFOLD_STORE"
 """Environment variable naming the store when ``--store`` is not given."""
 
-_PASSWORD = re.compile(r"^(postgres(?:ql)?://[^:/@?]*:)[^@/?]*(@)")
-_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&]*")
+_PASSWORD = r"^(postgres(?:ql)?://[^:/@?]*:)[^@/?]*(@)"
+_QUERY_PASSWORD = r"([?&]password=)[^&]*"
+"""A database password in a URL: its user info, or its ``password`` query parameter.
+Compiled on first use (``re``'s cache): a URL that can hold neither is shown as is."""
 
 SCHEMES = ("sqlite:PATH", "jsonl:DIR", "postgresql://...", "memory:")
 
@@ -51,7 +53,9 @@ class StoreSpec:
     def describe(self) -> str:
         """The URL for messages, with a database password masked (messages end up in
         logs and CI output)."""
-        return _QUERY_PASSWORD.sub(r"\1***", _PASSWORD.sub(r"\1***\2", self.url))
+        if "password=" not in self.url and not self.url.startswith("postgres"):
+            return self.url
+        return re.sub(_QUERY_PASSWORD, r"\1***", re.sub(_PASSWORD, r"\1***\2", self.url))
 
 
 def resolve_store(url: str | None) -> StoreSpec:
