@@ -251,6 +251,17 @@ async def run(
                         ),
                     )
                 )
+                servers.append(
+                    (
+                        "toolfold mcp --store memory: --sandbox off, before",
+                        StdioServerParameters(
+                            command=sys.executable,
+                            args=["-m", "toolfold.cli", "mcp", "--store", "memory:", *off],
+                            cwd=str(cwd),
+                            env={**os.environ, "PYTHONPATH": before},
+                        ),
+                    )
+                )
         async with AsyncExitStack() as stack:
             measured = [await measure(name, params, command, stack) for name, params in servers]
             trues: list[list[float]] = [[] for _ in measured]

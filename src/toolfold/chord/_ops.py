@@ -226,7 +226,7 @@ def json_copier(
             for key, item in value.items():
                 if type(key) is not str:
                     raise NotJSON(f"object key {describe(key)} is not a str")
-                if not _is_valid_unicode(key):
+                if not key.isascii() and not _is_valid_unicode(key):  # ASCII: no call
                     raise NotJSON(f"object key {describe(key)} holds a lone surrogate")
                 ti = type(item)
                 if (
