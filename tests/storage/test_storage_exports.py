@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolfold.storage as storage
 from toolfold.storage import (
@@ -19,6 +21,7 @@ from toolfold.storage import (
     set_value,
     value,
 )
+from toolfold.storage._records import check_session_name
 
 
 def test_all_names_exist_and_come_from_private_modules() -> None:
@@ -115,3 +118,16 @@ def test_an_address_names_its_first_lone_surrogate(key: str, index: int) -> None
         value("ns", key)
     with pytest.raises(ScopeError, match=re.escape(f"surrogate {key[index]!r} at index {index};")):
         ephemeral_scope(key)
+
+
+@given(
+    st.text(alphabet=st.sampled_from("aZ09._-/ é\n\x00"), max_size=130)
+    | st.text(alphabet="ab", min_size=127, max_size=130)
+)
+def test_a_session_name_is_1_to_128_of_its_characters_not_starting_with_a_dot(name: str) -> None:
+    valid = re.fullmatch(r"[A-Za-z0-9._-]{1,128}", name) is not None and not name.startswith(".")
+    if valid:
+        assert check_session_name(name) == name
+    else:
+        with pytest.raises(StorageError, match="invalid session name"):
+            check_session_name(name)

@@ -4,7 +4,6 @@ policy, session names, and the JSON codec of stored values. What a read hands ba
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,7 +25,8 @@ __all__ = [
 
 Order = Literal["asc", "desc"]
 
-_SESSION_NAME = re.compile(r"[A-Za-z0-9._-]{1,128}")
+#: What a session name is made of (checked as a set: no pattern to compile at import).
+_SESSION_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +68,12 @@ def check_session_name(name: object) -> str:
     Valid: 1–128 characters of ``A-Z a-z 0-9 . _ -``, not starting with ``.`` — safe as a
     file name on every platform and never a hidden or temp file.
     """
-    if not isinstance(name, str) or not _SESSION_NAME.fullmatch(name) or name.startswith("."):
+    if (
+        not isinstance(name, str)
+        or not 0 < len(name) <= 128
+        or not _SESSION_NAME_CHARS.issuperset(name)
+        or name.startswith(".")
+    ):
         raise StorageError(
             f"invalid session name {name!r}: use 1-128 characters of A-Z a-z 0-9 . _ - "
             "not starting with '.'"
