@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 from typing import Any, cast
 
+from toolfold.execenv import CaptureOptions, ShellOutputLimits
 from toolfold.execenv._pipes import PipeReader, output_pipe
 from toolfold.execenv._publisher import AdaptivePublisher
 from toolfold.execenv._selector_loop import SelectorLoop
+from toolfold.execenv._session import CaptureSession
 
 
 class _Collect:
@@ -91,3 +94,24 @@ def test_another_thread_wakes_it() -> None:
     loop.run_once(5.0)  # returns at once: the wake-up pipe is readable
     assert woke == ["t"]
     loop.close()
+
+
+def test_a_capture_session_spills_byte_exact_on_it(tmp_path: Path) -> None:
+    loop = SelectorLoop()
+    updates: list[Any] = []
+    session = CaptureSession(
+        CaptureOptions(limits=ShellOutputLimits(max_bytes=64, max_lines=4)),
+        spill_dir=tmp_path / "spill",
+        on_update=updates.append,
+        clock=loop,
+        loop=loop,
+    )
+    data = b"".join(b"line %d\n" % i for i in range(1, 2001))
+    for i in range(0, len(data), 1000):
+        session.feed(data[i : i + 1000])
+    view = session.finish_on()  # turns the loop until the spill's writer is done
+    loop.close()
+    assert view.text == "line 1997\nline 1998\nline 1999\nline 2000\n"
+    assert view.metadata.spill_path is not None
+    assert Path(view.metadata.spill_path).read_bytes() == data
+    assert updates  # the publisher published on the loop's clock

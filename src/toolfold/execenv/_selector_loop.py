@@ -45,6 +45,28 @@ class TimerHandle:
             self._callback(*self._args)
 
 
+class Future:
+    """The least of a future the spill file's writer needs: set once, then done."""
+
+    __slots__ = ("_done", "_result")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._result: Any = None
+
+    def done(self) -> bool:
+        """Whether a result was set."""
+        return self._done
+
+    def set_result(self, result: Any) -> None:
+        """Set the result (once)."""
+        self._done, self._result = True, result
+
+    def result(self) -> Any:
+        """The result."""
+        return self._result
+
+
 class SelectorLoop:
     """Readers and timers on one thread (its owner's), plus ``call_soon_threadsafe``.
 
@@ -95,6 +117,10 @@ class SelectorLoop:
         handle = TimerHandle(self._clock() + max(0.0, delay), callback, args)
         heapq.heappush(self._timers, (handle.when, next(self._order), handle))
         return handle
+
+    def create_future(self) -> Future:
+        """A future set from this loop's callbacks."""
+        return Future()
 
     def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any) -> None:
         """From any thread: run ``callback(*args)`` in the owner's next turn (it wakes)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from ._capture import CaptureSnapshot, OutputCapture
 from ._errors import CallbackError, ExecError, SpillError
@@ -58,7 +59,10 @@ class CaptureSession:
         on_pause: Callable[[], None] | None = None,
         on_resume: Callable[[], None] | None = None,
         on_failure: Callable[[ExecError], None] | None = None,
+        loop: Any = None,
     ) -> None:
+        #: A ``SelectorLoop`` to run on instead of asyncio's (then ``finish_on``).
+        self._loop = loop
         self.options = options if options is not None else CaptureOptions()
         self.capture: OutputCapture | HeadTailCapture = capture_for(self.options.limits)
         self._spill_dir = spill_dir if self.options.spill else None
@@ -166,6 +170,8 @@ class CaptureSession:
             on_error=self._fail,
             on_full=self._spill_full,
         )
+        if self._loop is not None:
+            spill.run_on(self._loop)
         prefix = b"".join(self._prefix)
         self._prefix = []
         try:
@@ -258,8 +264,18 @@ class CaptureSession:
                 return Slide(drop, text[cut + len(old) - drop :], meta, cut)
         return Replace(ShellOutputView(text=text, metadata=meta))
 
-    async def finish(self) -> ShellOutputView:
-        """Close the capture, complete the spill, publish the final state; return the view."""
+    def finish_on(self) -> ShellOutputView:
+        """:meth:`finish` on the ``SelectorLoop`` given (consumers are synchronous)."""
+        self._close_capture()
+        if self.spill is not None:
+            try:
+                self.spill.close_on(self._loop)
+            except SpillError as exc:
+                self._fail(exc)
+        self.publisher.force()
+        return self.view()
+
+    def _close_capture(self) -> None:
         self.capture.close()
         if (
             self._spill_dir is not None
@@ -270,6 +286,10 @@ class CaptureSession:
         ):
             self._start_spill()
         self._prefix = []
+
+    async def finish(self) -> ShellOutputView:
+        """Close the capture, complete the spill, publish the final state; return the view."""
+        self._close_capture()
         if self.spill is not None:
             try:
                 await self.spill.close()

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
 from toolfold._units import format_bytes
@@ -326,9 +326,10 @@ class SpillFile:
             self._arm_resume(resume_below)
 
     def _start(self) -> None:
-        import asyncio
+        if self._loop is None:
+            import asyncio
 
-        self._loop = asyncio.get_running_loop()
+            self._loop = asyncio.get_running_loop()
         self._done = self._loop.create_future()
         self._thread = threading.Thread(target=self._writer, name="toolfold-spill", daemon=True)
         self._thread.start()
@@ -445,18 +446,37 @@ class SpillFile:
         if self._on_error is not None:
             self._on_error(error)
 
+    def run_on(self, loop: Any) -> None:
+        """Report to ``loop`` (a ``SelectorLoop``) rather than the running asyncio loop;
+        close with :meth:`close_on`."""
+        self._loop = loop
+
+    def close_on(self, loop: Any) -> None:
+        """:meth:`close` on a ``SelectorLoop``: its turns run until the writer is done."""
+        if self._thread is not None and self._done is not None:
+            self._stop_writer()
+            while not self._done.done():
+                loop.run_once(None)
+        self._release()
+
+    def _stop_writer(self) -> None:
+        if not self._closing:
+            self._closing = True
+            self._queue.put(None)
+
     async def close(self) -> None:
         """Wait until everything queued is written, then close the file.
 
         Raises the recorded ``SpillError`` if a write failed.
         """
         if self._thread is not None and self._done is not None:
-            if not self._closing:
-                self._closing = True
-                self._queue.put(None)
+            self._stop_writer()
             import asyncio
 
             await asyncio.shield(self._done)
+        self._release()
+
+    def _release(self) -> None:
         self._closing = True
         if self._fd is not None:
             fd, self._fd = self._fd, None
