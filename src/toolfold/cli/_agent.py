@@ -19,7 +19,7 @@ from toolfold.storage import Session, set_value
 
 from ._agent_view import AgentPrinter
 from ._errors import CliError
-from ._run import _store_flag
+from ._run_result import _store_flag
 from ._sandbox import MODEL_SANDBOX, SandboxChoice, store_paths
 from ._store import StoreSpec, open_store
 

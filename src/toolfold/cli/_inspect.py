@@ -26,7 +26,7 @@ from ._agent import agent_to_continue, continue_run, recorded_sandbox
 from ._calls import CallView, call_count, find_call, list_calls, pending_output, process_alive
 from ._errors import CliError, StoreOpenError
 from ._images import image_summary, save_images
-from ._run import model_text
+from ._run_result import model_text
 from ._sandbox import store_paths
 from ._store import (
     StoreSpec,

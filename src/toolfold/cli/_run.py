@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import json
 import signal
 import sys
 import uuid
@@ -22,13 +21,20 @@ from toolfold.execenv import (
     ExecError,
     LocalExecEnv,
 )
-from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext, ToolResult
+from toolfold.harness import Durability, DurableHooks, Harness, ToolCall, ToolContext
 from toolfold.history import mark_activity, new_run_record, run_record_address, settled_record
-from toolfold.output import OutputPolicy, output_text
+from toolfold.output import OutputPolicy
 from toolfold.storage import StorageError, set_value, storage_failure
 
-from ._errors import InvalidLimitError, RemoteOptionError, StoreURLError, StoreWriteError
+from ._errors import InvalidLimitError, RemoteOptionError, StoreWriteError
 from ._process import _arun, _check_session_name, _exit, _finish, _quote
+from ._run_result import (
+    EXIT_CANCELLED,
+    _store_flag,
+    exit_status,
+    new_session_name,
+    print_result,
+)
 from ._sandbox import sandbox_choice, store_paths
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_bash
@@ -45,9 +51,6 @@ carries it whole, so a bigger one defeats the point of bounding."""
 
 MAX_WINDOW_LINES = 1_000_000
 """Largest ``--max-lines`` (same reason)."""
-
-EXIT_CANCELLED = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 EXIT_TERMINATED = 143
 """Exit status after SIGTERM (128 + SIGTERM)."""
@@ -133,23 +136,6 @@ def spill_cap(size: int | None) -> int:
     return size
 
 
-def new_session_name() -> str:
-    """A fresh session name: ``run-YYYYmmdd-HHMMSS-xxxx`` (sortable, unique enough)."""
-    now = datetime.datetime.now(datetime.UTC)
-    return f"run-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
-
-
-def exit_status(result: ToolResult, signalled: int | None) -> int:
-    """The process exit status for a settled ``bash`` call: the command's own exit code,
-    128 + signal after Ctrl-C / SIGTERM, else 1 for a call that failed without one."""
-    if result.outcome in ("cancelled", "interrupted"):
-        return 128 + signalled if signalled else EXIT_CANCELLED
-    code = result.details.get("exit_code") if isinstance(result.details, dict) else None
-    if isinstance(code, int) and not isinstance(code, bool):
-        return code & 0xFF if code >= 0 else 1
-    return 1 if result.is_error else 0
-
-
 @dataclass
 class RunSettings:
     """Everything ``toolfold run`` was asked to do."""
@@ -219,22 +205,6 @@ def remote_settings(
     except (ExecConfigError, ValueError) as exc:
         raise RemoteOptionError(str(exc)) from exc
     return RemoteSettings(transport, remote_cwd)
-
-
-def model_text(message: dict[str, Any]) -> str:
-    """The text a model receives for a settled call (its text blocks joined)."""
-    return output_text(message)
-
-
-def print_result(message: dict[str, Any], *, as_json: bool) -> None:
-    """Write the model-visible result to stdout, unmodified (a newline is added only when
-    the text does not end with one, so the shell prompt starts on its own line)."""
-    if as_json:
-        sys.stdout.write(json.dumps(message, ensure_ascii=False, indent=2) + "\n")
-    else:
-        text = model_text(message)
-        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
-    sys.stdout.flush()
 
 
 async def run_call(settings: RunSettings) -> int:
@@ -405,16 +375,6 @@ def _summary(
     else:
         parts.append(f"`toolfold show {settings.session} {call_id}{_store_flag(spec)}`")
     print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
-
-
-def _store_flag(spec: StoreSpec) -> str:
-    """`` --store URL`` for a hint that must work as typed, unless ``spec`` is the store a
-    bare command finds anyway (the default, or ``$TOOLFOLD_STORE``)."""
-    try:
-        bare = resolve_store(None).url
-    except StoreURLError:
-        bare = None
-    return "" if spec.url == bare else f" --store {spec.describe()}"
 
 
 __all__ = [

@@ -1,0 +1,65 @@
+"""What ``toolfold run`` makes of a settled call, on either of its drivers (asyncio, or
+the direct one): the session name, the exit status, the result printed, the store flag
+of a hint. Imports no event loop and nothing of the harness."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from toolfold.output import output_text
+
+from ._errors import StoreURLError
+from ._store import StoreSpec, resolve_store
+
+if TYPE_CHECKING:
+    from toolfold.harness import ToolResult
+
+EXIT_CANCELLED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+def new_session_name() -> str:
+    """A fresh session name: ``run-YYYYmmdd-HHMMSS-xxxx`` (sortable, unique enough)."""
+    now = datetime.datetime.now(datetime.UTC)
+    return f"run-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+
+
+def exit_status(result: ToolResult, signalled: int | None) -> int:
+    """The process exit status for a settled ``bash`` call: the command's own exit code,
+    128 + signal after Ctrl-C / SIGTERM, else 1 for a call that failed without one."""
+    if result.outcome in ("cancelled", "interrupted"):
+        return 128 + signalled if signalled else EXIT_CANCELLED
+    code = result.details.get("exit_code") if isinstance(result.details, dict) else None
+    if isinstance(code, int) and not isinstance(code, bool):
+        return code & 0xFF if code >= 0 else 1
+    return 1 if result.is_error else 0
+
+
+def model_text(message: dict[str, Any]) -> str:
+    """The text a model receives for a settled call (its text blocks joined)."""
+    return output_text(message)
+
+
+def print_result(message: dict[str, Any], *, as_json: bool) -> None:
+    """Write the model-visible result to stdout, unmodified (a newline is added only when
+    the text does not end with one, so the shell prompt starts on its own line)."""
+    if as_json:
+        sys.stdout.write(json.dumps(message, ensure_ascii=False, indent=2) + "\n")
+    else:
+        text = model_text(message)
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+    sys.stdout.flush()
+
+
+def _store_flag(spec: StoreSpec) -> str:
+    """`` --store URL`` for a hint that must work as typed, unless ``spec`` is the store a
+    bare command finds anyway (the default, or ``$TOOLFOLD_STORE``)."""
+    try:
+        bare = resolve_store(None).url
+    except StoreURLError:
+        bare = None
+    return "" if spec.url == bare else f" --store {spec.describe()}"
