@@ -90,6 +90,10 @@ def rows(before: str | None) -> list[tuple[str, list[str], str | None]]:
     if before is not None:
         out.append(("`toolfold run -- true` (before)", run, before))
     out.append(("`toolfold run -- true`", run, SRC))
+    # An option takes the asyncio path (Harness, LocalExecEnv): kept visible beside the
+    # bare run's direct driver (docs/cli.md, "The direct path").
+    forced = [py, "-m", "toolfold.cli", "run", "--retain", "tail", "--", "true"]
+    out.append(("`toolfold run --retain tail -- true` (asyncio path)", forced, SRC))
     return out
 
 

@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         command = bare_run(sys.argv[1:] if argv is None else list(argv))
         if command is not None:
+            from ._run_direct import run_bare
+
+            run_bare(command)  # the direct driver, when it may take the run
             from ._run import run_command
 
             run_command(**RUN_DEFAULTS, command=command)

@@ -1,0 +1,93 @@
+"""A bare ``toolfold run -- COMMAND`` on the direct driver (no asyncio, no harness)
+writes the same durable records, and prints the same, as the asyncio path (forced with
+an option, ``--retain tail``, which is the default)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_helpers import clean_env, toolfold
+
+INTERLEAVED = "echo out; echo err >&2; echo out2; echo err2 >&2"
+"""stdout and stderr are two pipes, read as they become readable (on both paths): which
+of two lines written a moment apart to each is read first is the scheduler's choice."""
+
+COMMANDS = [
+    "true",
+    "false",
+    "exit 3",
+    "printf 'a\\nb\\nc\\n'",
+    INTERLEAVED,
+    "printf 'bad \\377\\376 bytes\\n'",
+    "kill -9 $$",
+    "seq 1 3000",  # past the window's 2,000 lines: spilled
+]
+
+
+def _dump(db: Path) -> dict[str, Any]:
+    conn = sqlite3.connect(db)
+    try:
+        out: dict[str, Any] = {}
+        for table in ("kv_values", "list_elements", "entries", "retirements"):
+            cols = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            rows = conn.execute(f"SELECT * FROM {table} ORDER BY seq").fetchall()
+            out[table] = [dict(zip(cols, r, strict=True)) for r in rows]
+        return out
+    finally:
+        conn.close()
+
+
+def _normal(text: str, root: Path) -> str:
+    ids: dict[str, str] = {}
+    text = text.replace(str(root), "<root>")
+    text = re.sub(
+        r"(?:call|run)-[0-9a-f]{12}|run-\d{8}-\d{6}-[0-9a-f]{4}|exec-\w+-\d+-[0-9a-f]{12}",
+        lambda m: ids.setdefault(m.group(0), f"<id{len(ids)}>"),
+        text,
+    )
+    text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00", "<time>", text)
+    text = re.sub(r'(\\?"(?:pid|expires|heartbeat)\\?"): ?[\d.]+', r"\1: <n>", text)
+    text = re.sub(r"[\w.-]+:\d+(\\?\")", r"<host>\1", text)
+    return re.sub(r"\d+\.\d s", "<s> s", text)
+
+
+def _run(root: Path, command: str, *, direct: bool) -> tuple[int, str, str, str]:
+    root.mkdir()
+    env = clean_env()
+    options: list[str] = []
+    if direct:
+        env["TOOLFOLD_DIRECT_RUN"] = "1"
+    else:
+        options = ["--retain", "tail"]
+    proc = toolfold("run", *options, "--", command, cwd=root, env=env)
+    store = json.dumps(_dump(root / ".toolfold" / "toolfold.db"), indent=1, sort_keys=True)
+    return (
+        proc.returncode,
+        _normal(proc.stdout, root),
+        _normal(proc.stderr, root),
+        _normal(store, root),
+    )
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_direct_path_writes_and_prints_what_the_asyncio_path_does(
+    tmp_path: Path, command: str
+) -> None:
+    direct = _run(tmp_path / "direct", command, direct=True)
+    forced = _run(tmp_path / "asyncio", command, direct=False)
+    assert direct[0] == forced[0]
+    if command == INTERLEAVED:
+        for printed in (direct[1], forced[1]):
+            lines = printed.splitlines()
+            assert sorted(lines) == ["err", "err2", "out", "out2"]
+            assert lines.index("out") < lines.index("out2")
+            assert lines.index("err") < lines.index("err2")
+        return
+    assert direct[1] == forced[1]
+    assert direct[2].splitlines() == forced[2].splitlines()
+    assert direct[3] == forced[3]

@@ -1,0 +1,69 @@
+"""What a bare ``toolfold run -- COMMAND`` on the direct driver loads: no event loop, none
+of the harness's events, bus, hooks or call lifecycle, no click, no rich. An assertion
+about behaviour (the modules a fresh process holds after a whole run), not timing."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from cli_helpers import clean_env
+
+NEVER = (
+    "asyncio",
+    "click",
+    "rich",
+    "toolfold.harness.events",
+    "toolfold.harness._bus",
+    "toolfold.harness._hooks",
+    "toolfold.harness._execute",
+    "toolfold.harness._durable_hooks",
+    "toolfold.execenv._local",
+)
+
+
+def _loaded_after(code: str, cwd: Path) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=clean_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return set(proc.stdout.split())
+
+
+def test_importing_the_driver_loads_nothing_of_the_asyncio_path(tmp_path: Path) -> None:
+    loaded = _loaded_after("import toolfold.cli._run_direct", tmp_path)
+    assert not [m for m in loaded if m.split(".")[0] in ("asyncio", "click", "rich")]
+    assert not [m for m in loaded if m.startswith("toolfold.harness")]
+
+
+def test_a_whole_direct_run_loads_none_of_it(tmp_path: Path) -> None:
+    code = (
+        "from toolfold.cli._entry import main\n"
+        "try:\n"
+        "    main(['run', '--', 'echo hi'])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+    )
+    loaded = _loaded_after(code, tmp_path)
+    assert "toolfold.cli._run_direct" in loaded and "toolfold.storage._sqlite_sync" in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in NEVER or m in NEVER) == []
+    assert "toolfold.cli._run" not in loaded  # the asyncio path's module
+
+
+def test_the_check_sees_the_asyncio_path(tmp_path: Path) -> None:
+    """The assertion above can fail: with an option, the same run imports it."""
+    code = (
+        "from toolfold.cli._entry import main\n"
+        "try:\n"
+        "    main(['run', '--retain', 'tail', '--', 'echo hi'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    assert {"asyncio", "toolfold.harness._execute"} <= _loaded_after(code, tmp_path)
