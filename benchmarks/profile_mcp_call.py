@@ -2,7 +2,7 @@
 after its start-up, and what the event loop does per call.
 
     .venv/bin/python benchmarks/profile_mcp_call.py [--calls 300] [--store memory:]
-        [--sandbox off] [--top 25] [--src DIR] [--no-profile]
+        [--sandbox off] [--top 25] [--src DIR] [--no-profile | --stages]
 
 The server is ``toolfold mcp`` started through a small wrapper (in the server
 process) that, on SIGUSR1, starts cProfile and counters of the event loop: its
@@ -14,6 +14,12 @@ The client (the SDK's, over stdio) makes 30 ``bash true`` calls to warm up, sign
 makes ``--calls`` more, one at a time, and signals again. Printed: the counters per
 call, the main thread's CPU per call by package (cProfile's own time, "self", each
 function put in the package of its file), and the ``--top`` functions by own time.
+
+``--stages`` runs the server under ``profile_mcp_proxy.py``'s stamping wrapper instead
+and prints the median time between points on a call's path: the request line read,
+the host's handler, the durable start and its commit, the shell spawned and its exit
+seen on its pidfd, the teardown, the settlement, the result built, the answer
+written (a tree without one of those functions leaves its stamp out).
 
 cProfile (timed by the thread's CPU clock, so waiting in ``epoll`` costs nothing)
 slows what it profiles (each Python call costs more), so the shares are what to
@@ -201,6 +207,72 @@ def find_server(wrapper: Path) -> int:
     raise SystemExit("server process not found")
 
 
+# Stamps on one call's critical path (the first one starts a call; see
+# profile_mcp_proxy.stage_medians), for --stages.
+STAMPS = r"""
+stamp("toolfold.mcp._stdio", "LineReader._take", "1 request line decoded")
+stamp("toolfold.mcp._host", "McpHost._dispatch", "2 host handler entered")
+stamp("toolfold.durability._operations", "Durability.start_operation",
+      "3 durable start", "4 start committed")
+stamp("toolfold.execenv._spawn", "start_pidfd_child", "5 shell being started")
+stamp("toolfold.execenv._spawn", "PidfdChild._on_ready", "6 shell exited (pidfd)")
+stamp("toolfold.execenv._local", "LocalExecEnv._teardown", "7 teardown", "8 torn down")
+stamp("toolfold.durability._operations", "DurableOperation.settle",
+      "9 settlement", "10 settled")
+stamp("toolfold.mcp._host", "McpHost.result_for", "11 result built")
+stamp("toolfold.mcp._stdio", "LineWriter.send", "12 answer written", "13 written")
+"""
+
+
+async def stages(args: argparse.Namespace) -> None:
+    """Median milliseconds between stamps on a trivial call's path (the server's part of
+    the round trip, the shell's own life between "spawned" and "exited")."""
+    from profile_mcp_proxy import WRAPPER as STAMP_WRAPPER
+    from profile_mcp_proxy import stage_medians
+
+    wrapper_text = STAMP_WRAPPER.split("# The request line decoded")[0] + STAMPS
+    wrapper_text += "\ndef start" + STAMP_WRAPPER.split("\ndef start", 1)[1]
+    work = Path(tempfile.mkdtemp(prefix="profile_mcp_"))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(Path(args.src).resolve()) if args.src else str(ROOT / "src")
+    env.pop("TOOLFOLD_STORE", None)
+    wrapper = work / "stages.py"
+    wrapper.write_text(wrapper_text)
+    out = work / "stages.json"
+    store = args.store or f"sqlite:{work / 'store.db'}"
+    server_args = [str(wrapper), str(out), "mcp", "--store", store]
+    if args.sandbox:
+        server_args += ["--sandbox", args.sandbox]
+    params = StdioServerParameters(command=sys.executable, args=server_args, env=env, cwd=work)
+    trips: list[float] = []
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as client:
+        await client.initialize()
+        for _ in range(30):
+            await client.call_tool("bash", {"command": "true"})
+        pid = find_server(wrapper)
+        os.kill(pid, signal.SIGUSR1)
+        await anyio.sleep(0.2)
+        for _ in range(args.calls):
+            t0 = time.perf_counter()
+            await client.call_tool("bash", {"command": "true"})
+            trips.append((time.perf_counter() - t0) * 1000)
+        os.kill(pid, signal.SIGUSR2)
+        for _ in range(100):
+            if out.exists():
+                break
+            await anyio.sleep(0.1)
+    data = json.loads(out.read_text())
+    trips.sort()
+    print(
+        f"{args.calls} calls; round trip median {trips[len(trips) // 2]:.3f} ms; server "
+        f"CPU {data['cpu'] / args.calls * 1000:.3f} ms a call; load average "
+        f"{os.getloadavg()[0]:.2f}\n"
+    )
+    print("| stretch of one call | median ms |\n| --- | ---: |")
+    for label, ms in stage_medians([(a, b) for a, b in data["stamps"]]).items():
+        print(f"| {label} | {ms:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300)
@@ -213,7 +285,16 @@ def main() -> None:
         action="store_true",
         help="only the counters and the CPU per call (no cProfile: unslowed figures)",
     )
+    parser.add_argument(
+        "--stages",
+        action="store_true",
+        help="the median time between stamps on a call's path instead (no cProfile)",
+    )
     args = parser.parse_args()
+    if args.stages:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        anyio.run(stages, args)
+        return
     out = tempfile.mktemp(prefix="profile_mcp_call_")
     anyio.run(drive, args, out)
     data = json.loads(Path(out + ".json").read_text())
