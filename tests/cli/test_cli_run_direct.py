@@ -6,16 +6,28 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import clean_env, toolfold
+from cli_helpers import TOOLFOLD, clean_env, toolfold
+
+SHOW = " ".join(shlex.quote(a) for a in [*TOOLFOLD, "show"])
 
 INTERLEAVED = "echo out; echo err >&2; echo out2; echo err2 >&2"
 """stdout and stderr are two pipes, read as they become readable (on both paths): which
 of two lines written a moment apart to each is read first is the scheduler's choice."""
+
+CHECKPOINTED = (
+    "echo first; s=$(ls .toolfold/spill); "
+    "for i in $(seq 1 200); do "
+    f'{SHOW} "$s" 1 2>/dev/null | grep -q first && {{ echo seen; break; }}; done; echo last'
+)
+"""A command that runs until a checkpoint holding its first line is committed (it reads
+the store the way a user would, a bounded poll) and says so: the same output on both
+paths only if both checkpoint while it runs (a short interval, read by both paths)."""
 
 COMMANDS = [
     "true",
@@ -26,6 +38,7 @@ COMMANDS = [
     "printf 'bad \\377\\376 bytes\\n'",
     "kill -9 $$",
     "seq 1 3000",  # past the window's 2,000 lines: spilled
+    CHECKPOINTED,
 ]
 
 
@@ -59,13 +72,21 @@ def _normal(text: str, root: Path) -> str:
 def _run(root: Path, command: str, *, direct: bool) -> tuple[int, str, str, str]:
     root.mkdir()
     env = clean_env()
+    env["TOOLFOLD_TEST_CHECKPOINT_INTERVAL"] = "0.05"
     options: list[str] = []
     if direct:
         env["TOOLFOLD_DIRECT_RUN"] = "1"
     else:
         options = ["--retain", "tail"]
     proc = toolfold("run", *options, "--", command, cwd=root, env=env)
-    store = json.dumps(_dump(root / ".toolfold" / "toolfold.db"), indent=1, sort_keys=True)
+    dump = _dump(root / ".toolfold" / "toolfold.db")
+    if command == CHECKPOINTED:
+        # How many checkpoints (and so which seqs) a run makes depends on timing.
+        dump = {
+            table: [{k: v for k, v in row.items() if k != "seq"} for row in rows]
+            for table, rows in dump.items()
+        }
+    store = json.dumps(dump, indent=1, sort_keys=True)
     return (
         proc.returncode,
         _normal(proc.stdout, root),
@@ -89,5 +110,7 @@ def test_the_direct_path_writes_and_prints_what_the_asyncio_path_does(
             assert lines.index("err") < lines.index("err2")
         return
     assert direct[1] == forced[1]
+    if command == CHECKPOINTED:
+        assert direct[1] == "first\nseen\nlast\n"
     assert direct[2].splitlines() == forced[2].splitlines()
     assert direct[3] == forced[3]

@@ -31,6 +31,7 @@ from ._process import _arun, _check_session_name, _exit, _finish, _quote
 from ._run_result import (
     EXIT_CANCELLED,
     _store_flag,
+    checkpoint_interval,
     exit_status,
     new_session_name,
     print_result,
@@ -253,7 +254,12 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
         # Leased, so another process (or machine) on the store can tell whether the
         # call still runs: `toolfold resume` skips it while the lease is live, and a
         # `serve --resume-orphans` janitor settles it once this process died.
-        durability = Durability(session, host=default_host_id(), lease_ttl=settings.lease_ttl)
+        durability = Durability(
+            session,
+            host=default_host_id(),
+            lease_ttl=settings.lease_ttl,
+            interval=checkpoint_interval(),
+        )
         hooks = DurableHooks(durability)
         # The run record goes in with the lease, and the output's totals and spill path
         # (what readers of the store show beside the settled result) with the settlement.

@@ -53,7 +53,7 @@ def direct_eligible(spec: StoreSpec) -> bool:
 
 
 CHECKPOINT_INTERVAL: float | None = None
-"""The paced checkpoints' interval (``None``: ``DEFAULT_CHECKPOINT_INTERVAL``, as on the
+"""The paced checkpoints' interval (``None``: ``checkpoint_interval()``, as on the
 asyncio path); the crash-kill suite shortens it."""
 
 
@@ -90,7 +90,6 @@ def run_direct(
 ) -> int:
     """Run ``command`` as one durable ``bash`` call without asyncio; the exit status."""
     from toolfold.durability import (
-        DEFAULT_CHECKPOINT_INTERVAL,
         CallRecord,
         LeaseTerms,
         StreamPlanner,
@@ -137,7 +136,7 @@ def run_direct(
     from toolfold.tools._bash_output import bash_capture, finish_output
 
     from ._errors import StoreOpenError
-    from ._run_result import _store_flag, exit_status, print_result
+    from ._run_result import _store_flag, checkpoint_interval, exit_status, print_result
     from ._store import prepare, storage_message
     from ._view import PLAIN_STATUS_INTERVAL, CallWatcher, call_totals
 
@@ -170,9 +169,7 @@ def run_direct(
     planner = StreamPlanner(
         pending_tool_output(run_id, call_id),
         out.open_stream(),
-        interval=DEFAULT_CHECKPOINT_INTERVAL
-        if CHECKPOINT_INTERVAL is None
-        else CHECKPOINT_INTERVAL,
+        interval=checkpoint_interval() if CHECKPOINT_INTERVAL is None else CHECKPOINT_INTERVAL,
     )
     clock = time.monotonic
     loop = SelectorLoop()

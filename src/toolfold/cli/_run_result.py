@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -63,3 +64,17 @@ def _store_flag(spec: StoreSpec) -> str:
     except StoreURLError:
         bare = None
     return "" if spec.url == bare else f" --store {spec.describe()}"
+
+
+TEST_INTERVAL_VAR = "TOOLFOLD_TEST_CHECKPOINT_INTERVAL"
+"""For tests only: the paced checkpoints' interval of both ``run`` drivers, in seconds,
+so that a short command runs past several (the default is one second)."""
+
+
+def checkpoint_interval() -> float:
+    """The interval between two paced checkpoints of a ``run``: ``DEFAULT_CHECKPOINT_INTERVAL``
+    unless :data:`TEST_INTERVAL_VAR` says otherwise."""
+    from toolfold.durability import DEFAULT_CHECKPOINT_INTERVAL
+
+    given = os.environ.get(TEST_INTERVAL_VAR)
+    return float(given) if given else DEFAULT_CHECKPOINT_INTERVAL
