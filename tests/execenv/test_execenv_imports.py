@@ -78,3 +78,23 @@ def test_a_foreground_env_leaves_the_background_machinery_out() -> None:
         "termios",
     )
     assert loaded(("toolfold.execenv._local",), watched) == []
+
+
+def test_the_updates_after_the_first_are_defined_on_first_use() -> None:
+    """``Append``, ``Slide`` and ``Metadata`` (``_deltas``) load once a stream needs
+    more than its first ``Replace``; every name stays where it was."""
+    watched = ("toolfold.execenv._deltas",)
+    assert loaded(("toolfold.execenv._updates", "toolfold.execenv._session"), watched) == []
+
+    import toolfold.execenv as execenv
+    from toolfold.execenv import _deltas, _session, _updates
+
+    for name in ("Append", "Slide", "Metadata"):
+        assert getattr(execenv, name) is getattr(_updates, name) is getattr(_deltas, name)
+    union = _updates.Replace | _deltas.Append | _deltas.Slide | _deltas.Metadata
+    assert execenv.ShellOutputUpdate == _updates.ShellOutputUpdate == union
+    assert execenv.UpdateConsumer == _session.UpdateConsumer
+    with pytest.raises(AttributeError):
+        _updates.Nothing  # noqa: B018
+    with pytest.raises(AttributeError):
+        _session.Nothing  # noqa: B018

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._background import BackgroundCommands
     from ._background_entry import BackgroundInfo, BackgroundRead
     from ._capture import CaptureClosedError, CaptureSnapshot, OutputCapture
+    from ._deltas import Append, Metadata, Slide
     from ._exec_host import DEFAULT_SPILL_DIR, run_exec_host
     from ._exec_result import ShellExecResult
     from ._fileops import (
@@ -70,11 +71,8 @@ if TYPE_CHECKING:
     from ._spill import SpillFile
     from ._transport import DEFAULT_REMOTE_COMMAND, CommandTransport, SSHTransport, Transport
     from ._updates import (
-        Append,
-        Metadata,
         Replace,
         ShellOutputUpdate,
-        Slide,
         apply_shell_output_update,
         update_cost,
         update_from_dict,
@@ -152,11 +150,11 @@ __getattr__ = lazy_exports(
         "DEFAULT_REMOTE_COMMAND": "._transport",
         "SSHTransport": "._transport",
         "Transport": "._transport",
-        "Append": "._updates",
-        "Metadata": "._updates",
+        "Append": "._deltas",
+        "Metadata": "._deltas",
         "Replace": "._updates",
         "ShellOutputUpdate": "._updates",
-        "Slide": "._updates",
+        "Slide": "._deltas",
         "apply_shell_output_update": "._updates",
         "update_cost": "._updates",
         "update_from_dict": "._updates",

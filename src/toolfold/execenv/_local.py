@@ -38,12 +38,13 @@ from ._reaper import (
     reap_killed,
     signal_all,
 )
-from ._session import CaptureSession, UpdateConsumer
+from ._session import CaptureSession
 from ._spill import open_spill_dir
 
 if TYPE_CHECKING:
     from ._background import BackgroundCommands, BackgroundRead
     from ._sandbox import Sandbox
+    from ._session import UpdateConsumer
 
 
 def _controlling_terminal() -> Callable[[], None]:

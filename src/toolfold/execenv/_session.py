@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._capture import CaptureSnapshot, OutputCapture
 from ._errors import CallbackError, ExecError, SpillError
@@ -18,9 +18,12 @@ from ._limits import CaptureOptions
 from ._output_view import ShellOutputMetadata, ShellOutputView
 from ._publisher import AdaptivePublisher, Clock
 from ._spill import SpillFile, human_size
-from ._updates import Append, Metadata, Replace, ShellOutputUpdate, Slide, update_cost
+from ._updates import Replace, update_cost
 
-UpdateConsumer = Callable[[ShellOutputUpdate], Awaitable[None] | None]
+if TYPE_CHECKING:
+    from ._updates import ShellOutputUpdate
+
+    UpdateConsumer: TypeAlias = Callable[[ShellOutputUpdate], Awaitable[None] | None]
 
 
 def _discard(update: ShellOutputUpdate) -> None:
@@ -224,28 +227,39 @@ class CaptureSession:
         meta = self._metadata(snap)
         text = snap.text
         base = self._base
-        update: ShellOutputUpdate
+        update: ShellOutputUpdate | None
         if base is None:
             update = Replace(ShellOutputView(text=text, metadata=meta))
-        elif text == base.text:
-            if meta == base.metadata:
-                return None
-            update = Metadata(meta)
-        elif text.startswith(base.text):
-            update = Append(text[len(base.text) :], meta)
-        elif snap.truncation.cut_at is not None:
-            update = self._roll(base, text, meta, snap)
-        else:
-            # Only a verified overlap becomes a Slide: the retained old text must be
-            # exactly the start of the new view. Anything else is a bounded Replace.
-            drop = _offset_in(base.text, self._base_start, snap.start)
-            if 0 < drop < len(base.text) and text.startswith(base.text[drop:]):
-                update = Slide(drop, text[len(base.text) - drop :], meta)
-            else:
-                update = Replace(ShellOutputView(text=text, metadata=meta))
+        elif (update := self._update(base, text, meta, snap)) is None:
+            return None
         self._base = ShellOutputView(text=text, metadata=meta)
         self._base_start = snap.start
         return update, update_cost(update)
+
+    def _update(
+        self,
+        base: ShellOutputView,
+        text: str,
+        meta: ShellOutputMetadata,
+        snap: CaptureSnapshot,
+    ) -> ShellOutputUpdate | None:
+        """The update from the published ``base`` to the view now (None: no change)."""
+        from ._deltas import Append, Metadata, Slide  # once a first Replace went out
+
+        if text == base.text:
+            if meta == base.metadata:
+                return None
+            return Metadata(meta)
+        if text.startswith(base.text):
+            return Append(text[len(base.text) :], meta)
+        if snap.truncation.cut_at is not None:
+            return self._roll(base, text, meta, snap)
+        # Only a verified overlap becomes a Slide: the retained old text must be
+        # exactly the start of the new view. Anything else is a bounded Replace.
+        drop = _offset_in(base.text, self._base_start, snap.start)
+        if 0 < drop < len(base.text) and text.startswith(base.text[drop:]):
+            return Slide(drop, text[len(base.text) - drop :], meta)
+        return Replace(ShellOutputView(text=text, metadata=meta))
 
     def _roll(
         self,
@@ -256,6 +270,8 @@ class CaptureSession:
     ) -> ShellOutputUpdate:
         """head_tail: the head is fixed, so only the part after it can slide (a Slide at
         the cut); anything else is a bounded Replace."""
+        from ._deltas import Slide
+
         cut = snap.truncation.cut_at or 0
         if base.metadata.truncation.cut_at == cut and text[:cut] == base.text[:cut]:
             old = base.text[cut:]
@@ -298,3 +314,15 @@ class CaptureSession:
         with contextlib.suppress(CallbackError):  # recorded through on_error already
             await self.publisher.finish()
         return self.view()
+
+
+def __getattr__(name: str) -> Any:
+    """``UpdateConsumer``, defined on first use with the ``ShellOutputUpdate`` union it
+    names (whose updates after the first are defined on first use)."""
+    if name != "UpdateConsumer":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ._updates import ShellOutputUpdate
+
+    value = Callable[[ShellOutputUpdate], Awaitable[None] | None]
+    globals()[name] = value
+    return value

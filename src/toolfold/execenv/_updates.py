@@ -9,7 +9,7 @@ UTF-16 units (a Chord-based consumer converts on its own).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._errors import UpdateError
 from ._output_view import ShellOutputMetadata, ShellOutputTruncation, ShellOutputView
@@ -22,35 +22,14 @@ class Replace:
     output: ShellOutputView
 
 
-@dataclass(frozen=True, slots=True)
-class Append:
-    """Append ``text`` to the view and take the new metadata."""
+if TYPE_CHECKING:
+    from ._deltas import Append, Metadata, Slide
 
-    text: str
-    metadata: ShellOutputMetadata
+    ShellOutputUpdate: TypeAlias = Replace | Append | Slide | Metadata
 
-
-@dataclass(frozen=True, slots=True)
-class Slide:
-    """Drop ``drop`` characters (code points) of the view from ``at`` on, then append
-    ``text``: ``view[:at] + view[at + drop:] + text``. ``at`` is 0 (drop the start) except
-    for a head_tail view, whose tail part rolls behind its fixed head (``at`` = its
-    ``cut_at``)."""
-
-    drop: int
-    text: str
-    metadata: ShellOutputMetadata
-    at: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Metadata:
-    """Only the metadata moved (totals, spill path); the text is unchanged."""
-
-    metadata: ShellOutputMetadata
-
-
-ShellOutputUpdate: TypeAlias = Replace | Append | Slide | Metadata
+# The updates after a stream's first (Append, Slide, Metadata: _deltas) are defined on
+# first use, and so is the ShellOutputUpdate union of the four (this module's
+# __getattr__): a command that prints nothing publishes only its Replace.
 
 
 def apply_shell_output_update(
@@ -68,6 +47,8 @@ def apply_shell_output_update(
             f"{type(update).__name__} update applied to no view: the first update of a "
             "stream must be a Replace; fold from the stream's first update"
         )
+    from ._deltas import Append, Metadata, Slide
+
     if isinstance(update, Append):
         return ShellOutputView(text=view.text + update.text, metadata=update.metadata)
     if isinstance(update, Slide):
@@ -99,11 +80,10 @@ def update_cost(update: ShellOutputUpdate) -> int:
     """An estimate of the encoded size of ``update`` in bytes (text as UTF-8 plus a fixed
     allowance for the metadata), used to pace publication."""
     if isinstance(update, Replace):
-        text = update.output.text
-    elif isinstance(update, Append | Slide):
-        text = update.text
-    else:
-        text = ""
+        return _METADATA_COST + utf8_len(update.output.text)
+    from ._deltas import Append, Slide
+
+    text = update.text if isinstance(update, Append | Slide) else ""
     return _METADATA_COST + utf8_len(text)
 
 
@@ -166,6 +146,8 @@ def update_to_dict(update: ShellOutputUpdate) -> dict[str, Any]:
             "text": update.output.text,
             "metadata": _metadata_to_dict(update.output.metadata),
         }
+    from ._deltas import Append, Metadata, Slide
+
     if isinstance(update, Append):
         return {
             "type": "append",
@@ -239,6 +221,8 @@ def update_from_dict(d: Any) -> ShellOutputUpdate:
     meta = _metadata_from_dict(_field(d, "metadata", dict, kind))
     if kind == "replace":
         return Replace(ShellOutputView(text=_field(d, "text", str, kind), metadata=meta))
+    from ._deltas import Append, Metadata, Slide
+
     if kind == "append":
         return Append(_field(d, "text", str, kind), meta)
     if kind == "slide":
@@ -254,3 +238,19 @@ def update_from_dict(d: Any) -> ShellOutputUpdate:
     raise UpdateError(
         f"unknown shell output update type {kind!r}; expected replace, append, slide or metadata"
     )
+
+
+def __getattr__(name: str) -> Any:
+    """``Append``, ``Slide``, ``Metadata`` (``_deltas``) and the ``ShellOutputUpdate``
+    union, defined on first use; importable from here as they always were."""
+    if name not in ("Append", "Slide", "Metadata", "ShellOutputUpdate"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _deltas
+
+    value = (
+        Replace | _deltas.Append | _deltas.Slide | _deltas.Metadata
+        if name == "ShellOutputUpdate"
+        else getattr(_deltas, name)
+    )
+    globals()[name] = value
+    return value

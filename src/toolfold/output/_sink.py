@@ -364,13 +364,22 @@ class ToolOutput(SinkOps):
         so source text is never counted twice, and observers are notified once per
         update (never a state with new totals but old text).
         """
-        from toolfold.execenv import Append, Metadata, Replace, Slide
+        from toolfold.execenv import Replace
 
         self._check_open("feed()")
         if isinstance(update, Replace):
             self._capture(update.output.metadata)
             self._replace_window(clean_text(update.output.text))
-        elif isinstance(update, Append):
+        else:
+            self._feed_delta(update)
+        self._text_dirty = True
+        self._changed()
+
+    def _feed_delta(self, update: ShellOutputUpdate) -> None:
+        # The updates after a stream's first Replace (defined once a command printed).
+        from toolfold.execenv import Append, Metadata, Slide
+
+        if isinstance(update, Append):
             self._capture(update.metadata)
             self._window.write(clean_text(update.text))
         elif isinstance(update, Slide) and update.at and not self._split:
@@ -390,8 +399,6 @@ class ToolOutput(SinkOps):
                 f"feed() takes an execenv ShellOutputUpdate (Replace, Append, Slide, Metadata), "
                 f"got {type(update).__name__}"
             )
-        self._text_dirty = True
-        self._changed()
 
     def image(self, image: ImageContent) -> None:
         """Append an image block. Images are never windowed, but bounded by the policy
