@@ -37,6 +37,7 @@ COMMANDS = [
     INTERLEAVED,
     "printf 'bad \\377\\376 bytes\\n'",
     "kill -9 $$",
+    "sleep 30 & echo hi",  # what it left holding the pipes is stopped after a grace
     "seq 1 3000",  # past the window's 2,000 lines: spilled
     CHECKPOINTED,
 ]
