@@ -73,11 +73,15 @@ def test_a_signal_cancels_and_keeps_the_partial_output(
 
 
 def test_a_second_signal_stops_waiting_and_settles_interrupted(tmp_path: Path) -> None:
-    stubborn = 'trap "" TERM; ' + SLOW  # a cooperative cancel would wait out the grace
+    # The command ignores SIGTERM (a cooperative cancel would wait out the grace), and
+    # says so with a file once the trap is set: a signal sent before that would find a
+    # shell that still dies of SIGTERM.
+    stubborn = 'trap "" TERM; : > trapped; ' + SLOW
     proc = start("run", "--", stubborn, cwd=tmp_path)
     errors = LineReader(proc.stderr)
     try:
         wait_for(lambda: _session(errors), "the title line", proc=proc)
+        wait_for(lambda: (tmp_path / "trapped").exists(), "the TERM trap set", proc=proc)
         os.kill(proc.pid, signal.SIGINT)
         wait_for(lambda: errors.has("cancelling the command"), "the first SIGINT", proc=proc)
         os.kill(proc.pid, signal.SIGINT)
