@@ -5,10 +5,9 @@ An assertion about behaviour (the modules a fresh process loads), not timing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from fresh_modules import modules_after
 
 LOOP_FREE = (
     "toolfold.cli._entry",
@@ -18,22 +17,9 @@ LOOP_FREE = (
 )
 
 
-def loaded(code: str) -> set[str]:
-    """Every module a fresh interpreter has loaded after running ``code``."""
-    proc = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(proc.stdout.split())
-
-
 @pytest.mark.parametrize("module", LOOP_FREE)
 def test_the_shared_cli_modules_import_no_loop(module: str) -> None:
-    modules = loaded(f"import {module}")
+    modules = modules_after(f"import {module}")
     assert module in modules
     assert sorted(m for m in modules if m.split(".")[0] == "asyncio") == []
     assert not [m for m in modules if m.startswith(("toolfold.harness", "toolfold.storage"))]
@@ -48,7 +34,7 @@ def test_resolving_a_store_and_naming_a_session_import_no_loop() -> None:
         "prepare(spec, create=False)\n"
         "_check_session_name('s1')\n"
     )
-    assert "asyncio" not in loaded(code)
+    assert "asyncio" not in modules_after(code)
 
 
 def test_the_watcher_and_status_line_import_no_loop() -> None:
@@ -63,7 +49,7 @@ def test_the_watcher_and_status_line_import_no_loop() -> None:
         "w.handle(ToolUpdate('r', 't', 'c', [['r', {'content': [], 'details': {}}]]))\n"
         "assert w.updates == 1 and call_totals(w.state) == '0 lines / 0 B', w.status()\n"
     )
-    added = loaded(code) - loaded(below)
+    added = modules_after(code) - modules_after(below)
     assert sorted(m for m in added if m.split(".")[0] == "asyncio") == []
     harness = {m for m in added if m.startswith("toolfold.harness")}
     assert harness <= {
@@ -84,11 +70,11 @@ def test_the_status_lines_import_nothing_of_the_harness() -> None:
         "assert w.updates == 2 and w.fold_error is None, w.fold_error\n"
         "assert call_totals(w.state) == '2 lines / 4 B' and w.status()\n"
     )
-    added = loaded(code) - loaded(below)
+    added = modules_after(code) - modules_after(below)
     assert sorted(m for m in added if m.startswith("toolfold.harness")) == []
     assert sorted(m for m in added if m.split(".")[0] == "asyncio") == []
 
 
 def test_the_check_sees_the_loop() -> None:
     """The assertion above can fail: ``run``'s asyncio path does import it."""
-    assert "asyncio" in loaded("import toolfold.cli._run")
+    assert "asyncio" in modules_after("import toolfold.cli._run")

@@ -4,11 +4,11 @@ about behaviour (the modules a fresh process holds after a whole run), not timin
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 from cli_helpers import clean_env
+
+from fresh_modules import modules_after
 
 NEVER = (
     "asyncio",
@@ -23,22 +23,8 @@ NEVER = (
 )
 
 
-def _loaded_after(code: str, cwd: Path) -> set[str]:
-    proc = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=clean_env(),
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(proc.stdout.split())
-
-
 def test_importing_the_driver_loads_nothing_of_the_asyncio_path(tmp_path: Path) -> None:
-    loaded = _loaded_after("import toolfold.cli._run_direct", tmp_path)
+    loaded = modules_after("import toolfold.cli._run_direct", cwd=tmp_path, env=clean_env())
     assert not [m for m in loaded if m.split(".")[0] in ("asyncio", "click", "rich")]
     assert not [m for m in loaded if m.startswith("toolfold.harness")]
 
@@ -51,7 +37,7 @@ def test_a_whole_direct_run_loads_none_of_it(tmp_path: Path) -> None:
         "except SystemExit as end:\n"
         "    assert end.code == 0, end.code\n"
     )
-    loaded = _loaded_after(code, tmp_path)
+    loaded = modules_after(code, cwd=tmp_path, env=clean_env())
     assert "toolfold.cli._run_direct" in loaded and "toolfold.storage._sqlite_sync" in loaded
     assert sorted(m for m in loaded if m.split(".")[0] in NEVER or m in NEVER) == []
     assert "toolfold.cli._run" not in loaded  # the asyncio path's module
@@ -66,4 +52,6 @@ def test_the_check_sees_the_asyncio_path(tmp_path: Path) -> None:
         "except SystemExit:\n"
         "    pass\n"
     )
-    assert {"asyncio", "toolfold.harness._execute"} <= _loaded_after(code, tmp_path)
+    assert {"asyncio", "toolfold.harness._execute"} <= modules_after(
+        code, cwd=tmp_path, env=clean_env()
+    )

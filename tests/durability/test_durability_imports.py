@@ -5,10 +5,9 @@ trailing checkpoint import asyncio when they first run."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from fresh_modules import modules_after
 
 SYNC_MODULES = (
     "toolfold.durability",
@@ -24,16 +23,9 @@ SYNC_MODULES = (
 
 @pytest.mark.parametrize("module", SYNC_MODULES)
 def test_planning_imports_without_asyncio(module: str) -> None:
-    code = (
-        f"import {module}\n"
-        "from toolfold.durability import CallRecord, settle_writes\n"
-        "import sys\n"
-        "print('\\n'.join(sys.modules))"
+    loaded = modules_after(
+        f"import {module}\nfrom toolfold.durability import CallRecord, settle_writes"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    loaded = set(proc.stdout.split())
     assert module in loaded
     assert "asyncio" not in loaded
     assert "toolfold.storage._base" not in loaded

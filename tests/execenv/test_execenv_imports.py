@@ -5,10 +5,9 @@ a fresh process loads), not timing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from fresh_modules import loaded_of
 
 WITHOUT_ASYNCIO = (
     "toolfold.execenv",
@@ -29,29 +28,10 @@ WITHOUT_ASYNCIO = (
     "toolfold.execenv._child",
 )
 
-_SCRIPT = """
-import sys
-for name in sys.argv[1:]:
-    __import__(name)
-print(" ".join(sorted(m for m in {names} if m in sys.modules)))
-"""
-
-
-def loaded(modules: tuple[str, ...], watched: tuple[str, ...]) -> list[str]:
-    """Which of ``watched`` a fresh interpreter has loaded after importing ``modules``."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT.format(names=set(watched)), *modules],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return proc.stdout.split()
-
 
 @pytest.mark.parametrize("module", WITHOUT_ASYNCIO)
 def test_module_imports_without_asyncio(module: str) -> None:
-    assert loaded((module,), ("asyncio",)) == []
+    assert loaded_of((module,), ("asyncio",)) == []
 
 
 def test_the_package_imports_only_its_errors() -> None:
@@ -64,7 +44,7 @@ def test_the_package_imports_only_its_errors() -> None:
         "toolfold.execenv._session",
         "toolfold.execenv._spill",
     )
-    assert loaded(("toolfold.execenv",), watched) == []
+    assert loaded_of(("toolfold.execenv",), watched) == []
 
 
 def test_a_foreground_env_leaves_the_background_machinery_out() -> None:
@@ -77,14 +57,14 @@ def test_a_foreground_env_leaves_the_background_machinery_out() -> None:
         "toolfold.execenv._pty",
         "termios",
     )
-    assert loaded(("toolfold.execenv._local",), watched) == []
+    assert loaded_of(("toolfold.execenv._local",), watched) == []
 
 
 def test_the_updates_after_the_first_are_defined_on_first_use() -> None:
     """``Append``, ``Slide`` and ``Metadata`` (``_deltas``) load once a stream needs
     more than its first ``Replace``; every name stays where it was."""
     watched = ("toolfold.execenv._deltas",)
-    assert loaded(("toolfold.execenv._updates", "toolfold.execenv._session"), watched) == []
+    assert loaded_of(("toolfold.execenv._updates", "toolfold.execenv._session"), watched) == []
 
     import toolfold.execenv as execenv
     from toolfold.execenv import _deltas, _session, _updates

@@ -8,10 +8,9 @@ An assertion about behaviour (the modules a fresh process loads), not timing."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from fresh_modules import modules_after
 
 LOOP_PARTS = (
     "asyncio",
@@ -84,19 +83,6 @@ OWN_MODULES = {
 """The modules of the harness and history each part loads: its own, and nothing else."""
 
 
-def loaded(code: str) -> set[str]:
-    """Every module a fresh interpreter has loaded after running ``code``."""
-    proc = subprocess.run(
-        [sys.executable, "-c", code + "\nimport sys\nprint('\\n'.join(sorted(sys.modules)))"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(proc.stdout.split())
-
-
 def loop_parts(modules: set[str]) -> list[str]:
     return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in LOOP_PARTS))
 
@@ -104,14 +90,14 @@ def loop_parts(modules: set[str]) -> list[str]:
 @pytest.mark.parametrize("part", sorted(LOOP_FREE))
 def test_a_loop_free_part_imports_no_loop_and_no_event(part: str) -> None:
     code, _ = LOOP_FREE[part]
-    assert loop_parts(loaded(code)) == []
+    assert loop_parts(modules_after(code)) == []
 
 
 @pytest.mark.parametrize("part", sorted(LOOP_FREE))
 def test_a_loop_free_part_adds_nothing_of_the_harness(part: str) -> None:
     """Whatever the layers below import, the harness and history add only the part."""
     code, below = LOOP_FREE[part]
-    added = loaded(code) - loaded(below)
+    added = modules_after(code) - modules_after(below)
     ours = sorted(m for m in added if m.startswith(("toolfold.harness", "toolfold.history")))
     assert ours == OWN_MODULES[part]
     assert [m for m in added if m.split(".")[0] == "asyncio"] == []
@@ -119,7 +105,7 @@ def test_a_loop_free_part_adds_nothing_of_the_harness(part: str) -> None:
 
 
 def test_the_harness_package_imports_its_names_on_first_use() -> None:
-    modules = loaded("import toolfold.harness")
+    modules = modules_after("import toolfold.harness")
     assert sorted(m for m in modules if m.startswith("toolfold")) == [
         "toolfold",
         "toolfold._lazy",
@@ -131,13 +117,13 @@ def test_the_harness_package_imports_its_names_on_first_use() -> None:
         "assert h.events.ToolStart is ToolStart and h.ToolStart is ToolStart\n"
         "assert h.Harness.__module__ == 'toolfold.harness._execute'\n"
     )
-    modules = loaded(code)
+    modules = modules_after(code)
     assert "toolfold.harness._background_call" not in modules  # no command outlived a call
     assert "toolfold.harness._loop" not in modules
 
 
 def test_an_assistant_message_s_events_are_defined_on_first_use() -> None:
-    modules = loaded("from toolfold.harness.events import RunStart, ToolSettled, ToolUpdate")
+    modules = modules_after("from toolfold.harness.events import RunStart, ToolSettled, ToolUpdate")
     assert "toolfold.harness._message_events" not in modules
     code = (
         "import typing\n"
@@ -149,9 +135,9 @@ def test_an_assistant_message_s_events_are_defined_on_first_use() -> None:
         "    typing.get_args(HarnessEvent))\n"
         "assert isinstance(MessageEnd('r', 't', 'm', 'stop'), HarnessEvent)\n"
     )
-    assert "toolfold.harness._message_events" in loaded(code)
+    assert "toolfold.harness._message_events" in modules_after(code)
 
 
 def test_the_check_sees_the_loop() -> None:
     """The assertion above can fail: the harness itself does import the loop."""
-    assert "asyncio" in loop_parts(loaded("from toolfold.harness import Harness"))
+    assert "asyncio" in loop_parts(modules_after("from toolfold.harness import Harness"))

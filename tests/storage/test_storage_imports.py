@@ -5,10 +5,9 @@ session and repository are imported only when first used."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
+
+from fresh_modules import modules_after
 
 SYNC_MODULES = (
     "toolfold.chord",
@@ -25,18 +24,9 @@ SYNC_MODULES = (
 )
 
 
-def loaded_after(statement: str) -> set[str]:
-    """The modules a fresh interpreter holds after running ``statement``."""
-    code = f"{statement}\nimport sys\nprint('\\n'.join(sys.modules))"
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    return set(proc.stdout.split())
-
-
 @pytest.mark.parametrize("module", SYNC_MODULES)
 def test_sync_parts_import_without_asyncio(module: str) -> None:
-    loaded = loaded_after(f"import {module}")
+    loaded = modules_after(f"import {module}")
     assert module in loaded
     assert "asyncio" not in loaded
     assert "toolfold.storage._base" not in loaded
@@ -45,7 +35,7 @@ def test_sync_parts_import_without_asyncio(module: str) -> None:
 
 
 def test_reads_records_are_still_exported() -> None:
-    loaded = loaded_after(
+    loaded = modules_after(
         "from toolfold.storage import Entry, ListElement\n"
         "assert Entry(1, None) == Entry(1, None, None, None)\n"
         "assert repr(ListElement(2, [1], 't')) == \"ListElement(seq=2, value=[1], tag='t')\""
@@ -54,7 +44,7 @@ def test_reads_records_are_still_exported() -> None:
 
 
 def test_the_asyncio_parts_are_still_exported() -> None:
-    loaded = loaded_after(
+    loaded = modules_after(
         "from toolfold.storage import (CHANGE_POLL_INTERVAL, Repository, Session,"
         " open_repository)\n"
         "assert Session.__module__ == 'toolfold.storage._base'\n"

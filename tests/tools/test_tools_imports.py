@@ -5,37 +5,17 @@ harness ``Tool``: its module imports the harness, and with it asyncio.)"""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-_SCRIPT = """
-import sys
-for name in sys.argv[1:]:
-    __import__(name)
-print(" ".join(sorted(m for m in {names} if m in sys.modules)))
-"""
-
-
-def loaded(modules: tuple[str, ...], watched: tuple[str, ...]) -> list[str]:
-    """Which of ``watched`` a fresh interpreter has loaded after importing ``modules``."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT.format(names=set(watched)), *modules],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return proc.stdout.split()
+from fresh_modules import loaded_of
 
 
 def test_the_result_building_imports_neither_harness_nor_asyncio() -> None:
     watched = ("asyncio", "toolfold.harness", "toolfold.tools.bash")
-    assert loaded(("toolfold.tools._bash_output",), watched) == []
+    assert loaded_of(("toolfold.tools._bash_output",), watched) == []
 
 
 def test_the_package_imports_no_tool() -> None:
     watched = ("asyncio", "toolfold.harness", "toolfold.tools.bash", "pydantic")
-    assert loaded(("toolfold.tools",), watched) == []
+    assert loaded_of(("toolfold.tools",), watched) == []
 
 
 def test_the_tool_module_shares_the_result_building() -> None:
