@@ -41,6 +41,7 @@ __all__ = [
     "check_directory",
     "create_private_file",
     "make_private_dirs",
+    "open_owned_dir",
     "open_private_dir",
     "open_private_file",
 ]
@@ -247,3 +248,17 @@ def make_private_dirs(path: str | os.PathLike[str]) -> None:
             break
         p = p.parent
     os.close(open_private_dir(p, *reversed(missing), target=path if missing else None))
+
+
+def open_owned_dir(directory: str | os.PathLike[str]) -> int:
+    """A descriptor of ``directory``, created (0700) with its parent if missing, where the
+    directory and its parent are toolfold's own (a spill directory ``spill/<session>/``
+    and ``spill/``): neither may be a symbolic link, owned by another user or writable by
+    one. The directories above the parent are the user's path: created if missing, links
+    on it followed, and judged by the rule. Raises ``UnsafePathError`` or ``OSError``."""
+    directory = Path(os.path.abspath(directory))
+    parent = directory.parent
+    if parent == parent.parent:  # the parent is the root directory
+        return open_private_dir(parent, directory.name, target=directory)
+    make_private_dirs(parent.parent)
+    return open_private_dir(parent.parent, parent.name, directory.name, target=directory)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cli_helpers import toolfold
 
 
@@ -115,3 +116,47 @@ def test_run_creates_its_store_and_spill_files_private_whatever_the_umask(
     # -wal and -shm exist only while a connection is open; when left, they are 0600 too.
     assert {k: v for k, v in modes.items() if not k.endswith(("-wal", "-shm"))} == expected
     assert all(v == 0o600 for k, v in modes.items() if k.endswith(("-wal", "-shm")))
+
+
+def _planted_spill_root(tmp_path: Path, plant: str) -> Path:
+    """``.toolfold/spill`` of the default store planted by another user: a link to a
+    directory of theirs, or a directory they own. Returns where a write would land."""
+    import os
+
+    home = tmp_path / ".toolfold"
+    home.mkdir(mode=0o700)
+    if plant == "link":
+        attacker = tmp_path / "attacker"
+        attacker.mkdir()
+        (home / "spill").symlink_to(attacker, target_is_directory=True)
+        return attacker
+    theirs = home / "spill"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)  # the tests run as root; "nobody" plays the attacker
+    return theirs
+
+
+@pytest.mark.parametrize("plant", ["link", "another user's directory"])
+@pytest.mark.parametrize("options", [(), ("--retain", "tail")], ids=["direct", "asyncio"])
+def test_a_planted_spill_root_gets_nothing_from_a_run_on_either_path(
+    tmp_path: Path, plant: str, options: tuple[str, ...]
+) -> None:
+    """Marking the session's activity (the landing page's order) makes and judges the
+    session's spill directory exactly as the exec env does for a spill file: through a
+    planted ``spill/`` nothing is created or touched. The run is not refused for that
+    (nothing of its own needs the directory); a command whose output needs a spill file
+    gets the spill file's one-line refusal instead."""
+    from cli_helpers import clean_env
+
+    target = _planted_spill_root(tmp_path, plant)
+    env = clean_env()
+    env["TOOLFOLD_DIRECT_RUN"] = "1" if not options else "0"
+    done = toolfold("run", *options, "--", "true", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "toolfold: ok, exit status 0" in done.stderr
+    assert list(target.iterdir()) == []
+    done = toolfold("run", *options, "--", "seq 1 3000", cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr
+    why = "is a symbolic link" if plant == "link" else "is owned by uid 65534, not you (uid 0)"
+    assert f"refusing {tmp_path}/.toolfold/spill" in done.stdout and why in done.stdout
+    assert list(target.iterdir()) == []

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
+from toolfold._fsperm import UnsafePathError, open_owned_dir
 from toolfold._units import format_bytes
 
 from ._errors import SpillError
@@ -50,13 +50,8 @@ def open_spill_dir(directory: Path) -> int:
     descriptor, so nothing can be swapped in between. The directories above the parent
     are the user's path: created if missing, links on it followed, and judged by the rule.
     """
-    directory = Path(os.path.abspath(directory))
-    parent = directory.parent
     try:
-        if parent == parent.parent:  # the parent is the root directory
-            return open_private_dir(parent, directory.name, target=directory)
-        make_private_dirs(parent.parent)
-        return open_private_dir(parent.parent, parent.name, directory.name, target=directory)
+        return open_owned_dir(directory)
     except UnsafePathError as exc:
         raise SpillError(str(exc), exc.path) from exc
 

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-from toolfold._fsperm import make_private_dirs
+from toolfold._fsperm import open_owned_dir
 from toolfold.storage import SESSION, ValueAddress, set_value, value
 
 RUN_RECORD_NAMESPACE = "cli.run"
@@ -48,15 +48,27 @@ def run_record(tool_call_id: str, command: str, spill_dir: str, started_at: str)
 
 def mark_activity(spill_dir: str | os.PathLike[str]) -> None:
     """Say that a call starts in the session whose spill directory this is: the
-    directory is created (private, as the exec env makes it) and its modification time
-    set to now. The viewer's landing page orders sessions by that time — one ``stat``
-    per session instead of a read of every session in the store. Best effort: a
-    directory that cannot be touched only leaves the order stale."""
+    directory is created and its modification time set to now. The viewer's landing
+    page orders sessions by that time — one ``stat`` per session instead of a read of
+    every session in the store.
+
+    The directory is made and judged exactly as the exec env makes it for spill files
+    (``toolfold._fsperm.open_owned_dir``: ``spill/`` and ``spill/<session>/`` are never a
+    symbolic link, never another user's), and touched through the descriptor that
+    check opened. Best effort: a directory that cannot be made, or that the rule
+    refuses, is left as it is (nothing is created or touched through it) and only the
+    order goes stale; the spill file's own check then refuses the call's output if it
+    needs a spill file there."""
     try:
-        make_private_dirs(spill_dir)
-        os.utime(spill_dir, follow_symlinks=False)
+        fd = open_owned_dir(spill_dir)
+    except OSError:  # UnsafePathError included
+        return
+    try:
+        os.utime(fd)
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def settled_record(tool_call_id: str, record: Mapping[str, Any], state: Mapping[str, Any]) -> Any:
