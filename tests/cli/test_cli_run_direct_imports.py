@@ -14,6 +14,7 @@ NEVER = (
     "asyncio",
     "click",
     "rich",
+    "socket",  # the host name comes from os.uname (toolfold._host)
     "toolfold.harness.events",
     "toolfold.harness._bus",
     "toolfold.harness._hooks",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import uuid
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from toolfold._extras import missing_extra
+from toolfold._host import hostname
 from toolfold.storage import Session, set_value
 
 from ._agent_view import AgentPrinter
@@ -79,7 +79,7 @@ async def agent_command(settings: AgentSettings) -> int:
             max_turns=settings.max_turns,
             run_id=f"agent-{uuid.uuid4().hex[:12]}",
         )
-        record.update(pid=os.getpid(), host=socket.gethostname(), sandbox=settings.sandbox.args())
+        record.update(pid=os.getpid(), host=hostname(), sandbox=settings.sandbox.args())
         await session.commit([set_value(agent_run_address(), record)])
         history = History(first_messages(settings.task, settings.system))
         return await drive(session, settings.spec, settings.session, record, history, client)
@@ -110,7 +110,7 @@ async def continue_run(
         + (f" ({len(history.unanswered)} tool call(s) to run first)" if history.unanswered else ""),
         file=sys.stderr,
     )
-    record = {**record, "pid": os.getpid(), "host": socket.gethostname()}
+    record = {**record, "pid": os.getpid(), "host": hostname()}
     await session.commit([set_value(agent_run_address(), record)])
     return await drive(session, spec, session_name, record, history, client)
 

@@ -9,8 +9,9 @@ and settles never defines them.
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
+
+from toolfold._host import hostname
 
 __all__ = ["LeaseInfo", "owner_gone"]
 
@@ -23,7 +24,7 @@ def owner_gone(owner: str) -> bool:
     reused pid can only make a takeover wait for the expiry, and an early takeover is
     fenced like any other."""
     host, sep, pid = owner.rpartition(":")
-    if not sep or host != socket.gethostname() or not pid.isdigit():
+    if not sep or host != hostname() or not pid.isdigit():
         return False
     number = int(pid)
     if number <= 0 or number == os.getpid():

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from toolfold._host import hostname
 from toolfold.storage import (
     CommitResult,
     ConflictError,
@@ -64,7 +64,7 @@ DEFAULT_LEASE_TTL: Final = 10.0
 def default_host_id() -> str:
     """This process's host id when none is configured: ``hostname:pid`` (a restarted
     process is another host: it takes its old operations over once their lease expired)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return f"{hostname()}:{os.getpid()}"
 
 
 def lease_token(operation_id: str) -> ValueAddress[SessionScope]:

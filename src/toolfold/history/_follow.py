@@ -17,11 +17,11 @@ last seq seen. Nothing is read whole.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolfold._host import hostname
 from toolfold.chord import ChordError, Decoder
 from toolfold.durability import pending_messages
 from toolfold.harness import (
@@ -163,7 +163,7 @@ class SessionFollower:
         return (
             isinstance(record, dict)
             and record.get("pid") == os.getpid()
-            and record.get("host") == socket.gethostname()
+            and record.get("host") == hostname()
         )
 
     async def _checkpoints(self, call: _Call, events: list[HarnessEvent]) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
 from collections.abc import Mapping
 from typing import Any
 
 from toolfold._fsperm import open_owned_dir
+from toolfold._host import hostname
 from toolfold.storage import SESSION, ValueAddress, set_value, value
 
 RUN_RECORD_NAMESPACE = "cli.run"
@@ -32,7 +32,7 @@ def new_run_record(command: str, spill_dir: str, started_at: str) -> dict[str, A
     return {
         "command": command,
         "pid": os.getpid(),
-        "host": socket.gethostname(),
+        "host": hostname(),
         "spill_dir": spill_dir,
         "started_at": started_at,
     }
@@ -96,7 +96,7 @@ def process_alive(record: Any) -> bool:
     A pid can be reused after its process died; a false "alive" only makes ``resume``
     refuse (safe), never settles a call that still runs.
     """
-    if not isinstance(record, dict) or record.get("host") != socket.gethostname():
+    if not isinstance(record, dict) or record.get("host") != hostname():
         return False
     pid = record.get("pid")
     if not isinstance(pid, int) or pid <= 0 or pid == os.getpid():
