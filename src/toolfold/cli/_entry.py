@@ -15,7 +15,13 @@ import sys
 from typing import Any, NoReturn
 
 from ._errors import CliError
-from ._process import Finished, end_process
+from ._process import (
+    Finished,
+    collector_as_before,
+    end_process,
+    pause_collector,
+    resume_collector,
+)
 
 RUN_DEFAULTS: dict[str, Any] = {
     "session": None,
@@ -59,6 +65,8 @@ def main(argv: list[str] | None = None) -> None:
     toolfold.cli``), a command that finished (``run``) ends the process without the
     interpreter's teardown (``end_process``); called with ``argv``, every command ends
     in ``SystemExit`` as usual."""
+    if argv is None:
+        pause_collector()  # on again before the command runs (resume_collector)
     try:
         command = bare_run(sys.argv[1:] if argv is None else list(argv))
         if command is not None:
@@ -67,10 +75,12 @@ def main(argv: list[str] | None = None) -> None:
             run_bare(command)  # the direct driver, when it may take the run
             from ._run import run_command
 
+            resume_collector()
             run_command(**RUN_DEFAULTS, command=command)
         else:
             from ._main import cli
 
+            resume_collector()
             cli.main(args=argv, prog_name="toolfold", standalone_mode=False)
     except Finished as done:
         if argv is None:
@@ -89,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
         # click's own errors (only raised where click parsed the command line)
         click_failure(exc)
         raise
+    finally:
+        collector_as_before()
     raise SystemExit(0)
 
 

@@ -136,6 +136,7 @@ def run_direct(
     from toolfold.tools._bash_output import bash_capture, finish_output
 
     from ._errors import StoreOpenError
+    from ._process import resume_collector
     from ._run_result import _store_flag, checkpoint_interval, exit_status, print_result
     from ._store import prepare, storage_message
     from ._view import PLAIN_STATUS_INTERVAL, CallWatcher, call_totals
@@ -238,6 +239,7 @@ def run_direct(
     env = dict(os.environ)
     env[EXEC_ID_VAR] = exec_id
     shell = default_shell()
+    resume_collector()  # start-up is over (_entry.main paused the collector)
     try:
         popen = subprocess.Popen(
             [shell, "-c", command],
