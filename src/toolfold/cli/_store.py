@@ -6,11 +6,11 @@ import contextlib
 import os
 import re
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolfold._fsperm import UnsafePathError, make_private_dirs
+from toolfold._record import record
 
 from ._errors import StoreOpenError, StoreURLError, UnknownSessionError
 
@@ -34,7 +34,7 @@ Compiled on first use (``re``'s cache): a URL that can hold neither is shown as 
 SCHEMES = ("sqlite:PATH", "jsonl:DIR", "postgresql://...", "memory:")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StoreSpec:
     """A parsed store URL: the URL handed to ``open_repository`` and the directory the
     store owns on this machine (spill files go under ``<dir>/spill/<session>/``)."""

@@ -3,8 +3,10 @@ records of each of its calls, enough to resume it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from toolfold._record import record
 
 from ._errors import RecoveryError
 
@@ -13,7 +15,7 @@ __all__ = ["CallRecord"]
 JSON = Any
 
 
-@dataclass
+@record
 class CallRecord:
     """The durable description of one call, enough to resume it."""
 

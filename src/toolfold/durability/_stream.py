@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import orjson
 
 from toolfold import _otel
+from toolfold._record import record
 from toolfold.chord import Encoder, Tracker, is_base
 from toolfold.storage import (
     AppendList,
@@ -79,7 +79,7 @@ class TrackerSource:
         return bool(self.tracker.dirty)
 
 
-@dataclass
+@record
 class StreamStats:
     """Counters of one durable stream (for tests, benchmarks and docs)."""
 

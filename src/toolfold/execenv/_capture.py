@@ -22,8 +22,9 @@ from __future__ import annotations
 import codecs
 import functools
 import re
-from dataclasses import dataclass
 from typing import Literal
+
+from toolfold._record import record
 
 from ._errors import ExecConfigError, ExecError
 from ._limits import ShellOutputLimits
@@ -89,7 +90,7 @@ class CaptureClosedError(ExecError):
     """Raised when bytes are fed to an ``OutputCapture`` after ``close()``."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CaptureSnapshot:
     """The bounded view at one moment: text, where it starts in the cleaned stream, totals."""
 

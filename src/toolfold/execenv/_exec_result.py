@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from toolfold._record import record
 
 from ._output_view import ShellOutputMetadata, ShellOutputView
 
@@ -11,7 +12,7 @@ if TYPE_CHECKING:
     from ._session import CaptureSession
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, slots=True, kw_only=True)
 class ShellExecResult(ShellOutputMetadata):
     """How a command ended, with the final bounded output.
 

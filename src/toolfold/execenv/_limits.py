@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from toolfold._record import record
 
 from ._errors import ExecConfigError
 from ._window import DEFAULT_HEAD_SHARE, check_head_share
@@ -42,7 +44,7 @@ def check_background_limits(max_running: int, idle_timeout: float | None) -> Non
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ShellOutputLimits:
     """How much of a command's output the bounded view retains.
 
@@ -80,7 +82,7 @@ class ShellOutputLimits:
             )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CaptureOptions:
     """What ``exec`` captures and how it publishes.
 

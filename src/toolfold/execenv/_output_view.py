@@ -4,13 +4,14 @@ exact totals, and where the full stream is. Plain data, shared by the update voc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+from toolfold._record import record
 
 __all__ = ["ShellOutputMetadata", "ShellOutputTruncation", "ShellOutputView"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, slots=True, kw_only=True)
 class ShellOutputTruncation:
     """Totals over everything the command wrote, and how the view relates to them.
 
@@ -46,7 +47,7 @@ class ShellOutputTruncation:
     cut_bytes: int = 0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, slots=True, kw_only=True)
 class ShellOutputMetadata:
     """Truncation totals plus where the full raw stream lives.
 
@@ -64,7 +65,7 @@ class ShellOutputMetadata:
     spill_note: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, slots=True, kw_only=True)
 class ShellOutputView:
     """The bounded view a consumer sees: cleaned text plus metadata."""
 

@@ -8,14 +8,15 @@ UTF-16 units (a Chord-based consumer converts on its own).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
+
+from toolfold._record import record
 
 from ._errors import UpdateError
 from ._output_view import ShellOutputMetadata, ShellOutputTruncation, ShellOutputView
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Replace:
     """Replace the whole view (always bounded). The first update of a stream is one."""
 

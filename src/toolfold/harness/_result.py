@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
 import orjson
 
+from toolfold._record import record
 from toolfold.output import output_text
 
 from ._errors import ToolError
@@ -62,7 +63,7 @@ def describe_call(args: Any) -> str:
     return text if len(text) <= WHAT_MAX_CHARS else text[: WHAT_MAX_CHARS - 1] + "…"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResult:
     """The settled, model-visible result of one call, assembled from the sink's final
     state ("the fold is the result"): content, details, usage, ``is_error``,
@@ -130,7 +131,7 @@ class ToolResult:
         )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ToolResultMessage:
     """The settled transcript entry for a tool call (``role: "tool_result"``)."""
 

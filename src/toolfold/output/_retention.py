@@ -12,9 +12,9 @@ output and a tool's own text are cut by one implementation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
+from toolfold._record import record
 from toolfold.execenv import (
     DEFAULT_HEAD_SHARE,
     check_head_share,
@@ -46,7 +46,7 @@ _KiB = 1024
 _MiB = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OutputPolicy:
     """How much of a tool's output is kept, declared on the tool definition.
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import urllib.parse
-from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar, overload
+
+from toolfold._record import record
 
 from ._errors import ScopeError, StorageError
 
@@ -39,7 +40,7 @@ def _lone_surrogate(text: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SessionScope:
     """The session scope: the main log, settled history. Use the :data:`SESSION` constant."""
 
@@ -82,7 +83,7 @@ def _check_scope_id(id: object) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EphemeralScope:
     """A named, reusable lifetime (usually one operation's scaffolding).
 
@@ -136,7 +137,7 @@ def _check_scope(kind: str, scope: object) -> None:
         raise ScopeError(f"{kind} scope must be SESSION or ephemeral_scope(id), got {scope!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ValueAddress(Generic[Sc]):
     """The address of a stored JSON value: ``(namespace, key)`` within a scope."""
 
@@ -153,7 +154,7 @@ class ValueAddress(Generic[Sc]):
         return f"value {self.namespace!r}/{self.key!r} in {self.scope!r}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ListAddress(Generic[Sc]):
     """The address of a stored list of opaque JSON elements, each with an optional tag."""
 

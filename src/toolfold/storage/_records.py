@@ -4,10 +4,11 @@ policy, session names, and the JSON codec of stored values. What a read hands ba
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import orjson
+
+from toolfold._record import record
 
 from ._errors import CorruptStoreError, StorageError
 from ._writes import JSON
@@ -29,7 +30,7 @@ Order = Literal["asc", "desc"]
 _SESSION_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CommitResult:
     """The seqs a commit assigned, one per write, in write order (empty: nothing written)."""
 
@@ -41,7 +42,7 @@ class CommitResult:
         return self.seqs[-1] if self.seqs else None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FsyncPolicy:
     """When a backend forces data to stable storage.
 

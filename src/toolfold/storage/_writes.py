@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias
 
+from toolfold._record import record
 from toolfold.chord import JSONValueError
 from toolfold.chord import check_json as chord_check_json
 
@@ -79,7 +79,7 @@ def check_json(value: object, what: str) -> None:
         ) from None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SetValue(Generic[Sc]):
     """Set the value at ``address`` to ``value`` (replacing any previous value)."""
 
@@ -87,14 +87,14 @@ class SetValue(Generic[Sc]):
     value: JSONLike
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DeleteValue(Generic[Sc]):
     """Delete the value at ``address`` (no error if it is missing)."""
 
     address: ValueAddress[Sc]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AppendList(Generic[Sc]):
     """Append ``element`` (opaque JSON) to the list at ``address``, with an optional tag."""
 
@@ -113,14 +113,14 @@ class AppendList(Generic[Sc]):
             )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DeleteList(Generic[Sc]):
     """Delete the whole list at ``address`` (no error if it is missing)."""
 
     address: ListAddress[Sc]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AppendEntry:
     """Append ``entry`` to the settled transcript (always session scope).
 
@@ -135,7 +135,7 @@ class AppendEntry:
     summary: JSONLike = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RetireScope:
     """End the current lifetime of ``scope``: everything of it with a smaller seq is dead.
 
@@ -290,7 +290,7 @@ def check_writes(writes: Sequence[Write]) -> None:
                 check_part(f"write {i} ({describe(w)})", "key", w.key, allow_empty=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Expect:
     """A commit precondition: the value at ``address`` (session scope) must be ``value``
     (``None``: no value there) when the transaction commits, else the commit raises
