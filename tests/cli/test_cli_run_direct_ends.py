@@ -129,3 +129,59 @@ def test_a_full_disk_at_the_settlement_is_one_line_and_resume_settles(tmp_path: 
         assert "settled from its last checkpoint as interrupted" in resumed.stdout
         settled = toolfold("show", session, "1", cwd=tmp_path, env=env)
         assert settled.stdout.startswith(mark) and "interrupted" in settled.stdout
+
+
+ESCAPES = (
+    # A process that leaves the command's process group (setsid), still holding the
+    # pipes, notes each SIGTERM it gets and goes on: only SIGKILL stops it.
+    'setsid sh -c \'echo $$ > escaped; trap "echo term >> got_term" TERM; '
+    "while :; do sleep 0.05; done' & "
+    "while [ ! -s escaped ]; do sleep 0.05; done; echo ready; sleep 1000"
+)
+
+
+def _pid_in(file: Path) -> int:
+    try:
+        return int(file.read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("options", [(), ("--retain", "tail")], ids=["direct", "asyncio"])
+def test_a_cancel_sends_sigterm_then_sigkill_to_what_left_the_group_on_both_paths(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    """Cancelling runs LocalExecEnv's sequence on both drivers (the same code,
+    ``_reaper.terminate_command`` then ``kill_command``): SIGTERM to the group and to the
+    processes that left it, SIGKILL to whatever survived the grace; the run ends even
+    though the escaped process still holds the output pipes."""
+    env = clean_env()
+    env["TOOLFOLD_DIRECT_RUN"] = "0" if options else "1"
+    proc = start("run", *options, "--", ESCAPES, cwd=tmp_path, env=env)
+    errors = LineReader(proc.stderr)
+    pid = 0
+    try:
+        wait_for(lambda: _session(errors), "the title line", proc=proc)
+        wait_for(lambda: _pid_in(tmp_path / "escaped"), "the escaped process", proc=proc)
+        pid = _pid_in(tmp_path / "escaped")
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(timeout=30)  # the output is small: the pipe holds it meanwhile
+        out = proc.stdout.read() if proc.stdout is not None else b""
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if pid and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert proc.returncode == 130, errors.text()
+    assert out.decode().rstrip().endswith(CANCELLED_MARKER)
+    assert (tmp_path / "got_term").read_text() == "term\n"  # SIGTERM first, once
+    assert not _alive(pid)  # then SIGKILL

@@ -108,10 +108,12 @@ def run_direct(
         EXEC_ID_VAR,
         become_subreaper,
         command_processes,
+        kill_command,
         new_exec_id,
         reap_exited,
         reap_killed,
         signal_all,
+        terminate_command,
     )
     from toolfold.execenv._selector_loop import SelectorLoop
     from toolfold.execenv._session import CaptureSession
@@ -261,10 +263,20 @@ def run_direct(
     reader.start()
     next_beat = clock() + ttl / 3
     next_status = clock() + PLAIN_STATUS_INTERVAL
-    killed_at: float | None = None
+    killed_at: float | None = None  # SIGTERM sent (LocalExecEnv's first step)
+    sigkilled_at: float | None = None  # and SIGKILL, once the grace passed
     exited_at: float | None = None
+    escaped: set[int] = set()
     seen = 0
     cancelled = interrupted = background = False
+
+    def terminate() -> None:
+        # The group and the processes that left it: found while the shell lives (it
+        # is reaped only by popen.wait() below, so its pid cannot be reused meanwhile).
+        nonlocal killed_at, escaped
+        killed_at = clock()
+        escaped = terminate_command(popen.pid, exec_id, None if flags["exited"] else popen.pid)
+
     try:
         while not (flags["exited"] and flags["closed"]):
             if len(signalled) >= 2:
@@ -272,25 +284,27 @@ def run_direct(
                 break
             if signalled and killed_at is None:
                 cancelled = True
-                killed_at = clock()
-                _killpg(popen.pid, signal.SIGTERM)
+                terminate()
             if failures and killed_at is None:
-                killed_at = clock()  # the output cannot be kept: stop the command
-                _killpg(popen.pid, signal.SIGTERM)
-            if killed_at is not None and clock() - killed_at >= KILL_GRACE:
-                _killpg(popen.pid, signal.SIGKILL)
+                terminate()  # the output cannot be kept: stop the command
             if flags["exited"] and exited_at is None:
                 exited_at = clock()
             if exited_at is not None and clock() - exited_at >= EXIT_GRACE and killed_at is None:
-                # What the shell left running still holds the pipes: kill its group.
+                # What the shell left running still holds the pipes: stop it.
                 background = True
-                killed_at = clock()
-                _killpg(popen.pid, signal.SIGKILL)
+                terminate()
+            if killed_at is not None and sigkilled_at is None and clock() - killed_at >= KILL_GRACE:
+                escaped = kill_command(popen.pid, exec_id, escaped)
+                sigkilled_at = clock()
+            if sigkilled_at is not None and flags["exited"] and clock() - sigkilled_at >= 1.0:
+                # Something still holds the pipes a moment after SIGKILL: read what is
+                # buffered so far, then close them regardless (as LocalExecEnv does).
+                break
             now = clock()
             wait = min(next_beat, next_status) - now
             if planner.source.dirty:
                 wait = min(wait, planner.next_due())
-            if exited_at is not None:
+            if exited_at is not None or killed_at is not None:
                 wait = min(wait, 0.05)
             loop.run_once(max(0.0, wait))
             now = clock()
@@ -312,14 +326,14 @@ def run_direct(
         for s, handler in old.items():
             signal.signal(s, handler)
     if interrupted or not flags["exited"]:
-        _killpg(popen.pid, signal.SIGKILL)
+        escaped = kill_command(popen.pid, exec_id, escaped)
     reader.close()
     child.close()
     returncode = popen.wait()
     left = command_processes(exec_id, None)
     if killed_at is not None or interrupted:
         signal_all(left, signal.SIGKILL)
-        reap_killed(left)
+        reap_killed(left | escaped)
     else:
         reap_exited(left)  # left running on purpose (output redirected): reaped later
     final = capture.finish_on()
@@ -388,9 +402,3 @@ def run_direct(
     parts.append(f"`toolfold show {session_name} {call_id}{_store_flag(spec)}`")
     print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
     return status
-
-
-def _killpg(pid: int, sig: int) -> None:
-    """Signal the command's process group (what left it is signalled at the end)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)

@@ -33,10 +33,12 @@ from ._reaper import (
     below_children,
     command_processes,
     ended_sandbox_inits,
+    kill_command,
     new_exec_id,
     reap_exited,
     reap_killed,
     signal_all,
+    terminate_command,
 )
 from ._session import CaptureSession
 from ._spill import open_spill_dir
@@ -559,25 +561,13 @@ class LocalExecEnv:
         # Found while the shell still lives (its subtree is intact): the processes that
         # left its group (setsid) get the same signals as the group.
         shell = None if protocol.exited.done() else pid
-        killed = command_processes(exec_id, shell)
         try:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGTERM)
-            signal_all(killed, signal.SIGTERM)
+            killed = terminate_command(pid, exec_id, shell)
             # Pipes closing too means no group member still holds them (all exited).
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(both), self.kill_grace)
-            # Whatever survived SIGTERM (or ignored it) is killed; killpg reaches members
-            # even after the leader exited, as long as the group exists. Escaped ones
-            # are looked up again: a process may have forked or been orphaned meanwhile.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            for _ in range(3):
-                more = command_processes(exec_id, None) - killed
-                killed |= more
-                signal_all(killed, signal.SIGKILL)
-                if not more:
-                    break
+            # Whatever survived SIGTERM (or ignored it) is killed.
+            killed = kill_command(pid, exec_id, killed)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(protocol.exited), 5.0)
             # The orphans among them are our children now (we are their subreaper).

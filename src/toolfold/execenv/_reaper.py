@@ -132,6 +132,37 @@ def signal_all(pids: Iterable[int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
+def terminate_command(pgid: int, exec_id: str, shell_pid: int | None) -> set[int]:
+    """The first step of stopping a command: SIGTERM to its process group and to the
+    processes of it that left the group (found while the shell still lives — pass
+    ``shell_pid`` as for :func:`command_processes` — so its subtree is intact). Returns
+    those processes, for :func:`kill_command` after the grace."""
+    escaped = command_processes(exec_id, shell_pid)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    signal_all(escaped, signal.SIGTERM)
+    return escaped
+
+
+def kill_command(pgid: int, exec_id: str, escaped: set[int]) -> set[int]:
+    """The second step, once the grace after :func:`terminate_command` has passed:
+    SIGKILL to the group (``killpg`` reaches its members even after the leader exited,
+    as long as the group exists) and to every process of the command outside it, looked
+    up again (one may have forked or been orphaned meanwhile). Returns every process
+    killed outside the group: the orphans among them are ours to reap
+    (:func:`reap_killed`)."""
+    killed = set(escaped)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(3):
+        more = command_processes(exec_id, None) - killed
+        killed |= more
+        signal_all(killed, signal.SIGKILL)
+        if not more:
+            break
+    return killed
+
+
 #: Adopted processes of our commands that were left running (a daemon started on
 #: purpose, its output redirected): reaped once they exit, so a long-lived host does not
 #: collect zombies.
