@@ -39,15 +39,15 @@ def _declare(decorator: Any, specs: list[dict[str, Any]], options: dict[str, Any
 
 
 def _same(a: Any, b: Any) -> None:
-    """Call a and b; equal results or the same exception type."""
+    """Call a and b; equal results or the same exception and message."""
     try:
         left = ("ok", a())
     except Exception as exc:
-        left = ("raised", type(exc))
+        left = ("raised", type(exc), str(exc))
     try:
         right = ("ok", b())
     except Exception as exc:
-        right = ("raised", type(exc))
+        right = ("raised", type(exc), str(exc))
     assert left == right
 
 
@@ -185,3 +185,17 @@ def test_a_subclass_first_compared_uses_the_records_methods() -> None:
 
     assert Sub(1) == Sub(1) and Sub(1) != Base(1) and hash(Sub(1)) == hash(Base(1))
     assert repr(Sub(2)).endswith("Sub(x=2)") and Base(3) == Base(3)
+
+
+def test_dataclasses_own_frozen_methods_are_left_in_place() -> None:
+    """record's frozen classes get their __setattr__/__delattr__ without compiling
+    them; dataclasses' own function is back once the class is defined."""
+    before = getattr(dataclasses, "_frozen_get_del_attr", None)
+
+    @record(frozen=True, slots=True)
+    class Frozen:
+        x: int
+
+    assert getattr(dataclasses, "_frozen_get_del_attr", None) is before
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'x'"):
+        del Frozen(1).x

@@ -6,22 +6,25 @@ same class only (``NotImplemented`` otherwise), ``__hash__`` (frozen and eq: the
 those fields; eq and not frozen: unhashable), ``__repr__`` (``QualName(field=value,
 ...)`` over the ``repr=True`` fields, recursion-safe), ``FrozenInstanceError``,
 ``__match_args__``, ``dataclasses.fields/replace/asdict``), but at definition
-``dataclasses`` only generates ``__init__`` (and, frozen, ``__setattr__``/
-``__delattr__``). ``__eq__``, ``__hash__`` and ``__repr__`` start as stand-ins that, on
-a class's first comparison, hash or repr, compile the very method dataclass generates
-and put it in their place: a record never compared, hashed or printed never pays for
-them, and after the first call they cost what dataclass's do.
+``dataclasses`` compiles only ``__init__``. ``__eq__``, ``__hash__`` and ``__repr__``
+start as stand-ins that, on a class's first comparison, hash or repr, compile the very
+method dataclass generates and put it in their place: a record never compared, hashed
+or printed never pays for them, and after the first call they cost what dataclass's
+do. A frozen record's ``__setattr__``/``__delattr__`` are closures with the generated
+methods' conditions and errors (on Python 3.11 and 3.12, whose ``dataclasses`` makes
+them in one replaceable function, ``_frozen_get_del_attr``; elsewhere dataclass's own).
 
 Why: CPython's ``dataclasses`` compiles every generated method from source with its
 own ``exec`` (Python 3.11: ~390 us to define a frozen five-field class, ~240 us without
-the generated ``__eq__``/``__hash__``/``__repr__``; ~210 us vs ~110 us unfrozen), and
-``toolfold run -- true`` defines a few dozen records before it runs anything
-(docs/BENCHMARKS.md, "Start-up"). Construction is the generated ``__init__`` itself.
+the generated ``__eq__``/``__hash__``/``__repr__``, ~140 us without the frozen
+``__setattr__``/``__delattr__`` either; ~210 us vs ~110 us unfrozen), and ``toolfold
+run -- true`` defines a few dozen records before it runs anything (docs/BENCHMARKS.md,
+"fifth round"). Construction is the generated ``__init__`` itself.
 
 For type checkers ``record`` *is* ``dataclasses.dataclass`` (the ``TYPE_CHECKING``
-import below), so mypy sees every record as a dataclass. ``order=True``, ``unsafe_hash``
-and ``eq=False``/``repr=False`` go to ``dataclass`` unchanged. ``__dataclass_params__``
-reports the options as written. Imports nothing else from toolfold.
+import below), so mypy sees every record as a dataclass. ``order=True`` and
+``unsafe_hash=True`` go to ``dataclass`` unchanged; ``eq=False`` and ``repr=False`` add
+no method, as with dataclass. ``__dataclass_params__`` reports the options as written. Imports nothing else from toolfold.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ __all__ = ["record"]
 if TYPE_CHECKING:
     from dataclasses import dataclass as record
 else:
+    import sys
     from _thread import get_ident
 
     def record(cls: Any = None, /, **options: Any) -> Any:
@@ -51,7 +55,7 @@ else:
         # What dataclass would leave alone: methods the class body defines itself.
         own_eq = "__eq__" in body
         own_hash = "__hash__" in body and not (body["__hash__"] is None and own_eq)
-        cls = dataclasses.dataclass(cls, eq=False, repr=False, **options)
+        cls = _dataclass(cls, options)
         params = cls.__dataclass_params__
         params.eq = eq
         params.repr = want_repr
@@ -69,6 +73,44 @@ else:
                 else:
                     cls.__hash__ = None
         return cls
+
+    def _frozen_methods(cls: Any, fields: Any, globals: Any) -> tuple[Any, Any]:
+        """``dataclasses._frozen_get_del_attr`` (Python 3.11, 3.12) as two closures: the
+        same conditions, errors and ``super`` calls, without compiling them."""
+        names = tuple(f.name for f in fields)
+
+        def __setattr__(self: Any, name: str, value: Any) -> None:
+            if type(self) is cls or name in names:
+                raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+            super(cls, self).__setattr__(name, value)
+
+        def __delattr__(self: Any, name: str) -> None:
+            if type(self) is cls or name in names:
+                raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+            super(cls, self).__delattr__(name)
+
+        return __setattr__, __delattr__
+
+    _GENERATED_FROZEN = getattr(dataclasses, "_frozen_get_del_attr", None)
+    _PATCH_FROZEN = (
+        (3, 11) <= sys.version_info[:2] <= (3, 12)
+        and _GENERATED_FROZEN is not None
+        and _GENERATED_FROZEN.__code__.co_varnames[:3] == ("cls", "fields", "globals")
+    )
+
+    def _dataclass(cls: Any, options: dict[str, Any]) -> Any:
+        """``dataclass(cls, eq=False, repr=False, **options)``; frozen, on the Python
+        versions whose ``dataclasses`` make ``__setattr__``/``__delattr__`` in
+        ``_frozen_get_del_attr``, with closures instead of two ``exec`` (~0.12 ms a
+        class). Another thread defining a frozen dataclass meanwhile gets the same
+        closures: the same methods."""
+        if not (_PATCH_FROZEN and options.get("frozen")):
+            return dataclasses.dataclass(cls, eq=False, repr=False, **options)
+        dataclasses._frozen_get_del_attr = _frozen_methods
+        try:
+            return dataclasses.dataclass(cls, eq=False, repr=False, **options)
+        finally:
+            dataclasses._frozen_get_del_attr = _GENERATED_FROZEN
 
     def _set(cls: Any, qualname: str, name: str, fn: Any) -> None:
         fn.__name__ = name
