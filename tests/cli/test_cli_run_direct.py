@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 import sqlite3
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,27 @@ CHECKPOINTED = (
 the store the way a user would, a bounded poll) and says so: the same output on both
 paths only if both checkpoint while it runs (a short interval, read by both paths)."""
 
+TAKEOVER = (
+    "import sqlite3, time\n"
+    "from pathlib import Path\n"
+    "from toolfold.durability import LeaseTerms\n"
+    "from toolfold.storage import FsyncPolicy\n"
+    "from toolfold.storage._sqlite_sync import SqliteFile, SyncSqliteSession\n"
+    "db = Path('.toolfold/toolfold.db')\n"
+    "with sqlite3.connect(db) as conn:\n"
+    '    session, op = conn.execute("SELECT session, key FROM kv_values "\n'
+    "        \"WHERE namespace = 'lease.token'\").fetchone()\n"
+    "s = SyncSqliteSession.open(SqliteFile(db, fsync=FsyncPolicy(), read_only=False), session)\n"
+    "writes, first = LeaseTerms(op, 'other-host:1', 2, ttl=30, clock=time.time).take_writes()\n"
+    "s.commit(writes, expect=[first])\n"
+    "s.close()\n"
+)
+"""Another host takes the call's lease over while the command runs (as ``toolfold
+resume`` on another machine would once the lease looked expired): the settlement is
+refused on both paths with the same FencedError, "this host lost its lease"."""
+
+LEASE_LOST = f"{shlex.quote(sys.executable)} -c {shlex.quote(TAKEOVER)}"
+
 COMMANDS = [
     "true",
     "false",
@@ -40,6 +62,7 @@ COMMANDS = [
     "sleep 30 & echo hi",  # what it left holding the pipes is stopped after a grace
     "seq 1 3000",  # past the window's 2,000 lines: spilled
     CHECKPOINTED,
+    LEASE_LOST,
 ]
 
 
@@ -66,7 +89,7 @@ def _normal(text: str, root: Path) -> str:
     )
     text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00", "<time>", text)
     text = re.sub(r'(\\?"(?:pid|expires|heartbeat)\\?"): ?[\d.]+', r"\1: <n>", text)
-    text = re.sub(r"[\w.-]+:\d+(\\?\")", r"<host>\1", text)
+    text = re.sub(r"[\w.-]+:\d+(\\?[\"'])", r"<host>\1", text)
     return re.sub(r"\d+\.\d s", "<s> s", text)
 
 
@@ -113,5 +136,12 @@ def test_the_direct_path_writes_and_prints_what_the_asyncio_path_does(
     assert direct[1] == forced[1]
     if command == CHECKPOINTED:
         assert direct[1] == "first\nseen\nlast\n"
+    if command == LEASE_LOST:
+        assert direct[0] == 2
+        assert (
+            "refused: it carries fencing token 1, but the stored token is 2 (held by "
+            in (direct[2])
+            and "this host lost its lease and must stop working on the operation" in direct[2]
+        )
     assert direct[2].splitlines() == forced[2].splitlines()
     assert direct[3] == forced[3]

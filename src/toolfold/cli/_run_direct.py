@@ -94,6 +94,8 @@ def run_direct(
         LeaseTerms,
         StreamPlanner,
         default_host_id,
+        lease_holder,
+        lease_info,
         pending_tool_output,
         result_entry,
         settlement_writes,
@@ -129,6 +131,7 @@ def run_direct(
     from toolfold.history import mark_activity, new_run_record, run_record_address, settled_record
     from toolfold.output import ToolOutput
     from toolfold.storage import (
+        ConflictError,
         FsyncPolicy,
         StorageError,
         ephemeral_scope,
@@ -208,7 +211,15 @@ def run_direct(
     )
 
     def fenced_commit(batch: Any) -> None:
-        session.commit(batch, expect=lease.expects())
+        try:
+            session.commit(batch, expect=lease.expects())
+        except ConflictError as exc:
+            # Another host took the call over: the same FencedError (and so the same
+            # message) the asyncio path's Lease raises, naming the holder now.
+            holder = None
+            with contextlib.suppress(StorageError, OSError):
+                holder = lease_info(session.get_value(lease_holder(run_id)))
+            raise lease.fenced(exc, holder) from None
 
     signalled: list[int] = []
 
