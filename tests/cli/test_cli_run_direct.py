@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 from cli_helpers import TOOLFOLD, clean_env, toolfold
 
+from tmpfs_fixture import small_tmpfs
+
 SHOW = " ".join(shlex.quote(a) for a in [*TOOLFOLD, "show"])
 
 INTERLEAVED = "echo out; echo err >&2; echo out2; echo err2 >&2"
@@ -94,7 +96,7 @@ def _normal(text: str, root: Path) -> str:
 
 
 def _run(root: Path, command: str, *, direct: bool) -> tuple[int, str, str, str]:
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     env = clean_env()
     env["TOOLFOLD_TEST_CHECKPOINT_INTERVAL"] = "0.05"
     options: list[str] = []
@@ -145,3 +147,39 @@ def test_the_direct_path_writes_and_prints_what_the_asyncio_path_does(
         )
     assert direct[2].splitlines() == forced[2].splitlines()
     assert direct[3] == forced[3]
+
+
+@pytest.mark.parametrize("how", ["spill directory unusable", "disk full while spilling"])
+def test_a_spill_that_fails_ends_alike_on_both_paths(tmp_path: Path, how: str) -> None:
+    """The spill file cannot be created (its directory is a file), or the disk fills
+    up while it is written (a 4 MiB tmpfs mounted as the spill directory, which another
+    process then fills): both drivers settle the call alike. The first fails the call
+    and stops the command (it would sleep, its output written at once); the second keeps the command running and
+    the spill file holds what fit, which depends on timing (the sizes are masked)."""
+    runs = []
+    for name, direct in (("direct", True), ("asyncio", False)):
+        home = tmp_path / name / ".toolfold"
+        home.mkdir(parents=True, mode=0o700)
+        if how == "spill directory unusable":
+            (home / "spill").write_bytes(b"")
+            # One write of all of it, then a wait: what is read before the stop does not
+            # depend on how soon each driver reacts.
+            command = "seq 1 3000 > lines; cat lines; sleep 30"
+            runs.append(_run(tmp_path / name, command, direct=direct))
+            continue
+        with small_tmpfs(home / "spill", size="4m") as mnt:
+            command = f"seq 1 100000; cat /dev/zero > {mnt}/filler 2>/dev/null; seq 1 100000"
+            run = _run(tmp_path / name, command, direct=direct)
+        kept = re.compile(r"(the first |\\?\"spill_bytes\\?\": ?)[\d.,]+( B| [KM]iB)?")
+        runs.append((run[0], *(kept.sub(r"\1<size>", text) for text in run[1:])))
+    direct_run, forced = runs
+    assert direct_run[0] == forced[0] == (1 if how == "spill directory unusable" else 0)
+    assert direct_run[1] == forced[1]
+    assert direct_run[2].splitlines() == forced[2].splitlines()
+    assert direct_run[3] == forced[3]
+    if how == "spill directory unusable":
+        assert (
+            "SpillError: cannot create spill directory '<root>/.toolfold/spill/" in (direct_run[1])
+        )
+    else:
+        assert "(the first <size> only: the disk filled up)]" in direct_run[1]
