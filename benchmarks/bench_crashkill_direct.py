@@ -4,7 +4,8 @@ across its storage calls, with the count and the invariant violations found (tar
 Run: ``.venv/bin/python benchmarks/bench_crashkill_direct.py [--points N]`` (default
 1,000). Each point forks the driver on a SQLite store, SIGKILLs it at storage call #k,
 resumes the session as ``toolfold resume`` does and checks what
-``tests/durability/crashkill_direct.py`` checks. Points alternate a short call (ends
+``tests/durability/crashkill_direct.py`` checks (a resumed call holds the last
+checkpoint committed before the kill + the marker). Points alternate a short call (ends
 inside its first checkpoint interval: start and settlement only) and a long one (paced
 checkpoints every 20 ms, a lease renewal every 50 ms); k cycles over 1 .. the calls a
 run of that command makes + 1 (a kill point past the last call is a run that settled).

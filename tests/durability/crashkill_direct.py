@@ -5,8 +5,11 @@
 ``root`` with its session wrapped so that it kills itself right before storage call #k
 (0: never), waits for it, resumes the session in this process as ``toolfold resume``
 does, and returns what was checked. The child appends one line per commit to a trace
-(one ``os.write`` each, so it survives the kill): ``plan`` with the commit's kind before
-it, ``done`` once it returned.
+(one ``os.write`` each, so it survives the kill): ``plan`` with the commit's kind (and,
+for a checkpoint, the output state it makes durable) before it, ``done`` once it
+returned. A resumed call must hold exactly the last checkpoint committed before the kill
+(or one in flight at it) + the interruption marker: the main crash-kill check's
+invariant, read from the trace by its own ``read_trace``.
 
 Used by ``test_durability_crashkill_direct.py`` (a CI-sized sweep) and
 ``benchmarks/bench_crashkill.py --direct`` (>= 1,000 points)."""
@@ -48,11 +51,27 @@ def _kind(writes: Any, across: bool) -> str:
     return "renew"
 
 
+CALL = "call"
+"""The key of the call's states in the trace (``crashkill_check.read_trace``'s format)."""
+
+
 def _child(root: Path, kill_at: int, command: str) -> None:
+    import toolfold.durability
     from toolfold.cli import _run_direct
     from toolfold.cli._store import resolve_store
     from toolfold.output import OutputPolicy
     from toolfold.storage import _sqlite_sync
+
+    planners: list[Any] = []
+
+    class Planner(toolfold.durability.StreamPlanner):  # type: ignore[misc, name-defined]
+        def __init__(self, *a: Any, **k: Any) -> None:
+            super().__init__(*a, **k)
+            planners.append(self)
+
+    # The driver imports it when it runs: it plans with this one, which lets the trace
+    # record the producer's state each checkpoint commits.
+    toolfold.durability.StreamPlanner = Planner  # type: ignore[attr-defined, misc]
 
     trace = os.open(root / "trace.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     calls = [0]
@@ -72,14 +91,20 @@ def _child(root: Path, kill_at: int, command: str) -> None:
         def commit(self, writes: Any, **kw: Any) -> Any:
             n = tick()
             planned = writes() if callable(writes) else writes
-            line(ev="plan", n=n, kind=_kind(planned, False))
+            kind = _kind(planned, False)
+            # As crashkill_child.py traces it: the state a checkpoint makes durable (the
+            # sink's, which the batch just planned brought the stream up to).
+            lists = (
+                {CALL: planners[0].source._sink._current_target()} if kind == "checkpoint" else {}
+            )
+            line(ev="plan", n=n, kind=kind, lists=lists, memo=[])
             result = super().commit(planned, **kw)
             line(ev="done", n=n)
             return result
 
         def commit_across(self, main: Any, side: Any, **kw: Any) -> Any:
             n = tick()
-            line(ev="plan", n=n, kind="start")
+            line(ev="plan", n=n, kind="start", lists={}, memo=[])
             result = super().commit_across(main, side, **kw)
             line(ev="done", n=n)
             return result
@@ -154,7 +179,13 @@ def kill_point(root: Path, kill_at: int, command: str = SHORT) -> Outcome:
     if db.exists() and started:
         resumed = not settled_before
         _resume(root, db)
-    violations += _check(db, started=started, settled_before=settled_before, command=command)
+    violations += _check(
+        db,
+        started=started,
+        settled_before=settled_before,
+        command=command,
+        trace=root / "trace.jsonl",
+    )
     return Outcome(killed, started, settled_before, resumed, calls, violations)
 
 
@@ -167,7 +198,11 @@ def _resume(root: Path, db: Path) -> None:
         asyncio.run(resume_command(spec, SESSION))
 
 
-def _check(db: Path, *, started: bool, settled_before: bool, command: str) -> list[str]:
+def _check(
+    db: Path, *, started: bool, settled_before: bool, command: str, trace: Path
+) -> list[str]:
+    from crashkill_check import interrupted_text, read_trace
+
     from toolfold.harness import INTERRUPTION_MARKER
 
     if not db.exists():
@@ -218,4 +253,21 @@ def _check(db: Path, *, started: bool, settled_before: bool, command: str) -> li
     kept = text[: -len(INTERRUPTION_MARKER)].splitlines()
     if kept != expected[: len(kept)]:
         problems.append(f"the resumed output is not a prefix of the output: {kept!r:.200}")
+    # The main crash-kill check's invariant (crashkill_check.check): the resumed result
+    # is the state of the last checkpoint committed before the kill (or of one whose
+    # commit was in flight at it) + the marker; never an older one, nothing lost.
+    states = read_trace(trace)
+    committed = states.committed.get(CALL, [])
+    acceptable = [committed[-1] if committed else None, *states.in_flight.get(CALL, [])]
+    if text not in [interrupted_text(_text(state)) for state in acceptable]:
+        problems.append(
+            f"the resumed output is not the last committed checkpoint + marker "
+            f"({len(committed)} committed): {text!r:.200}"
+        )
     return problems
+
+
+def _text(state: Any) -> str:
+    if not isinstance(state, dict):
+        return ""
+    return "".join(b.get("text", "") for b in state.get("content", []) if isinstance(b, dict))
