@@ -160,3 +160,31 @@ def test_a_planted_spill_root_gets_nothing_from_a_run_on_either_path(
     why = "is a symbolic link" if plant == "link" else "is owned by uid 65534, not you (uid 0)"
     assert f"refusing {tmp_path}/.toolfold/spill" in done.stdout and why in done.stdout
     assert list(target.iterdir()) == []
+
+
+def test_marking_activity_neither_creates_nor_touches_through_a_planted_link(
+    tmp_path: Path,
+) -> None:
+    """What every host calls per command (``toolfold mcp`` too, where the link may be
+    planted after its start): a session directory reached through a link at
+    ``spill/`` is neither made nor has its modification time changed."""
+    import os
+
+    from toolfold.history import mark_activity
+
+    attacker = tmp_path / "attacker"
+    (attacker / "s").mkdir(parents=True)
+    os.utime(attacker / "s", (1, 1))
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "spill").symlink_to(attacker, target_is_directory=True)
+    mark_activity(home / "spill" / "s")
+    mark_activity(home / "spill" / "new")
+    assert os.stat(attacker / "s").st_mtime == 1
+    assert sorted(p.name for p in attacker.iterdir()) == ["s"]
+    # Its own directory is made private and touched.
+    (home / "spill").unlink()
+    mark_activity(home / "spill" / "s")
+    assert (home / "spill" / "s").is_dir() and os.stat(
+        home / "spill" / "s"
+    ).st_mode & 0o777 == 0o700

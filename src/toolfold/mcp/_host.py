@@ -29,7 +29,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.models import InitializationOptions
 from mcp.shared.exceptions import MCPError
 
-from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_dir
+from toolfold._fsperm import UnsafePathError, make_private_dirs, open_owned_dir
 from toolfold.durability import default_host_id
 from toolfold.execenv import LocalExecEnv, Sandbox, stop_orphans
 from toolfold.harness import (
@@ -145,9 +145,10 @@ class McpHost:
         # another user's), before the proxy writes its own spill files into them.
         spill = settings.spill_dir.absolute()
         try:
-            make_private_dirs(spill.parent.parent)
             if self.spill_dir_at_start or os.path.lexists(spill):
-                os.close(open_private_dir(spill.parent.parent, spill.parent.name, spill.name))
+                os.close(open_owned_dir(spill))  # as the exec env makes it
+            else:
+                make_private_dirs(spill.parent.parent)
         except OSError as exc:
             raise McpHostError(
                 f"cannot use the spill directory {spill}: {exc}"
@@ -521,12 +522,9 @@ class McpHost:
         return result
 
     def _mark_activity(self) -> None:
-        # The spill directory was made (private) when the host started: touching it is
-        # one system call; made again only if it has gone since.
-        try:
-            os.utime(self.settings.spill_dir, follow_symlinks=False)
-        except OSError:
-            mark_activity(self.settings.spill_dir)
+        # Judged again each time (never touched through a link planted since the start:
+        # a bare utime would follow one at spill/), made again if it has gone since.
+        mark_activity(self.settings.spill_dir)
 
     async def _record_settled(self, call_id: str, result: ToolResult) -> None:
         if result.state is not None:
