@@ -35,11 +35,12 @@ from ._run_result import (
     exit_status,
     new_session_name,
     print_result,
+    print_summary,
 )
 from ._sandbox import sandbox_choice, store_paths
 from ._store import StoreSpec, open_store, report_notes, resolve_store
 from ._tools import cli_bash
-from ._view import CallWatcher, LiveView, PlainView, call_totals
+from ._view import CallWatcher, LiveView, PlainView
 
 if TYPE_CHECKING:
     from toolfold.execenv import Sandbox, Transport
@@ -356,31 +357,10 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
             status = exit_status(results[0], signalled[0] if signalled else None)
         else:
             status = 128 + signalled[0] if signalled else EXIT_CANCELLED
-        _summary(watcher, message, call_id, settings, status)
+        # A remote run's spill file is on the exec host: the line says which.
+        host = settings.remote.transport.describe() if settings.remote else None
+        print_summary(watcher, message, status, spec, settings.session, call_id, spill_host=host)
         return status
-
-
-def _summary(
-    watcher: CallWatcher, message: dict[str, Any], call_id: str, settings: RunSettings, status: int
-) -> None:
-    state = watcher.state if isinstance(watcher.state, dict) else {}
-    spill = state.get("spill_path")
-    outcome = message.get("outcome", "ok")
-    parts = [
-        f"{outcome}, exit status {status}",
-        call_totals(state),
-    ]
-    if spill:
-        # A remote run's spill file is on the exec host: say which.
-        where = f" (on {settings.remote.transport.describe()})" if settings.remote else ""
-        parts.append(f"full output: {spill}{where}")
-    parts.append(f"{watcher.elapsed:.1f} s")
-    spec = settings.spec
-    if spec.kind == "memory":
-        parts.append("memory: store, nothing kept")
-    else:
-        parts.append(f"`toolfold show {settings.session} {call_id}{_store_flag(spec)}`")
-    print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
 
 
 __all__ = [

@@ -142,9 +142,15 @@ def run_direct(
 
     from ._errors import StoreOpenError
     from ._process import resume_collector
-    from ._run_result import _store_flag, checkpoint_interval, exit_status, print_result
+    from ._run_result import (
+        _store_flag,
+        checkpoint_interval,
+        exit_status,
+        print_result,
+        print_summary,
+    )
     from ._store import prepare, storage_message
-    from ._view import PLAIN_STATUS_INTERVAL, CallWatcher, call_totals
+    from ._view import PLAIN_STATUS_INTERVAL, CallWatcher
 
     prepare(spec, create=True)
     file = SqliteFile(Path(spec.url[len("sqlite:") :]), fsync=FsyncPolicy(), read_only=False)
@@ -405,11 +411,5 @@ def run_direct(
         file.close()
     print_result(message, as_json=False)
     status = exit_status(tool_result, signalled[0] if signalled else None)
-    shown = watcher.state if isinstance(watcher.state, dict) else {}
-    parts = [f"{message.get('outcome', 'ok')}, exit status {status}", call_totals(shown)]
-    if shown.get("spill_path"):
-        parts.append(f"full output: {shown['spill_path']}")
-    parts.append(f"{watcher.elapsed:.1f} s")
-    parts.append(f"`toolfold show {session_name} {call_id}{_store_flag(spec)}`")
-    print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
+    print_summary(watcher, message, status, spec, session_name, call_id)
     return status

@@ -19,6 +19,8 @@ from ._store import StoreSpec, resolve_store
 if TYPE_CHECKING:
     from toolfold.harness import ToolResult
 
+    from ._view import CallWatcher
+
 EXIT_CANCELLED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
@@ -64,6 +66,34 @@ def _store_flag(spec: StoreSpec) -> str:
     except StoreURLError:
         bare = None
     return "" if spec.url == bare else f" --store {spec.describe()}"
+
+
+def print_summary(
+    watcher: CallWatcher,
+    message: dict[str, Any],
+    status: int,
+    spec: StoreSpec,
+    session: str,
+    call_id: str,
+    *,
+    spill_host: str | None = None,
+) -> None:
+    """The run's last line, on stderr: the outcome and exit status, the output's totals,
+    where its full output is (``spill_host``: the exec host holding a remote run's spill
+    file), how long it ran, and how to show the call again."""
+    from ._view import call_totals
+
+    state = watcher.state if isinstance(watcher.state, dict) else {}
+    parts = [f"{message.get('outcome', 'ok')}, exit status {status}", call_totals(state)]
+    spill = state.get("spill_path")
+    if spill:
+        parts.append(f"full output: {spill}" + (f" (on {spill_host})" if spill_host else ""))
+    parts.append(f"{watcher.elapsed:.1f} s")
+    if spec.kind == "memory":
+        parts.append("memory: store, nothing kept")
+    else:
+        parts.append(f"`toolfold show {session} {call_id}{_store_flag(spec)}`")
+    print(f"toolfold: {' · '.join(parts)}", file=sys.stderr, flush=True)
 
 
 TEST_INTERVAL_VAR = "TOOLFOLD_TEST_CHECKPOINT_INTERVAL"
