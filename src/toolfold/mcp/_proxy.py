@@ -34,7 +34,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from pydantic import BaseModel, ConfigDict
 
 from toolfold._aio import drop_event_future, event_future
-from toolfold._fsperm import open_private_dir
+from toolfold._fsperm import open_owned_dir
 from toolfold._units import format_bytes
 from toolfold.execenv import Replace
 from toolfold.harness import Tool, ToolContext, ToolError, ToolResult
@@ -362,9 +362,9 @@ class ProxyHost(Passthrough, McpHost):
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         spill = self.settings.spill_dir.absolute()
         file = f"mcp-{_internal_name(name)}-{stamp}-{secrets.token_hex(4)}{suffix}"
-        # The directory is made (0700) if missing, never through a link, and the file
-        # created in it by its descriptor.
-        dir_fd = open_private_dir(spill.parent.parent, spill.parent.name, spill.name)
+        # The directory is made (0700) if missing, never through a link, as the exec env
+        # makes its spill directory, and the file created in it by its descriptor.
+        dir_fd = open_owned_dir(spill)
         try:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | _NOFOLLOW
             fd = os.open(file, flags, 0o600, dir_fd=dir_fd)
