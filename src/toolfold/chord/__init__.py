@@ -29,6 +29,7 @@ from ._ops import (
     check_json,
     describe,
     is_base,
+    lone_surrogate,
     validate_op,
     validate_wire_op,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "check_json",
     "describe",
     "is_base",
+    "lone_surrogate",
     "track",
     "utf16_len",
     "validate_op",

@@ -6,6 +6,7 @@ import urllib.parse
 from typing import Any, Generic, TypeAlias, TypeVar, overload
 
 from toolfold._record import record
+from toolfold.chord import lone_surrogate
 
 from ._errors import ScopeError, StorageError
 
@@ -26,18 +27,6 @@ __all__ = [
 #: Longest percent-encoded scope id: it becomes part of a side file name
 #: (``scope-<id>.scope``) and must stay well under the usual 255-byte limit.
 MAX_ENCODED_SCOPE_ID = 180
-
-
-def _lone_surrogate(text: str) -> int | None:
-    """Index of the first lone surrogate in ``text`` (not valid Unicode), or ``None``:
-    where the strict UTF-8 encoder, which refuses exactly the surrogates, stops."""
-    if text.isascii():
-        return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        return exc.start
-    return None
 
 
 @record(frozen=True, slots=True)
@@ -69,7 +58,7 @@ def _check_scope_id(id: object) -> None:
         raise ScopeError(
             f"scope id {id!r} contains a NUL character; not every backend can store it"
         )
-    bad = _lone_surrogate(id)
+    bad = lone_surrogate(id)
     if bad is not None:
         raise ScopeError(
             f"scope id {id!r} contains a lone surrogate {id[bad]!r} at index "
@@ -124,7 +113,7 @@ def check_part(kind: str, what: str, text: object, *, allow_empty: bool) -> None
         raise StorageError(
             f"{kind} {what} {text!r} contains a NUL character; not every backend can store it"
         )
-    bad = _lone_surrogate(text)
+    bad = lone_surrogate(text)
     if bad is not None:
         raise StorageError(
             f"{kind} {what} {text!r} contains a lone surrogate at index {bad}; "
