@@ -156,6 +156,15 @@ async def run(
                 ),
             ),
         ]
+        if unconfined:
+            # The baseline before the plain server ran bash: the same server on /bin/sh.
+            sh = [str(HERE / "mcp_naive_server.py"), "--shell", "/bin/sh"]
+            servers.append(
+                (
+                    "subprocess.run server, sh (dash)",
+                    StdioServerParameters(command=sys.executable, args=sh, cwd=str(cwd)),
+                )
+            )
         if memory:
             servers.append(
                 (

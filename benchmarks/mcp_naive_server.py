@@ -4,7 +4,8 @@ One ``bash`` tool that runs the command with ``subprocess.run`` and returns its 
 output as one text block; no window, no spill file, no progress, nothing recorded. The
 command runs in the shell ``toolfold mcp``'s ``bash`` tool runs (``bash`` from ``PATH``):
 a tool the model is told is ``bash`` gets bash syntax, and ``/bin/sh`` (dash on Debian)
-starts ~0.35 ms sooner, which would measure the shells, not the servers.
+starts sooner, which would measure the shells, not the servers; ``--shell /bin/sh``
+runs that one instead (``bench_mcp.py --unconfined`` shows both).
 Built on the same SDK (low-level ``Server``, stdio) as ``toolfold mcp``, so the
 comparison is about what the tool does, not which framework carries it.
 
@@ -54,7 +55,11 @@ DURABLE = sys.argv[sys.argv.index("--durable") + 1] if "--durable" in sys.argv[1
 JOURNAL = Journal(DURABLE) if DURABLE is not None else None
 
 
-SHELL = shutil.which("bash") or "/bin/sh"
+SHELL = (
+    sys.argv[sys.argv.index("--shell") + 1]
+    if "--shell" in sys.argv[1:]
+    else shutil.which("bash") or "/bin/sh"
+)
 
 
 def argv(command: str) -> list[str]:
