@@ -29,12 +29,6 @@ from toolfold import _otel
 
 from ._store import StoreSpec
 
-EXIT_GRACE = 1.0
-"""Seconds the pipes may stay open after the shell exited (``LocalExecEnv``'s)."""
-
-KILL_GRACE = 2.0
-"""Seconds between SIGTERM and SIGKILL of a cancelled command (``LocalExecEnv``'s)."""
-
 
 def direct_eligible(spec: StoreSpec) -> bool:
     """Whether a bare ``run`` takes the direct driver: its store is a SQLite file, stdout
@@ -107,6 +101,8 @@ def run_direct(
     from toolfold.execenv._pipes import PipeReader
     from toolfold.execenv._publisher import AdaptivePublisher
     from toolfold.execenv._reaper import (
+        DEFAULT_EXIT_GRACE,
+        DEFAULT_KILL_GRACE,
         EXEC_ID_VAR,
         become_subreaper,
         command_processes,
@@ -306,11 +302,19 @@ def run_direct(
                 terminate()  # the output cannot be kept: stop the command
             if flags["exited"] and exited_at is None:
                 exited_at = clock()
-            if exited_at is not None and clock() - exited_at >= EXIT_GRACE and killed_at is None:
+            if (
+                exited_at is not None
+                and clock() - exited_at >= DEFAULT_EXIT_GRACE
+                and killed_at is None
+            ):
                 # What the shell left running still holds the pipes: stop it.
                 background = True
                 terminate()
-            if killed_at is not None and sigkilled_at is None and clock() - killed_at >= KILL_GRACE:
+            if (
+                killed_at is not None
+                and sigkilled_at is None
+                and clock() - killed_at >= DEFAULT_KILL_GRACE
+            ):
                 escaped = kill_command(popen.pid, exec_id, escaped)
                 sigkilled_at = clock()
             if sigkilled_at is not None and flags["exited"] and clock() - sigkilled_at >= 1.0:

@@ -28,6 +28,8 @@ from ._limits import (
 from ._output_view import ShellOutputView
 from ._pipes import PipeReader
 from ._reaper import (
+    DEFAULT_EXIT_GRACE,
+    DEFAULT_KILL_GRACE,
     EXEC_ID_VAR,
     become_subreaper,
     below_children,
@@ -93,8 +95,8 @@ class LocalExecEnv:
         spill_dir: Path | str,
         *,
         shell: str | None = None,
-        kill_grace: float = 2.0,
-        exit_grace: float = 1.0,
+        kill_grace: float = DEFAULT_KILL_GRACE,
+        exit_grace: float = DEFAULT_EXIT_GRACE,
         sandbox: Sandbox | None = None,
         max_background: int = DEFAULT_MAX_RUNNING,
         idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,

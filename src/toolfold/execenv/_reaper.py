@@ -27,6 +27,8 @@ import sys
 from collections.abc import Iterable
 
 __all__ = [
+    "DEFAULT_EXIT_GRACE",
+    "DEFAULT_KILL_GRACE",
     "EXEC_ID_VAR",
     "become_subreaper",
     "below_children",
@@ -37,6 +39,14 @@ __all__ = [
     "reap_killed",
     "signal_all",
 ]
+
+DEFAULT_KILL_GRACE = 2.0
+"""Seconds a stopped command gets between SIGTERM and SIGKILL (``LocalExecEnv``'s
+``kill_grace``, and ``run``'s direct driver)."""
+
+DEFAULT_EXIT_GRACE = 1.0
+"""Seconds the pipes may stay open after the shell exited by itself before what it left
+holding them is killed (``LocalExecEnv``'s ``exit_grace``, and the direct driver)."""
 
 EXEC_ID_VAR = "TOOLFOLD_EXEC_ID"
 """The environment variable that marks every process of one command."""
