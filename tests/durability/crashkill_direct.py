@@ -58,6 +58,7 @@ CALL = "call"
 def _child(root: Path, kill_at: int, command: str) -> None:
     import toolfold.durability
     from toolfold.cli import _run_direct
+    from toolfold.cli._run_result import TEST_INTERVAL_VAR
     from toolfold.cli._store import resolve_store
     from toolfold.output import OutputPolicy
     from toolfold.storage import _sqlite_sync
@@ -114,7 +115,7 @@ def _child(root: Path, kill_at: int, command: str) -> None:
             return super().get_value(*a, **k)
 
     _sqlite_sync.SyncSqliteSession = Killing  # type: ignore[misc]
-    _run_direct.CHECKPOINT_INTERVAL = INTERVAL
+    os.environ[TEST_INTERVAL_VAR] = str(INTERVAL)  # the interval both run drivers read
     # Nothing of the child's output matters: the store is what is checked.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)

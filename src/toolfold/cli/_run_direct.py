@@ -46,11 +46,6 @@ def direct_eligible(spec: StoreSpec) -> bool:
     )
 
 
-CHECKPOINT_INTERVAL: float | None = None
-"""The paced checkpoints' interval (``None``: ``checkpoint_interval()``, as on the
-asyncio path); the crash-kill suite shortens it."""
-
-
 def run_bare(command: tuple[str, ...]) -> None:
     """``toolfold run -- COMMAND...`` with no option, on the direct driver when
     :func:`direct_eligible` (it then ends the process, ``Finished``); returns when not,
@@ -177,7 +172,7 @@ def run_direct(
     planner = StreamPlanner(
         pending_tool_output(run_id, call_id),
         out.open_stream(),
-        interval=checkpoint_interval() if CHECKPOINT_INTERVAL is None else CHECKPOINT_INTERVAL,
+        interval=checkpoint_interval(),
     )
     clock = time.monotonic
     loop = SelectorLoop()
