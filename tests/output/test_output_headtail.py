@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolfold import _json
 from toolfold.chord import apply, is_base
 from toolfold.execenv import ExecConfigError, ShellOutputLimits
 from toolfold.output import OutputPolicy, OutputPolicyError, ToolOutput, output_text
 from toolfold.output._cutnotice import cut_marker
-from toolfold.output._json import dumps
 
 HEAD, MARKER, TAIL = (["content", i, "text"] for i in range(3))
 LINE = "0123456789abcdef" * 3 + "ok 😀 漢字 line\n"  # 64 bytes
@@ -218,8 +218,8 @@ def test_bytes_per_flush_do_not_depend_on_the_window_size() -> None:
         assert [op[0] for op in text_ops] == ["s", "t", "a"]
         assert [op[1] for op in text_ops] == [MARKER, TAIL, TAIL]
         assert text_ops[2][2] == LINE * 32
-        sizes.append(len(dumps(text_ops[1:])))
-        markers.append(len(dumps(text_ops[0])))
+        sizes.append(len(_json.dumps(text_ops[1:])))
+        markers.append(len(_json.dumps(text_ops[0])))
     assert sizes[0] == sizes[1] == sizes[2], sizes
     assert max(markers) < 160, markers  # the marker is one short line whatever the window
 

@@ -12,6 +12,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolfold import _json
 from toolfold.chord import apply, is_base
 from toolfold.execenv import (
     Append,
@@ -21,7 +22,6 @@ from toolfold.execenv import (
     Slide,
 )
 from toolfold.output import OutputPolicy, ToolOutput, output_text
-from toolfold.output._json import dumps
 
 TEXT = ["content", 0, "text"]
 LINE = "0123456789abcdef" * 3 + "ok 😀 漢字 line\n"  # 64 bytes, 57 characters
@@ -146,5 +146,5 @@ def test_bytes_per_flush_do_not_depend_on_the_window_size() -> None:
         text_ops = _text_ops(ops)
         assert [op[0] for op in text_ops] == ["t", "a"]
         assert text_ops[1][2] == LINE * 32
-        sizes.append(len(dumps(text_ops)))
+        sizes.append(len(_json.dumps(text_ops)))
     assert sizes[0] == sizes[1] == sizes[2], sizes

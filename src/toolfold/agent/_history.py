@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
+from toolfold import _json
 from toolfold.harness import ToolCall
 from toolfold.storage import SESSION, ValueAddress, value
 
@@ -85,8 +84,8 @@ def message_calls(entry: dict[str, Any]) -> list[ToolCall]:
         if isinstance(part, dict) and part.get("type") == "tool_call":
             text = str(part.get("arguments") or "{}")
             try:
-                args: Any = orjson.loads(text)
-            except orjson.JSONDecodeError:
+                args: Any = _json.loads(text)
+            except _json.DecodeError:
                 args = text
             calls.append(ToolCall(str(part.get("id")), str(part.get("name")), args))
     return calls
@@ -104,7 +103,7 @@ def assistant_message(text: str, calls: list[ToolCall]) -> dict[str, Any]:
                     "name": c.name,
                     "arguments": c.args
                     if isinstance(c.args, str)
-                    else orjson.dumps(c.args).decode(),
+                    else _json.dumps(c.args).decode(),
                 },
             }
             for c in calls

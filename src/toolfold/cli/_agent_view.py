@@ -11,8 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-import orjson
-
+from toolfold import _json
 from toolfold.chord import ChordError, apply
 from toolfold.harness import (
     HarnessEvent,
@@ -83,7 +82,7 @@ class AgentPrinter:
             self.calls[event.tool_call_id] = _RunningCall(
                 event.tool_name, now, now + FIRST_PROGRESS_AFTER
             )
-            args = orjson.dumps(event.args).decode(errors="replace")
+            args = _json.dumps(event.args).decode(errors="replace")
             self._note(f"-> {event.tool_call_id} {event.tool_name} {args[:160]}")
         elif isinstance(event, ToolUpdate):
             call = self.calls.get(event.tool_call_id)

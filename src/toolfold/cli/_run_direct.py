@@ -21,7 +21,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -55,6 +54,11 @@ def run_bare(command: tuple[str, ...]) -> None:
     spec = resolve_store(None)
     if not direct_eligible(spec):
         return
+    from toolfold import _json
+
+    # Before storage is imported: this process encodes a few small records and exits,
+    # for which the standard library's json is cheaper to load than orjson (_json).
+    _json.prefer_standard_library()
     from toolfold.durability import DEFAULT_LEASE_TTL
     from toolfold.execenv import DEFAULT_MAX_SPILL
     from toolfold.output import OutputPolicy
@@ -151,8 +155,10 @@ def run_direct(
         raise StoreOpenError(storage_message(exc, spec)) from exc
     spill_dir = spec.spill_dir(session_name)
     mark_activity(spill_dir)
-    run_id = f"run-{uuid.uuid4().hex[:12]}"
-    call_id = f"call-{uuid.uuid4().hex[:12]}"
+    # The ids the asyncio path draws from uuid4().hex[:12]: 12 random hex digits, without
+    # importing uuid (which imports platform).
+    run_id = f"run-{os.urandom(6).hex()}"
+    call_id = f"call-{os.urandom(6).hex()}"
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
     record = new_run_record(command, str(spill_dir), started)
     args = {"command": command, "yield_after": None}

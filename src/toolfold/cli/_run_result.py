@@ -4,11 +4,10 @@ of a hint. Imports no event loop and nothing of the harness."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
-import uuid
+import time
 from typing import TYPE_CHECKING, Any
 
 from toolfold.output import output_text
@@ -27,8 +26,9 @@ EXIT_CANCELLED = 130
 
 def new_session_name() -> str:
     """A fresh session name: ``run-YYYYmmdd-HHMMSS-xxxx`` (sortable, unique enough)."""
-    now = datetime.datetime.now(datetime.UTC)
-    return f"run-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+    # Four random hex digits from os.urandom: uuid (which imports platform) is not
+    # loaded by a direct run.
+    return f"run-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.urandom(2).hex()}"
 
 
 def exit_status(result: ToolResult, signalled: int | None) -> int:

@@ -9,8 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from toolfold import _json
 from toolfold.storage import Session, append_entry, ephemeral_scope, retire_scope, set_value
 
 from ._addresses import operation_message, operation_meta, pending_assistant_output
@@ -32,7 +31,7 @@ def message_entry(
 ) -> dict[str, JSON]:
     """The transcript entry of a settled assistant message."""
     return {
-        **orjson.loads(orjson.dumps(state)),
+        **_json.loads(_json.dumps(state)),
         "role": "assistant",
         "message_id": message_id,
         "run_id": run_id,

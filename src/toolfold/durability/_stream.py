@@ -7,9 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import orjson
-
-from toolfold import _otel
+from toolfold import _json, _otel
 from toolfold._record import record
 from toolfold.chord import Encoder, Tracker, is_base
 from toolfold.storage import (
@@ -170,7 +168,7 @@ class StreamPlanner:
             return None
         if not is_base(ops):
             wire = self._encoder.encode(ops)
-            size = len(orjson.dumps(wire))
+            size = len(_json.dumps(wire))
             # A delta a third of a base or more: store the base instead. It costs at
             # most three times the delta, replaces everything before it (a store can
             # reuse that space in place: SQLite then copies far fewer pages from its
@@ -189,7 +187,7 @@ class StreamPlanner:
         wire = self._encoder.encode(ops)
         self._since_base = 0
         self._delta_bytes = 0
-        self._base_bytes = len(orjson.dumps(wire))
+        self._base_bytes = len(_json.dumps(wire))
         self._need_base = False
         self.stats.bases += 1
         self.stats.batches += 1

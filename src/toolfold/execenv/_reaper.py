@@ -24,7 +24,7 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 __all__ = [
     "DEFAULT_EXIT_GRACE",
@@ -67,15 +67,42 @@ def become_subreaper() -> bool:
     if _subreaper is None:
         _subreaper = False
         if sys.platform.startswith("linux"):
-            # ctypes on first use, and the process's own symbols (which hold libc's
-            # prctl) rather than ctypes.util.find_library, which imports tempfile and
-            # friends and runs `ldconfig -p`: both cost every `toolfold run` its start-up.
-            import ctypes
-
             with contextlib.suppress(OSError, AttributeError):
-                libc = ctypes.CDLL(None, use_errno=True)
-                _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+                _subreaper = _prctl()(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     return _subreaper
+
+
+def _prctl() -> Callable[..., int]:
+    """libc's ``prctl``, looked up in the process's own symbols (which hold libc's)
+    rather than through ``ctypes.util.find_library``, which imports tempfile and friends
+    and runs ``ldconfig -p``.
+
+    Through the C module ``_ctypes`` when it has what a call needs: ``import ctypes``
+    costs every ``toolfold run`` about 1.2 ms of start-up (it builds its whole type
+    zoo), the few names below about 0.3 ms. The same call as ``ctypes.CDLL(None).prctl``
+    (``int`` arguments, an ``int`` result, the C calling convention); ``ctypes`` itself
+    if ``_ctypes`` lacks any of these names.
+    """
+    try:
+        import _ctypes
+
+        simple, function = _ctypes._SimpleCData, _ctypes.CFuncPtr
+        cdecl, dlopen, dlsym = _ctypes.FUNCFLAG_CDECL, _ctypes.dlopen, _ctypes.dlsym
+    except (ImportError, AttributeError):
+        import ctypes
+
+        prctl: Callable[..., int] = ctypes.CDLL(None).prctl
+        return prctl
+
+    class _Int(simple):  # type: ignore[misc,valid-type]
+        _type_ = "i"
+
+    class _Function(function):  # type: ignore[misc,valid-type]
+        _flags_ = cdecl
+        _restype_ = _Int
+
+    found: Callable[..., int] = _Function(dlsym(dlopen(None), "prctl"))  # type: ignore[arg-type]
+    return found
 
 
 def new_exec_id() -> str:

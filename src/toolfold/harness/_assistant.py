@@ -15,8 +15,7 @@ import asyncio
 import uuid
 from typing import Any
 
-import orjson
-
+from toolfold import _json
 from toolfold.durability import DEFAULT_CHECKPOINT_INTERVAL, DurableMessage, start_message
 from toolfold.execenv import AdaptivePublisher, Clock
 from toolfold.output import AssistantMessageState, AssistantOutput
@@ -62,7 +61,7 @@ class MessageWriter:
 
         def produce() -> tuple[list[Any], int] | None:
             ops = self._live.take()
-            return (ops, len(orjson.dumps(ops))) if ops else None
+            return (ops, len(_json.dumps(ops))) if ops else None
 
         def consume(ops: list[Any]) -> None:
             bus.publish(MessageUpdate(*ids, ops))
@@ -129,8 +128,8 @@ class MessageWriter:
                 continue
             text = part.get("arguments") or "{}"
             try:
-                args: Any = orjson.loads(text)
-            except orjson.JSONDecodeError:
+                args: Any = _json.loads(text)
+            except _json.DecodeError:
                 args = text
             calls.append(ToolCall(str(part.get("id")), str(part.get("name")), args))
         return calls

@@ -13,9 +13,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, cast
 
-import orjson
-
-from toolfold import _otel
+from toolfold import _json, _otel
 from toolfold._otel import AttrValue
 from toolfold.durability import (
     CallRecord,
@@ -387,7 +385,7 @@ class DurableHooks(ExecutionHooks):
         # state whose totals came from the source could change its text), nothing runs,
         # and nothing new is made durable — a crash during this settlement finds the
         # same checkpoint again, never one that already carries the marker.
-        final = orjson.loads(orjson.dumps(state))
+        final = _json.loads(_json.dumps(state))
         # The marker goes after the whole text: into its last block (the tail part of a
         # head_tail text), so the joined text ends with it as a sink's would.
         last = final["content"][max(text_blocks(final), 1) - 1]

@@ -19,9 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from toolfold import _otel, chord
+from toolfold import _json, _otel, chord
 from toolfold.chord import Encoder
 
 from ._lane_view import (
@@ -71,12 +69,12 @@ class LaneClosedError(LaneError):
 
 
 def _dumps(wire: Any) -> str:
-    """Wire JSON text. orjson refuses lone surrogates, which a ``t`` that splits an
+    """Wire JSON text. The codec refuses lone surrogates, which a ``t`` that splits an
     astral character legitimately leaves (as JavaScript does); those batches are
     written with ``\\udxxx`` escapes, which every JSON parser reads back as the
     same lone code unit."""
     try:
-        return orjson.dumps(wire).decode()
+        return _json.dumps(wire).decode()
     except TypeError:
         return json.dumps(wire, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 

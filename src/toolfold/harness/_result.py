@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
-import orjson
-
+from toolfold import _json
 from toolfold._record import record
 from toolfold.output import output_text
 
@@ -56,7 +55,7 @@ def describe_call(args: Any) -> str:
             text = f"{args['handle']} of {args['started_by']}: {text}"
     else:
         try:
-            text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+            text = _json.dumps_sorted(args).decode()
         except TypeError:
             text = repr(args)
     text = " ".join(text.split())

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, TypedDict
 
-from orjson import dumps, loads
-
+from toolfold import _json
 from toolfold.chord import Tracker, track
 
 from ._errors import OutputClosedError
@@ -63,7 +62,7 @@ class MessageStream:
         if self._base:
             self._base = False
             self._backlog, self._backlog_bytes = [], 0
-            return [["r", loads(dumps(self._owner._tracker.target))]]
+            return [["r", _json.loads(_json.dumps(self._owner._tracker.target))]]
         ops, self._backlog, self._backlog_bytes = self._backlog, [], 0
         return ops
 
@@ -104,7 +103,7 @@ class AssistantOutput:
             "is_error": False,
         }
         if seed is not None:
-            initial.update(loads(dumps(seed)))
+            initial.update(_json.loads(_json.dumps(seed)))
         self._tracker: Tracker = track(initial)
         self._streams: list[MessageStream] = []
         self._listeners: list[Callable[[], None]] = []
@@ -112,7 +111,7 @@ class AssistantOutput:
         for position, part in enumerate(initial["content"]):
             if part.get("type") == "tool_call" and isinstance(part.get("index"), int):
                 self._calls[part["index"]] = position
-        self._chars = len(dumps(initial))
+        self._chars = len(_json.dumps(initial))
         self._ended = initial.get("stop_reason") is not None
 
     # -- deltas ---------------------------------------------------------------------------
@@ -206,7 +205,7 @@ class AssistantOutput:
 
     def snapshot(self) -> AssistantMessageState:
         """A copy of the current message."""
-        copied: AssistantMessageState = loads(dumps(self._tracker.target))
+        copied: AssistantMessageState = _json.loads(_json.dumps(self._tracker.target))
         return copied
 
     @property
@@ -243,7 +242,7 @@ class AssistantOutput:
         batch = self._tracker.flush()
         if not batch or not self._streams:
             return
-        size = len(dumps(batch))
+        size = len(_json.dumps(batch))
         limit = max(_MIN_BACKLOG_BYTES, self._chars)
         for stream in self._streams:
             stream._feed(batch, size, limit)

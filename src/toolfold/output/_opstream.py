@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from toolfold import _json
 from toolfold.chord import Op
 
 from ._errors import OutputClosedError
-from ._json import dumps, loads
 
 __all__ = ["OpStream"]
 
@@ -70,9 +70,9 @@ class OpStream:
             self._base = False
             self._backlog = []
             self._backlog_bytes = 0
-            data = dumps(self._sink._current_target())
+            data = _json.dumps(self._sink._current_target())
             self.last_take_bytes = len(data) + 8
-            return [["r", loads(data)]]
+            return [["r", _json.loads(data)]]
         ops, self._backlog = self._backlog, []
         self.last_take_bytes, self._backlog_bytes = self._backlog_bytes, 0
         return ops

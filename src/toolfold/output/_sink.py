@@ -6,13 +6,13 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from toolfold import _json
 from toolfold.chord import MAX_DEPTH, ChordError, track
 
 from ._cutnotice import cut_notice
 from ._errors import OutputClosedError, OutputLimitError, OutputValueError
 from ._headtail import HeadTailWindow
 from ._images import check_image
-from ._json import dumps, loads
 from ._opstream import OpStream
 from ._retention import OutputPolicy, TextWindow, clean_text
 from ._sink_ops import SinkOps
@@ -91,7 +91,7 @@ class ToolOutput(SinkOps):
         }
         if seed is not None:
             state = self._seeded(seed)
-        self._details_good = dumps(state["details"])
+        self._details_good = _json.dumps(state["details"])
         self._window.drain()  # the initial state carries the text: nothing to send
         self._suffix = self._footer
         if self._split:
@@ -104,7 +104,7 @@ class ToolOutput(SinkOps):
 
     def _seeded(self, seed: ToolOutputState) -> dict[str, Any]:
         try:
-            data = loads(dumps(seed))
+            data = _json.loads(_json.dumps(seed))
             content = data["content"]
             blocks = 3 if self._split else 1
             if text_blocks(data) != blocks or not all(
@@ -514,7 +514,7 @@ class ToolOutput(SinkOps):
     def snapshot(self) -> ToolOutputState:
         """A deep copy of the current state (everything written so far)."""
         self._pump()
-        copied: ToolOutputState = loads(dumps(self._current_target()))
+        copied: ToolOutputState = _json.loads(_json.dumps(self._current_target()))
         return copied
 
     def open_stream(self) -> OpStream:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolfold import _json
 from toolfold.chord import Op, Tracker
 
 from ._cutnotice import cut_marker
 from ._errors import OutputLimitError
 from ._headtail import HeadTailWindow
-from ._json import dumps, loads
 from ._opstream import OpStream
 from ._retention import OutputPolicy, TextWindow
 from ._state import SinkState
@@ -172,13 +172,13 @@ class SinkOps:
         self._text_dirty = False
 
     def _check_details(self) -> None:
-        data = dumps(self._tracker.target["details"])
+        data = _json.dumps(self._tracker.target["details"])
         limit = self.policy.max_details_bytes
         if len(data) <= limit:
             self._details_good = data
             return
         # Roll back before anything is flushed, so the oversized value never leaves.
-        self._tracker.state["details"] = loads(self._details_good)
+        self._tracker.state["details"] = _json.loads(self._details_good)
         if self._failure is None:
             self._blocked = True
             self._failure = OutputLimitError(
@@ -209,7 +209,7 @@ class SinkOps:
             batch = text_ops + rest
         if not batch or not self._streams:
             return
-        size = len(dumps(batch))
+        size = len(_json.dumps(batch))
         limit = max(_MIN_BACKLOG_BYTES, self._state_bytes())
         for stream in self._streams:
             stream._feed(batch, size, limit)

@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
-
+from toolfold import _json
 from toolfold._fsperm import UnsafePathError, make_private_dirs, open_private_file
 
 from ._base import Session
@@ -105,7 +104,7 @@ class JsonlRepository(Repository):
             # A side directory without a main log is what an interrupted delete leaves:
             # it belongs to no session, and must not be adopted by this new one.
             shutil.rmtree(self._dir / f"{name}{SIDE_DIR_SUFFIX}", ignore_errors=True)
-            header = orjson.dumps(
+            header = _json.dumps(
                 {
                     "v": FORMAT_VERSION,
                     "kind": "session_header",

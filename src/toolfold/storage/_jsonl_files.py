@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from toolfold import _json
 from toolfold._fsperm import PRIVATE_FILE
 
 from ._addresses import EphemeralScope, Scope, encode_scope_id
@@ -184,8 +183,8 @@ def _parse_file(path: Path, data: bytes, scope: Scope, header_kind: str) -> _Par
     first = next(lines, None)
     header: object = None
     if first is not None and first[3]:
-        with contextlib.suppress(orjson.JSONDecodeError):
-            header = orjson.loads(first[2])
+        with contextlib.suppress(_json.DecodeError):
+            header = _json.loads(first[2])
     if first is None or not isinstance(header, dict) or header.get("kind") != header_kind:
         raise CorruptStoreError(
             f"{where}: line 1 is not a {header_kind} line (got {data[:80]!r}); this is not a "
@@ -250,8 +249,8 @@ def _parse_records(
                 offset=start,
             )
         try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
+            parsed = _json.loads(raw)
+        except _json.DecodeError as exc:
             if is_last and not checksummed:
                 break  # torn (e.g. a partly persisted write): drop it
             raise CorruptStoreError(
@@ -361,8 +360,8 @@ def _line_seq(raw: bytes) -> int:
     """The last seq of one record line (see ``_jsonl_records``), 0 for a header or a
     line that does not parse (a partly persisted write after a crash)."""
     try:
-        line = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        line = _json.loads(raw)
+    except _json.DecodeError:
         return 0
     if not isinstance(line, list):
         return 0

@@ -14,7 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
+from toolfold import _json
 
 from ._addresses import SESSION, EphemeralScope, Scope, encode_scope_id
 from ._entries import EntryIndex
@@ -62,7 +62,7 @@ class _Index:
 
     def apply(self, w: Write, seq: int, data: bytes | None) -> None:
         if isinstance(w, AppendEntry):
-            self.entries.append(seq, _payload(data), w.key, orjson.dumps(w.summary))
+            self.entries.append(seq, _payload(data), w.key, _json.dumps(w.summary))
         elif isinstance(w, RetireScope):
             self.scopes.pop(w.scope, None)
         else:
@@ -178,7 +178,7 @@ def _load_session(directory: Path, name: str, main_fd: int | None) -> _Loaded:
             scope = sides[file_no - 1][0]
             if seq < retired.get(scope.id, 0):
                 continue  # dead: an earlier lifetime of the scope, retired
-        index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
+        index.apply(w, seq, None if _no_payload(w) else _json.dumps(payload))
 
     notes = tuple(p.torn_note(repaired=repair) for p in [main, *(p for _, p in sides)] if p.torn)
     main_file = _read_file(main, None, main_fd)

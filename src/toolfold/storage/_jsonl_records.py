@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import orjson
+from toolfold import _json
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
 from ._errors import CorruptStoreError, StorageError
@@ -88,13 +88,13 @@ def _ref(table: AddressTable, key: AddrKey, out: list[bytes], token: Undo) -> by
         table.ids[key] = new_id
         table.by_id.append(key)
         if isinstance(key, tuple):
-            out.append(b'["@",%d,%s,%s]' % (new_id, orjson.dumps(key[0]), orjson.dumps(key[1])))
+            out.append(b'["@",%d,%s,%s]' % (new_id, _json.dumps(key[0]), _json.dumps(key[1])))
         else:
-            out.append(b'["@",%d,%s]' % (new_id, orjson.dumps(key)))
+            out.append(b'["@",%d,%s]' % (new_id, _json.dumps(key)))
         return str(new_id).encode()
     table.seen.add(key)
     token.seen_added.append(key)
-    return orjson.dumps(list(key) if isinstance(key, tuple) else key)
+    return _json.dumps(list(key) if isinstance(key, tuple) else key)
 
 
 def encode_line(
@@ -123,24 +123,24 @@ def _encode(
     payloads: list[bytes | None] = []
     for w, seq in zip(writes, seqs, strict=True):
         if isinstance(w, AppendList):
-            data = orjson.dumps(w.element)
+            data = _json.dumps(w.element)
             ref = _ref(table, (w.address.namespace, w.address.key), records, token)
             if w.tag is None:
                 records.append(b'["l",%s,%d,%s]' % (ref, seq, data))
             else:
-                records.append(b'["l",%s,%d,%s,%s]' % (ref, seq, data, orjson.dumps(w.tag)))
+                records.append(b'["l",%s,%d,%s,%s]' % (ref, seq, data, _json.dumps(w.tag)))
             payloads.append(data)
         elif isinstance(w, SetValue):
-            data = orjson.dumps(w.value)
+            data = _json.dumps(w.value)
             ref = _ref(table, (w.address.namespace, w.address.key), records, token)
             records.append(b'["v",%s,%d,%s]' % (ref, seq, data))
             payloads.append(data)
         elif isinstance(w, AppendEntry):
-            data = orjson.dumps(w.entry)
+            data = _json.dumps(w.entry)
             if w.summary is not None:
-                extra = b",%s,%s" % (orjson.dumps(w.key), orjson.dumps(w.summary))
+                extra = b",%s,%s" % (_json.dumps(w.key), _json.dumps(w.summary))
             elif w.key is not None:
-                extra = b",%s" % orjson.dumps(w.key)
+                extra = b",%s" % _json.dumps(w.key)
             else:
                 extra = b""
             records.append(b'["e",%d,%s%s]' % (seq, data, extra))

@@ -8,8 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from toolfold import _json
 from toolfold._fsperm import open_private_dir, open_private_file
 
 from ._addresses import SESSION, EphemeralScope, ListAddress, Scope, ValueAddress
@@ -261,7 +260,7 @@ class JsonlSession(Session):
             os.close(open_private_dir(self._dir, self._side_dir.name))
             if sync:
                 _sync_dir(self._dir)
-        header = orjson.dumps(
+        header = _json.dumps(
             {
                 "v": FORMAT_VERSION,
                 "kind": "scope_header",
@@ -338,7 +337,7 @@ class JsonlSession(Session):
                         # That file held the retired lifetime: forget it, so a file made
                         # for the next lifetime (maybe with the same inode) is read whole.
                         del self._sides[w.scope]
-                self._index.apply(w, seq, None if _no_payload(w) else orjson.dumps(payload))
+                self._index.apply(w, seq, None if _no_payload(w) else _json.dumps(payload))
                 self._next_seq = max(self._next_seq, seq + 1)
 
     def _read_appended(

@@ -16,9 +16,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import psycopg
 import psycopg.conninfo
+
+from toolfold import _json
 
 from ._addresses import EphemeralScope, ListAddress, Scope, ValueAddress
 from ._base import Session, check_expect
@@ -295,9 +296,9 @@ class PostgresRepository(Repository):
             ready()
             async for note in conn.notifies():
                 try:
-                    payload = orjson.loads(note.payload)
+                    payload = _json.loads(note.payload)
                     session, seq = str(payload["session"]), int(payload["seq"])
-                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                except (_json.DecodeError, KeyError, TypeError, ValueError):
                     continue  # not one of ours: the channel is public to the database
                 waiters.publish(session, seq)
         except psycopg.Error as exc:
@@ -378,7 +379,7 @@ class PostgresSession(Session):
                     # Delivered at commit, and only if the transaction commits.
                     await conn.execute(
                         "SELECT pg_notify(%s, %s)",
-                        (CHANNEL, orjson.dumps({"session": name, "seq": seqs[-1]}).decode()),
+                        (CHANNEL, _json.dumps({"session": name, "seq": seqs[-1]}).decode()),
                     )
             return seqs
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import orjson
-
+from toolfold import _json
 from toolfold._record import record
 
 from ._errors import CorruptStoreError, StorageError
@@ -84,14 +83,14 @@ def check_session_name(name: object) -> str:
 
 def encode_json(value: object) -> bytes:
     """Encode an already-checked JSON value (see ``check_json``) as compact UTF-8 bytes."""
-    return orjson.dumps(value)
+    return _json.dumps(value)
 
 
 def decode_json(data: bytes | str, *, path: str, record: int | str | None = None) -> JSON:
     """Decode stored JSON; malformed data is a :class:`CorruptStoreError` naming where."""
     try:
-        result: JSON = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        result: JSON = _json.loads(data)
+    except _json.DecodeError as exc:
         raise CorruptStoreError(
             f"{path}: record {record} is not valid JSON ({exc}); the store is damaged",
             path=path,
@@ -116,5 +115,5 @@ class StoredElement:
 def load_stored(data: bytes) -> JSON:
     """Decode JSON this process encoded itself (a :class:`StoredElement`'s, or an indexed
     value's), so there is no damage to report."""
-    result: JSON = orjson.loads(data)
+    result: JSON = _json.loads(data)
     return result

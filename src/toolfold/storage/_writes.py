@@ -57,8 +57,9 @@ JSONLike: TypeAlias = (
 # What storage can hold is what Chord can replicate (toolfold.chord.check_json: integers within
 # ±(2**53 - 1), finite floats, valid Unicode, exact JSON types), so a value a tool or a model
 # produced is refused where it is written, with its path, never half-way through a batch. The
-# depth bound is the encoder's (orjson: 254 levels), which leaves room around a replicated
-# value (at most chord.MAX_DEPTH = 250 deep) for the wire batch and op that carry it.
+# depth bound is orjson's (254 levels; the standard library's json, which toolfold._json may
+# choose instead, goes deeper), which leaves room around a replicated value (at most
+# chord.MAX_DEPTH = 250 deep) for the wire batch and op that carry it.
 MAX_DEPTH = 254
 
 
