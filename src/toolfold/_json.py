@@ -24,13 +24,15 @@ Why both are equal. Every value that reaches a store or the sink passed ``check_
 (exact JSON types, ``str`` keys, finite floats, integers within ±(2**53 - 1), no lone
 surrogates, bounded depth). For those values each codec decodes the other's encoding to
 an equal value; the bytes may differ (``1e-05`` against ``0.00001``). Both encode
-compactly as UTF-8, non-ASCII unescaped; both raise ``TypeError`` for a value they cannot
-encode; both decoders refuse what ``orjson`` refuses and a checked value never holds
-(``NaN``, ``Infinity``, a number out of a double's range, invalid UTF-8, a byte order
-mark, a lone surrogate escape) with :data:`DecodeError`, a ``json.JSONDecodeError``
-(``orjson.JSONDecodeError`` is one too). Outside the checked values they differ: the
-standard library writes non-``str`` keys as strings where ``orjson`` refuses them, and
-reads integers past 64 bits exactly where ``orjson`` reads a float.
+compactly as UTF-8, non-ASCII unescaped, and raise ``TypeError`` for what they cannot
+encode (a lone surrogate, an object). Both decoders refuse, with :data:`DecodeError` (a
+``json.JSONDecodeError``; ``orjson.JSONDecodeError`` is one too), what ``orjson``
+refuses and a checked value never holds: ``NaN``, ``Infinity``, a number out of a
+double's range, invalid UTF-8, a byte order mark, a lone surrogate escape. Outside the
+checked values they differ: ``orjson`` writes ``NaN`` and infinities as ``null`` where
+the standard library refuses them, and refuses non-``str`` keys and integers past 64
+bits where the standard library writes them (and reads such integers exactly where
+``orjson`` reads a float).
 
 Imports nothing else from toolfold, so every layer may use it.
 """
@@ -42,12 +44,15 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "Codec",
     "DecodeError",
     "codec_name",
     "dumps",
     "dumps_sorted",
     "loads",
+    "orjson_codec",
     "prefer_standard_library",
+    "standard_library_codec",
 ]
 
 dumps: Callable[[Any], bytes]
@@ -66,6 +71,26 @@ _CHOSEN = ("dumps", "dumps_sorted", "loads", "DecodeError")
 _codec: str | None = None
 
 
+class Codec:
+    """One codec's functions, as this module installs them (and as tests compare them)."""
+
+    __slots__ = ("decode_error", "dumps", "dumps_sorted", "loads", "name")
+
+    def __init__(
+        self,
+        name: str,
+        dumps: Callable[[Any], bytes],
+        dumps_sorted: Callable[[Any], bytes],
+        loads: Callable[[bytes | bytearray | memoryview | str], Any],
+        decode_error: type[ValueError],
+    ) -> None:
+        self.name = name
+        self.dumps = dumps
+        self.dumps_sorted = dumps_sorted
+        self.loads = loads
+        self.decode_error = decode_error
+
+
 def codec_name() -> str | None:
     """``"orjson"`` or ``"json"`` once the codec is chosen, ``None`` before."""
     return _codec
@@ -75,30 +100,36 @@ def prefer_standard_library() -> None:
     """Use the standard library's ``json`` in this process, unless a codec is already in
     use (then nothing changes). For a short process that encodes little."""
     if _codec is None:
-        _use_standard_library()
+        _install(standard_library_codec())
 
 
 def __getattr__(name: str) -> object:
     if name in _CHOSEN:
-        _use_orjson()
+        _install(orjson_codec())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _use_orjson() -> None:
+def _install(codec: Codec) -> None:
     global _codec, dumps, dumps_sorted, loads, DecodeError
+    dumps, dumps_sorted, loads = codec.dumps, codec.dumps_sorted, codec.loads
+    DecodeError = codec.decode_error
+    _codec = codec.name
+
+
+def orjson_codec() -> Codec:
+    """``orjson``'s functions (importing it)."""
     import orjson
 
     def sorted_dumps(value: Any) -> bytes:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
 
-    dumps, dumps_sorted, loads = orjson.dumps, sorted_dumps, orjson.loads
-    DecodeError = orjson.JSONDecodeError
-    _codec = "orjson"
+    return Codec("orjson", orjson.dumps, sorted_dumps, orjson.loads, orjson.JSONDecodeError)
 
 
-def _use_standard_library() -> None:
-    global _codec, dumps, dumps_sorted, loads, DecodeError
+def standard_library_codec() -> Codec:
+    """The standard library's ``json``, configured to read and write what ``orjson`` does
+    (see the module's docstring)."""
     import json
 
     def encoder(*, sort_keys: bool) -> Callable[[Any], bytes]:
@@ -142,6 +173,6 @@ def _use_standard_library() -> None:
             raise json.JSONDecodeError(str(exc), text, 0) from exc
         return value
 
-    dumps, dumps_sorted, loads = encoder(sort_keys=False), encoder(sort_keys=True), decoded
-    DecodeError = json.JSONDecodeError
-    _codec = "json"
+    return Codec(
+        "json", encoder(sort_keys=False), encoder(sort_keys=True), decoded, json.JSONDecodeError
+    )

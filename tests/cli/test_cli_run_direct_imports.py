@@ -1,6 +1,9 @@
 """What a bare ``toolfold run -- COMMAND`` on the direct driver loads: no event loop, none
-of the harness's events, bus, hooks or call lifecycle, no click, no rich. An assertion
-about behaviour (the modules a fresh process holds after a whole run), not timing."""
+of the harness's events, bus, hooks or call lifecycle, no click, no rich, and none of what
+a few small records, three ids and one ``prctl`` call do not need (orjson: the standard
+library's json encodes them; uuid and the platform module it imports; ctypes: its C
+module ``_ctypes`` makes the call). An assertion about behaviour (the modules a fresh
+process holds after a whole run), not timing."""
 
 from __future__ import annotations
 
@@ -21,6 +24,10 @@ NEVER = (
     "toolfold.harness._execute",
     "toolfold.harness._durable_hooks",
     "toolfold.execenv._local",
+    "orjson",  # toolfold._json: the direct driver prefers the standard library's json
+    "uuid",  # ids from os.urandom
+    "platform",  # what uuid imports
+    "ctypes",  # prctl through _ctypes (execenv._reaper)
 )
 
 
@@ -28,6 +35,7 @@ def test_importing_the_driver_loads_nothing_of_the_asyncio_path(tmp_path: Path) 
     loaded = modules_after("import toolfold.cli._run_direct", cwd=tmp_path, env=clean_env())
     assert not [m for m in loaded if m.split(".")[0] in ("asyncio", "click", "rich")]
     assert not [m for m in loaded if m.startswith("toolfold.harness")]
+    assert not [m for m in loaded if m.split(".")[0] in ("orjson", "uuid", "platform", "ctypes")]
 
 
 def test_a_whole_direct_run_loads_none_of_it(tmp_path: Path) -> None:
@@ -53,6 +61,6 @@ def test_the_check_sees_the_asyncio_path(tmp_path: Path) -> None:
         "except SystemExit:\n"
         "    pass\n"
     )
-    assert {"asyncio", "toolfold.harness._execute"} <= modules_after(
+    assert {"asyncio", "toolfold.harness._execute", "orjson", "uuid", "platform"} <= modules_after(
         code, cwd=tmp_path, env=clean_env()
     )
