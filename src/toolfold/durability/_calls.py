@@ -3,10 +3,9 @@ records of each of its calls, enough to resume it."""
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Any
 
-from toolfold._record import record
+from toolfold._record import field, record
 
 from ._errors import RecoveryError
 

@@ -15,7 +15,7 @@ The marker between the parts is the consumer's to render (the output sink does).
 
 from __future__ import annotations
 
-import dataclasses
+from toolfold._record import replace
 
 from ._capture import CaptureSnapshot, OutputCapture
 from ._limits import ShellOutputLimits
@@ -82,10 +82,10 @@ class HeadTailCapture:
         head = self._head.snapshot().text
         line, col = head.count("\n"), len(head) - head.rfind("\n") - 1
         if not whole.truncation.truncated:
-            return dataclasses.replace(
+            return replace(
                 whole,
                 start=(line, col),
-                truncation=dataclasses.replace(whole.truncation, cut_at=len(head)),
+                truncation=replace(whole.truncation, cut_at=len(head)),
             )
         tail = self._tail.snapshot()
         text = head + tail.text
@@ -95,7 +95,7 @@ class HeadTailCapture:
         # A partial tail is a piece of the last line: it shows no whole line.
         partial = tail.truncation.last_line_partial
         last_cut = total.total_lines - (0 if partial else count_lines(tail.text))
-        truncation = dataclasses.replace(
+        truncation = replace(
             total,
             output_lines=count_lines(head) + count_lines(tail.text),
             output_bytes=output_bytes,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Literal
 
-from toolfold._record import record
+from toolfold._record import field, record
 
 from ._errors import ExecConfigError
 from ._window import DEFAULT_HEAD_SHARE, check_head_share

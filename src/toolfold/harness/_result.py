@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import TYPE_CHECKING, Any, Literal
 
 from toolfold import _json
-from toolfold._record import record
+from toolfold._record import field, record
 from toolfold.output import output_text
 
 from ._errors import ToolError
