@@ -1,26 +1,44 @@
-"""What defining a ``@dataclass`` costs at import, by option: the part of ``toolfold
-run``'s start-up its 57 dataclasses take (``bench_startup.py`` counts them).
+"""What defining a ``@dataclass`` costs at import, by option, beside ``toolfold._record.record``
+(the declarator ``toolfold run``'s records use): the part of start-up the classes take.
 
-    .venv/bin/python benchmarks/bench_dataclass_cost.py [--classes 60] [--repeat 15]
+    .venv/bin/python benchmarks/bench_dataclass_cost.py [--classes 60] [--repeat 15] [--before DIR]
 
 Each variant defines ``--classes`` classes of four fields (two with defaults) in one
-process; the figure is the least CPU time over ``--repeat`` rounds, per class. The
-decorator writes each generated method (``__init__``, ``__repr__``, ``__eq__``, and for
+process, with each declarator in turn; the figure is the least CPU time over
+``--repeat`` rounds, per class. ``--before DIR`` adds the ``record`` of an older source
+tree (``DIR/toolfold/_record.py``, loaded under another name) as a third column, timed
+in the same rounds::
+
+    git archive COMMIT src | tar -x -C /tmp/before
+    .venv/bin/python benchmarks/bench_dataclass_cost.py --before /tmp/before/src
+
+The decorator writes each generated method (``__init__``, ``__repr__``, ``__eq__``, and for
 a frozen class ``__hash__``, ``__setattr__``, ``__delattr__``) as source and compiles it:
 most of the cost, which is why ``frozen`` doubles it and ``eq=False`` or
-``repr=False`` (changes of behaviour) take a method's share off.
+``repr=False`` (changes of behaviour) take a method's share off. ``record`` compiles only
+``__init__`` when the class is defined (the other methods on first use).
+
+Not measured: importing the declarator itself (``dataclasses`` imports ``inspect``, ~5 ms;
+``bench_startup.py`` and ``python -X importtime`` show it), the first comparison, hash or
+repr of a record (which compiles that method, as dataclass did at definition), and
+building an instance (the same generated ``__init__``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from startup_floor import record_class
+from toolfold._record import record
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "frozen=True, slots=True (most of toolfold's)": {"frozen": True, "slots": True},
+    "frozen=True, slots=True, kw_only=True": {"frozen": True, "slots": True, "kw_only": True},
     "frozen=True": {"frozen": True},
     "(no options)": {},
     "slots=True": {"slots": True},
@@ -29,24 +47,43 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def define(n: int, options: dict[str, Any]) -> float:
-    """CPU seconds to define ``n`` dataclasses with ``options``."""
+def define(n: int, decorator: Any, options: dict[str, Any]) -> float:
+    """CPU seconds to define ``n`` classes with ``decorator(**options)``."""
     start = time.process_time()
     for i in range(n):
-        record_class(i, **options)
+        record_class(i, decorator, **options)
     return time.process_time() - start
+
+
+def before_record(src: str) -> Any:
+    """``record`` of the source tree ``src``, loaded as a module of its own."""
+    path = Path(src) / "toolfold" / "_record.py"
+    spec = importlib.util.spec_from_file_location("before_record", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.record
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--before", metavar="DIR", help="an older src tree's record, beside")
     args = parser.parse_args()
-    print("| `@dataclass(...)` | CPU per class (min) |")
-    print("|---|---:|")
+    declarators: dict[str, Any] = {"`@dataclass`": dataclass}
+    if args.before:
+        declarators["`@record`, before"] = before_record(args.before)
+    declarators["`@record`"] = record
+    print(f"| options | {' | '.join(declarators)} |")
+    print(f"|---|{'---:|' * len(declarators)}")
     for label, options in VARIANTS.items():
-        best = min(define(args.classes, options) for _ in range(args.repeat))
-        print(f"| {label} | {best * 1000 / args.classes:.2f} ms |")
+        best = dict.fromkeys(declarators, float("inf"))
+        for _ in range(args.repeat):  # the declarators alternate, round by round
+            for name, decorator in declarators.items():
+                best[name] = min(best[name], define(args.classes, decorator, options))
+        cells = " | ".join(f"{best[name] * 1000 / args.classes:.3f} ms" for name in declarators)
+        print(f"| {label} | {cells} |")
 
 
 if __name__ == "__main__":

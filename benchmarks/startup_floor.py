@@ -67,10 +67,12 @@ def settle(
     return code & 0xFF if code >= 0 else 128 - code
 
 
-def record_class(i: int, **options: bool) -> type:
+def record_class(i: int, decorator: object = None, **options: bool) -> type:
     """A dataclass ``Record{i}`` of four fields, two with defaults, made with
-    ``options`` (what most of toolfold's records look like)."""
-    from dataclasses import dataclass
+    ``options`` (what most of toolfold's records look like) by ``decorator``
+    (``dataclasses.dataclass`` unless given)."""
+    if decorator is None:
+        from dataclasses import dataclass as decorator
 
     namespace = {
         "__annotations__": {"a": "int", "b": "str", "c": "tuple[str, ...]", "d": "int | None"},
@@ -79,7 +81,8 @@ def record_class(i: int, **options: bool) -> type:
         "__doc__": "A record.",
         "__module__": __name__,
     }
-    return dataclass(**options)(type(f"Record{i}", (), namespace))
+    made: type = decorator(**options)(type(f"Record{i}", (), namespace))
+    return made
 
 
 def define_classes(n: int) -> list[object]:

@@ -64,3 +64,54 @@ def test_the_check_sees_the_asyncio_path(tmp_path: Path) -> None:
     assert {"asyncio", "toolfold.harness._execute", "orjson", "uuid", "platform"} <= modules_after(
         code, cwd=tmp_path, env=clean_env()
     )
+
+
+# Which module asked for dataclasses or inspect first: the module whose import was
+# under way (importlib's _find_and_load frames, innermost first) when it was requested.
+WATCH_IMPORTERS = """
+import sys
+importers = {}
+class _Watch:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name in ("dataclasses", "inspect") and name not in importers:
+            chain = []
+            frame = sys._getframe(1)
+            while frame is not None:
+                if frame.f_code.co_name == "_find_and_load":
+                    chain.append(frame.f_locals["name"])
+                frame = frame.f_back
+            assert chain[0] == name, chain
+            importers[name] = chain[1] if len(chain) > 1 else "__main__"
+        return None
+sys.meta_path.insert(0, _Watch)
+"""
+REPORT_IMPORTERS = "print(' '.join(f'importer:{k}:{v}' for k, v in importers.items()))\n"
+
+
+def _importers(code: str, cwd: Path) -> dict[str, str]:
+    loaded = modules_after(WATCH_IMPORTERS + code + REPORT_IMPORTERS, cwd=cwd, env=clean_env())
+    return dict(w.split(":")[1:] for w in loaded if w.startswith("importer:"))
+
+
+def test_no_module_of_a_direct_run_imports_dataclasses_or_inspect(tmp_path: Path) -> None:
+    """Records are declared without dataclasses (toolfold._record): a whole direct run
+    has no module of toolfold's that imports it or inspect. orjson, at its own import,
+    imports dataclasses (for its dataclass encoding), and dataclasses imports inspect."""
+    code = (
+        "from toolfold.cli._entry import main\n"
+        "try:\n"
+        "    main(['run', '--', 'echo hi'])\n"
+        "except SystemExit as end:\n"
+        "    assert end.code == 0, end.code\n"
+    )
+    importers = _importers(code, tmp_path)
+    assert importers.get("dataclasses") in (None, "orjson.orjson")
+    assert importers.get("inspect") in (None, "dataclasses")
+
+
+def test_the_watch_names_a_module_that_imports_dataclasses(tmp_path: Path) -> None:
+    """The assertion above can fail: a module of toolfold's that imports dataclasses
+    itself is named."""
+    importers = _importers("import toolfold.harness._context\n", tmp_path)
+    assert importers["dataclasses"] == "toolfold.harness._context"
