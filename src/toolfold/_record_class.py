@@ -82,6 +82,14 @@ def replace(obj: Any, /, **changes: Any) -> Any:
     return obj.__class__(**changes)
 
 
+def _replace_method(self: Any, /, **changes: Any) -> Any:
+    """``__replace__`` (``copy.replace``, Python 3.13): ``replace``."""
+    return replace(self, **changes)
+
+
+_replace_method.__name__ = "__replace__"
+
+
 def _to_dataclass(cls: Any, options: dict[str, Any]) -> Any:
     """What records do not use: ``dataclasses.dataclass`` itself, after turning
     this module's ``field`` objects in the class body into dataclass's."""
@@ -259,6 +267,8 @@ def _declare(cls: Any, fields: dict[str, Field], options: dict[str, Any]) -> Any
     for value in added.values():
         if isinstance(value, types.FunctionType):
             value.__qualname__ = f"{qualname}.{value.__name__}"
+    if sys.version_info >= (3, 13) and "__replace__" not in body:
+        added["__replace__"] = _replace_method  # copy.replace(), as dataclass's
     if slots:
         cls = _with_slots(cls, added, field_list, frozen)
     else:
@@ -332,12 +342,13 @@ def _init_fn(
 ) -> Any:
     """dataclass's ``_init_fn``: the same checks, the same source, compiled the same
     way (None for a class that writes its own ``__init__``)."""
-    seen_default = False
+    seen_default: Field | None = None
     for f in std_fields:
         if not (f.default is MISSING and f.default_factory is MISSING):
-            seen_default = True
-        elif seen_default:
-            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+            seen_default = f
+        elif seen_default is not None:
+            after = f" {seen_default.name!r}" if sys.version_info >= (3, 13) else ""
+            raise TypeError(f"non-default argument {f.name!r} follows default argument{after}")
     if own_init:
         return None
     locals = {f"_type_{f.name}": f.type for f in fields}
