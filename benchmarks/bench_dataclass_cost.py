@@ -1,7 +1,8 @@
 """What defining a ``@dataclass`` costs at import, by option, beside ``toolfold._record.record``
 (the declarator ``toolfold run``'s records use): the part of start-up the classes take.
 
-    .venv/bin/python benchmarks/bench_dataclass_cost.py [--classes 60] [--repeat 15] [--before DIR]
+    .venv/bin/python benchmarks/bench_dataclass_cost.py [--classes 60] [--repeat 15]
+        [--runs 21] [--before DIR]
 
 Each variant defines ``--classes`` classes of four fields (two with defaults) in one
 process, with each declarator in turn; the figure is the least CPU time over
@@ -18,16 +19,28 @@ most of the cost, which is why ``frozen`` doubles it and ``eq=False`` or
 ``repr=False`` (changes of behaviour) take a method's share off. ``record`` compiles only
 ``__init__`` when the class is defined (the other methods on first use).
 
-Not measured: importing the declarator itself (``dataclasses`` imports ``inspect``, ~5 ms;
-``bench_startup.py`` and ``python -X importtime`` show it), the first comparison, hash or
-repr of a record (which compiles that method, as dataclass did at definition), and
-building an instance (the same generated ``__init__``).
+A second table is what importing the declarator costs: the CPU time (user + system,
+least of ``--runs``) of fresh interpreters importing ``typing`` (which every module of
+toolfold's imports, with ``re``; the floor), then with it ``dataclasses`` (which imports
+``inspect``, and with it ``ast``, ``dis``, ``tokenize``...) or ``toolfold._record``
+(this tree's, and with ``--before`` the older one's), interleaved run by run, bytecode
+compiled beforehand in a scratch ``PYTHONPYCACHEPREFIX``.
+
+Not measured: the first comparison, hash or repr of a record (which compiles that
+method, as dataclass did at definition), building an instance (the same generated
+``__init__``), and what else imports ``dataclasses`` in a given process (orjson does, at
+its own import; ``bench_startup.py`` measures a whole run).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,11 +78,50 @@ def before_record(src: str) -> Any:
     return module.record
 
 
+def import_cpu(code: str, env: dict[str, str]) -> float:
+    """CPU seconds (user + system) of a fresh interpreter running ``code``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def import_table(before: str | None, runs: int) -> None:
+    """The CPU of importing each declarator in a fresh interpreter (see the docstring)."""
+    with tempfile.TemporaryDirectory(prefix="bench-dataclass-") as scratch:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = scratch
+        rows: dict[str, tuple[str, dict[str, str]]] = {
+            "`import typing`": ("import typing", env),
+            "`import typing, dataclasses`": ("import typing, dataclasses", env),
+        }
+        if before:
+            rows["`import typing, toolfold._record`, before"] = (
+                "import typing, toolfold._record",
+                {**env, "PYTHONPATH": before},
+            )
+        rows["`import typing, toolfold._record`"] = ("import typing, toolfold._record", env)
+        for code, row_env in rows.values():
+            import_cpu(code, row_env)  # compiles the bytecode
+        cpu: dict[str, list[float]] = {label: [] for label in rows}
+        for _ in range(runs):
+            for label, (code, row_env) in rows.items():
+                cpu[label].append(import_cpu(code, row_env))
+    print()
+    floor = min(cpu["`import typing`"])
+    print("| fresh interpreter | CPU (min) | over `import typing` |")
+    print("|---|---:|---:|")
+    for label, times in cpu.items():
+        print(f"| {label} | {min(times) * 1000:.1f} ms | {(min(times) - floor) * 1000:+.1f} ms |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--classes", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--before", metavar="DIR", help="an older src tree's record, beside")
+    parser.add_argument("--runs", type=int, default=21, help="fresh interpreters per row")
     args = parser.parse_args()
     declarators: dict[str, Any] = {"`@dataclass`": dataclass}
     if args.before:
@@ -84,6 +136,7 @@ def main() -> None:
                 best[name] = min(best[name], define(args.classes, decorator, options))
         cells = " | ".join(f"{best[name] * 1000 / args.classes:.3f} ms" for name in declarators)
         print(f"| {label} | {cells} |")
+    import_table(args.before, args.runs)
 
 
 if __name__ == "__main__":

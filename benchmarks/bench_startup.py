@@ -160,7 +160,7 @@ def cpu_of_imports(argv: list[str], modules: list[str], env: dict[str, str], cwd
 
 DATACLASS_COST = """
 import dataclasses, importlib, sys, time
-made, spent, real = [], [0.0], dataclasses.dataclass
+made, records, spent, real = [], [], [0.0], dataclasses.dataclass
 def counted(cls=None, /, **kw):
     def wrap(c):
         t = time.process_time()
@@ -170,20 +170,34 @@ def counted(cls=None, /, **kw):
         return out
     return wrap if cls is None else wrap(cls)
 dataclasses.dataclass = counted
+try:  # records made without dataclasses (toolfold._record_class)
+    import toolfold._record_class as maker
+    make = maker._record
+    def made_record(cls, options):
+        t = time.process_time()
+        out = make(cls, options)
+        spent[0] += time.process_time() - t
+        records.append(cls.__module__)
+        return out
+    maker._record = made_record
+except ImportError:
+    pass
 for name in sys.argv[1:]:
     try:
         importlib.import_module(name)
     except Exception:
         pass
-print(len(made), spent[0] * 1000)
+print(len(made), len(records), spent[0] * 1000)
 """
 
 
 def dataclass_cost(argv: list[str], modules: list[str], env: dict[str, str], cwd: str) -> str:
-    """How many ``@dataclass`` classes importing ``modules`` defines, and the CPU ms the
-    decorator spends on them (it generates and compiles each class's methods)."""
+    """How many ``@dataclass`` classes and records importing ``modules`` defines, and the
+    CPU ms the decorators spend on them (they generate and compile each class's
+    methods). The probe imports ``dataclasses`` itself, so a record is made here on the
+    path it takes once something has imported ``dataclasses``."""
     names = [m for m in modules if m not in ("__main__", "runpy")]
-    best: tuple[int, float] | None = None
+    best: tuple[int, int, float] | None = None
     for _ in range(3):
         proc = subprocess.run(
             [argv[0], "-c", DATACLASS_COST, *names],
@@ -192,11 +206,14 @@ def dataclass_cost(argv: list[str], modules: list[str], env: dict[str, str], cwd
             capture_output=True,
             text=True,
         )
-        count, ms = proc.stdout.split()
-        if best is None or float(ms) < best[1]:
-            best = (int(count), float(ms))
+        count, records, ms = proc.stdout.split()
+        if best is None or float(ms) < best[2]:
+            best = (int(count), int(records), float(ms))
     assert best is not None
-    return f"{best[0]} @dataclass classes, {best[1]:.0f} ms CPU"
+    made = f"{best[0]} @dataclass classes"
+    if best[1]:
+        made += f" and {best[1]} records (made without dataclasses)"
+    return f"{made}, {best[2]:.0f} ms CPU"
 
 
 def top_level_ms(times: dict[str, tuple[int, int]]) -> float:
