@@ -7,8 +7,9 @@ are ``_updates``'s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from toolfold._record import record
 
 if TYPE_CHECKING:
     from ._output_view import ShellOutputMetadata
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["Append", "Metadata", "Slide"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Append:
     """Append ``text`` to the view and take the new metadata."""
 
@@ -24,7 +25,7 @@ class Append:
     metadata: ShellOutputMetadata
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Slide:
     """Drop ``drop`` characters (code points) of the view from ``at`` on, then append
     ``text``: ``view[:at] + view[at + drop:] + text``. ``at`` is 0 (drop the start) except
@@ -37,7 +38,7 @@ class Slide:
     at: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Metadata:
     """Only the metadata moved (totals, spill path); the text is unchanged."""
 
