@@ -37,8 +37,8 @@ How it differs inside (``toolfold._record_class`` makes the class,
   and errors instead of two more ``exec``.
 
 Why: CPython's ``dataclasses`` compiles every generated method from source with its own
-``exec`` (Python 3.11: ~0.38 ms to define a frozen, slotted four-field class; a record
-~0.11 ms), it imports ``inspect`` on the way, and ``toolfold run -- true`` defines a few
+``exec`` (Python 3.11: ~0.34 ms to define a frozen, slotted four-field class; a record
+~0.10 ms), it imports ``inspect`` on the way, and ``toolfold run -- true`` defines a few
 dozen records before it runs anything (docs/BENCHMARKS.md, "fifth round" and "sixth
 round"; ``benchmarks/bench_dataclass_cost.py``).
 
