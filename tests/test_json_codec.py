@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fresh_modules import modules_after
+from json_values import same
 from toolfold._json import Codec, orjson_codec, standard_library_codec
 from toolfold.chord import MAX_SAFE_INTEGER, check_json
 
@@ -35,20 +36,6 @@ values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(texts, children, max_size=4),
     max_leaves=20,
 )
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of the same JSON types (``1 == 1.0 == True`` is not enough), floats
-    to the bit (``-0.0`` is not ``0.0``)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 @pytest.mark.parametrize(("encoder", "decoder"), PAIRS, ids=PAIR_IDS)

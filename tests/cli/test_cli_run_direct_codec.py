@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import shlex
 import sqlite3
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 import orjson
 from cli_helpers import TOOLFOLD, clean_env, pending_text, toolfold
 
+from json_values import same
 from toolfold import _json
 from toolfold.storage import SESSION, list_address, open_repository, value
 from toolfold.storage._addresses import encode_scope_id
@@ -36,19 +36,6 @@ COMMAND = (
     "for i in $(seq 1 200); do "
     f'{SHOW} "$s" 1 2>/dev/null | grep -q wörld && break; done; kill -9 $PPID'
 )
-
-
-def same(a: Any, b: Any) -> bool:
-    """Equal values of the same JSON types, floats to the bit."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, float):
-        return a == b and math.copysign(1, a) == math.copysign(1, b)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
-    return bool(a == b)
 
 
 def _rows(db: Path, table: str) -> list[dict[str, Any]]:

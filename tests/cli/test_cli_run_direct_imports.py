@@ -32,6 +32,15 @@ NEVER = (
     "inspect",  # what dataclasses imports
 )
 
+A_DIRECT_RUN = (
+    "from toolfold.cli._entry import main\n"
+    "try:\n"
+    "    main(['run', '--', 'echo hi'])\n"
+    "except SystemExit as end:\n"
+    "    assert end.code == 0, end.code\n"
+)
+"""A whole ``toolfold run -- 'echo hi'`` on the direct driver, in a fresh process."""
+
 
 def test_importing_the_driver_loads_nothing_of_the_asyncio_path(tmp_path: Path) -> None:
     loaded = modules_after("import toolfold.cli._run_direct", cwd=tmp_path, env=clean_env())
@@ -41,14 +50,7 @@ def test_importing_the_driver_loads_nothing_of_the_asyncio_path(tmp_path: Path) 
 
 
 def test_a_whole_direct_run_loads_none_of_it(tmp_path: Path) -> None:
-    code = (
-        "from toolfold.cli._entry import main\n"
-        "try:\n"
-        "    main(['run', '--', 'echo hi'])\n"
-        "except SystemExit as end:\n"
-        "    assert end.code == 0, end.code\n"
-    )
-    loaded = modules_after(code, cwd=tmp_path, env=clean_env())
+    loaded = modules_after(A_DIRECT_RUN, cwd=tmp_path, env=clean_env())
     assert "toolfold.cli._run_direct" in loaded and "toolfold.storage._sqlite_sync" in loaded
     assert sorted(m for m in loaded if m.split(".")[0] in NEVER or m in NEVER) == []
     assert "toolfold.cli._run" not in loaded  # the asyncio path's module
@@ -105,14 +107,7 @@ def test_no_module_of_a_direct_run_imports_dataclasses_or_inspect(tmp_path: Path
     """Records are declared without dataclasses (toolfold._record), and orjson, which
     imports it for its dataclass encoding, is off the path: nothing in a whole direct
     run imports dataclasses or inspect (a failure names the module that did)."""
-    code = (
-        "from toolfold.cli._entry import main\n"
-        "try:\n"
-        "    main(['run', '--', 'echo hi'])\n"
-        "except SystemExit as end:\n"
-        "    assert end.code == 0, end.code\n"
-    )
-    assert _importers(code, tmp_path) == {}
+    assert _importers(A_DIRECT_RUN, tmp_path) == {}
 
 
 def test_the_watch_names_a_module_that_imports_dataclasses(tmp_path: Path) -> None:
