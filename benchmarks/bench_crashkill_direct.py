@@ -62,7 +62,11 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, calls, n, killed, resumed, bad in rows:
         print(f"| {name} | {calls} | {n} | {killed} | {resumed} | {bad} |")
-    print(f"\n{time.monotonic() - started:.0f} s")
+    from toolfold import _json
+
+    print(
+        f"\nJSON codec of the killed runs: {_json.codec_name()}; {time.monotonic() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -140,7 +140,12 @@ class Outcome:
 
 
 def _preload() -> None:
-    """Pay the driver's imports once, before forking: each child inherits them."""
+    """Pay the driver's imports once, before forking: each child inherits them, and the
+    codec a real direct run uses (the standard library's json: ``run_bare`` prefers it
+    before it imports storage)."""
+    from toolfold import _json
+
+    _json.prefer_standard_library()
     import toolfold.cli._inspect
     import toolfold.cli._run_direct
     import toolfold.cli._run_result
