@@ -95,10 +95,12 @@ def _normal(text: str, root: Path) -> str:
     return re.sub(r"\d+\.\d s", "<s> s", text)
 
 
-def _run(root: Path, command: str, *, direct: bool) -> tuple[int, str, str, str]:
+def _run(
+    root: Path, command: str, *, direct: bool, interval: str = "0.05"
+) -> tuple[int, str, str, str]:
     root.mkdir(exist_ok=True)
     env = clean_env()
-    env["TOOLFOLD_TEST_CHECKPOINT_INTERVAL"] = "0.05"
+    env["TOOLFOLD_TEST_CHECKPOINT_INTERVAL"] = interval
     options: list[str] = []
     if direct:
         env["TOOLFOLD_DIRECT_RUN"] = "1"
@@ -167,9 +169,19 @@ def test_a_spill_that_fails_ends_alike_on_both_paths(tmp_path: Path, how: str) -
             command = "seq 1 3000 > lines; cat lines; sleep 30"
             runs.append(_run(tmp_path / name, command, direct=direct))
             continue
-        with small_tmpfs(home / "spill", size="4m") as mnt:
-            command = f"seq 1 100000; cat /dev/zero > {mnt}/filler 2>/dev/null; seq 1 100000"
-            run = _run(tmp_path / name, command, direct=direct)
+        with small_tmpfs(home / "spill", size="4m"):
+            # The filler starts once the first part (588,895 bytes) is in the spill file
+            # (a bounded poll): otherwise a driver slower to start its spill finds the
+            # disk already full and refuses the spill up front, a different ending. The
+            # path is relative (the run's directory), so both commands are the same text.
+            mnt = ".toolfold/spill"
+            command = (
+                "seq 1 100000; for i in $(seq 1 2000); do "
+                f'[ "$(cat {mnt}/*/*.log 2>/dev/null | wc -c)" -ge 588895 ] && break; '
+                f"sleep 0.01; done; cat /dev/zero > {mnt}/filler 2>/dev/null; seq 1 100000"
+            )
+            # No paced checkpoint: how many a run of this length makes depends on timing.
+            run = _run(tmp_path / name, command, direct=direct, interval="3600")
         kept = re.compile(r"(the first |\\?\"spill_bytes\\?\": ?)[\d.,]+( B| [KM]iB)?")
         runs.append((run[0], *(kept.sub(r"\1<size>", text) for text in run[1:])))
     direct_run, forced = runs
