@@ -150,6 +150,9 @@ def test_the_direct_path_writes_and_prints_what_the_asyncio_path_does(
             in (direct[2])
             and "this host lost its lease and must stop working on the operation" in direct[2]
         )
+        # The call is the other host's to settle: no `toolfold resume` here.
+        assert "other-host:1 holds it now and settles it" in direct[2]
+        assert "toolfold resume" not in direct[2]
     assert direct[2].splitlines() == forced[2].splitlines()
     assert direct[3] == forced[3]
 

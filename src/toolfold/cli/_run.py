@@ -30,12 +30,12 @@ from ._errors import InvalidLimitError, RemoteOptionError, StoreWriteError
 from ._process import _arun, _check_session_name, _exit, _finish, _quote
 from ._run_result import (
     EXIT_CANCELLED,
-    _store_flag,
     checkpoint_interval,
     exit_status,
     new_session_name,
     print_result,
     print_summary,
+    unrecorded_end,
 )
 from ._sandbox import sandbox_choice, store_paths
 from ._store import StoreSpec, open_store, report_notes, resolve_store
@@ -337,10 +337,7 @@ async def _run_call(settings: RunSettings, context: ToolContext, where: str) -> 
                 loop.remove_signal_handler(signum)
         if store_failure is not None:
             raise StoreWriteError(
-                f"store {spec.describe()} could not record the end of call {call_id}: "
-                f"{' '.join(str(store_failure).split())} — the call is left unsettled with "
-                "its output up to its last checkpoint; once the store can be written again, "
-                f"run `toolfold resume {settings.session}{_store_flag(spec)}`"
+                unrecorded_end(spec, settings.session, call_id, store_failure)
             ) from store_failure
         message: dict[str, Any] | None = watcher.settled
         if message is None and results:

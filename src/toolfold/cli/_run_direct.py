@@ -437,8 +437,6 @@ class _DirectCall:
         from toolfold.storage import StorageError, ephemeral_scope
         from toolfold.tools._bash_output import finish_output
 
-        from ._run_result import _store_flag
-
         final = self.capture.finish_on()
         self.loop.close()
         killed = self.cancelled or self.interrupted
@@ -491,12 +489,10 @@ class _DirectCall:
             )
         except StorageError as exc:
             from ._errors import StoreWriteError
+            from ._run_result import unrecorded_end
 
             raise StoreWriteError(
-                f"store {self.spec.describe()} could not record the end of call "
-                f"{self.call_id}: {' '.join(str(exc).split())} — the call is left unsettled "
-                "with its output up to its last checkpoint; once the store can be written "
-                f"again, run `toolfold resume {self.session_name}{_store_flag(self.spec)}`"
+                unrecorded_end(self.spec, self.session_name, self.call_id, exc)
             ) from exc
         finally:
             self.file.close()

@@ -68,6 +68,28 @@ def _store_flag(spec: StoreSpec) -> str:
     return "" if spec.url == bare else f" --store {spec.describe()}"
 
 
+def unrecorded_end(spec: StoreSpec, session: str, call_id: str, exc: Exception) -> str:
+    """The error line of a call whose end the store refused to record (both run drivers):
+    what was refused, what is kept, and what to do. A call whose lease another host took
+    over is that host's to settle now (``toolfold resume`` here would be refused again);
+    any other refusal (a full disk) is settled by ``toolfold resume`` once the store can
+    be written."""
+    from toolfold.durability import FencedError
+
+    done = (
+        f"store {spec.describe()} could not record the end of call {call_id}: "
+        f"{' '.join(str(exc).split())} — the call is left unsettled with its output up to "
+        "its last checkpoint; "
+    )
+    if isinstance(exc, FencedError):
+        if exc.holder is None:
+            return done + "it has since been settled by the host that took it over"
+        return done + f"{exc.holder} holds it now and settles it"
+    return done + (
+        f"once the store can be written again, run `toolfold resume {session}{_store_flag(spec)}`"
+    )
+
+
 def print_summary(
     watcher: CallWatcher,
     message: dict[str, Any],
