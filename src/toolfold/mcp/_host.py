@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from time import monotonic
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -76,6 +77,11 @@ FIRST = asyncio.FIRST_COMPLETED
 
 SHUTDOWN_GRACE = 10.0
 """Seconds calls still running when the client goes away get to settle as cancelled."""
+
+ACTIVITY_MARK_INTERVAL = 1.0
+"""Seconds between two marks of the session's activity (its spill directory's time,
+which the viewer's landing page orders sessions by): a call starting sooner after the
+last mark leaves it as it is."""
 
 INSTRUCTIONS = (
     "toolfold tools: every result is bounded to a window, and a command's full output "
@@ -174,6 +180,7 @@ class McpHost:
         self.reader: str | None = READ_TOOL if READ_TOOL in self.harness.tools else None
         self._calls: dict[str, _Call] = {}
         self._inputs: dict[str, CallInputs] = {}
+        self._marked_at = -ACTIVITY_MARK_INTERVAL  # monotonic time of the last mark
         self.tasks = TaskBoard(self, settings.tasks, repository)
 
     # -- what the task board reads ---------------------------------------------------
@@ -522,8 +529,15 @@ class McpHost:
         return result
 
     def _mark_activity(self) -> None:
-        # Judged again each time (never touched through a link planted since the start:
-        # a bare utime would follow one at spill/), made again if it has gone since.
+        # At most once per ACTIVITY_MARK_INTERVAL: the landing page orders sessions by
+        # it, for which a second is fine-grained enough, and a mark is ~15 system calls
+        # (docs/BENCHMARKS.md, "Sixth round"). Judged again each time it is made (never
+        # touched through a link planted since the start: a bare utime would follow one
+        # at spill/), made again if it has gone since.
+        now = monotonic()
+        if now - self._marked_at < ACTIVITY_MARK_INTERVAL:
+            return
+        self._marked_at = now
         mark_activity(self.settings.spill_dir)
 
     async def _record_settled(self, call_id: str, result: ToolResult) -> None:
