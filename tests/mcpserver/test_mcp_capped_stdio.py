@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import sys
@@ -163,6 +164,8 @@ async def test_concurrent_senders_write_whole_lines_in_turn(tmp_path: Path) -> N
         async with capped_stdio_client(
             [sys.executable, "-c", echo], errlog=errlog, cap=10 * big, who="upstream `echo`"
         ) as (read_stream, write_stream):
+            # On asyncio the lines go to the StreamWriter under anyio's stream itself.
+            assert isinstance(write_stream._writer, asyncio.StreamWriter)
             async with anyio.create_task_group() as group:
                 for request_id in ids:
                     request = types.JSONRPCRequest(

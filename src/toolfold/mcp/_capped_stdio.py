@@ -11,6 +11,7 @@ once, and the connection serves on.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import signal
@@ -220,11 +221,18 @@ class _PipeWriter:
     sender then waits for the pipe to drain, so none runs ahead of an upstream that
     does not read. Once a write fails (the upstream closed its stdin or exited) that
     message is dropped and every later send raises ``BrokenResourceError``: the calls
-    waiting for answers learn of the end from the read side."""
+    waiting for answers learn of the end from the read side.
+
+    On asyncio, the line goes to the ``asyncio.StreamWriter`` under anyio's stream
+    (``write``, then ``drain``, which waits only while the pipe is full): the same
+    write and wait without the turn of the loop anyio's ``send`` takes after each
+    write that did not wait (docs/BENCHMARKS.md, "Sixth round")."""
 
     def __init__(self, process: Process, ledger: Ledger) -> None:
         assert process.stdin is not None
         self._stdin = process.stdin
+        under = getattr(process.stdin, "_stream", None)
+        self._writer = under if isinstance(under, asyncio.StreamWriter) else None
         self._ledger = ledger
         self._closed = False
         self._broken = False
@@ -239,8 +247,15 @@ class _PipeWriter:
         await anyio.lowlevel.checkpoint_if_cancelled()
         self._ledger.sent(message.message)
         data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+        line = data.encode() + b"\n"
+        del data
         try:
-            await self._stdin.send(data.encode() + b"\n")
+            if self._writer is not None:
+                self._writer.write(line)
+                del line
+                await self._writer.drain()
+            else:
+                await self._stdin.send(line)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             self._broken = True
 
