@@ -17,6 +17,7 @@ __all__ = [
     "SCHEMA",
     "TIDY_FREE_PAGES",
     "apply_write",
+    "gives_pages_back",
     "tidy_after_retirement",
 ]
 
@@ -113,6 +114,13 @@ PAGE_SIZE = 1024
 TIDY_FREE_PAGES = 64
 
 
+def gives_pages_back(conn: sqlite3.Connection) -> bool:
+    """Whether the file was made with ``auto_vacuum = INCREMENTAL`` (every file this
+    version creates): only such a file can hand freed pages back. A file keeps its mode
+    for its life (only a ``VACUUM`` changes it), so a connection asks once."""
+    return bool(conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2)
+
+
 def tidy_after_retirement(conn: sqlite3.Connection) -> None:
     """After a commit that retired a scope (a settlement) that left at least
     ``TIDY_FREE_PAGES`` pages free: hand the freed pages back to the file system and
@@ -121,14 +129,12 @@ def tidy_after_retirement(conn: sqlite3.Connection) -> None:
     Both run after the commit, outside it: the settlement is durable already, and a
     failure here (another process holding a read snapshot) only leaves the space for
     later. ``incremental_vacuum`` acts on files created with ``auto_vacuum =
-    INCREMENTAL`` (every file this version creates); the checkpoint does not wait for
-    readers (busy timeout 0 for its duration).
+    INCREMENTAL`` (every file this version creates; a file made before, which cannot
+    give pages back, reuses its free pages in place and is never tidied: the caller asks
+    :func:`gives_pages_back` once); the checkpoint does not wait for readers (busy
+    timeout 0 for its duration).
     """
     try:
-        # A file made before auto_vacuum (it cannot give pages back) reuses its free
-        # pages in place: nothing to tidy, however many there are.
-        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
-            return
         if conn.execute("PRAGMA freelist_count").fetchone()[0] < TIDY_FREE_PAGES:
             return
         # executescript steps the pragma to the end: execute() would free one page.

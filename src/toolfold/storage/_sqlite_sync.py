@@ -38,6 +38,7 @@ from ._sqlite_file import (
     SQLITE_FULL,
     SQLITE_IOERR,
     SQLITE_NOTADB,
+    gives_pages_back,
     no_space,
     now_iso,
     tidy_after_retirement,
@@ -69,6 +70,8 @@ class SqliteFile:
         self.read_only = read_only
         self.conn: sqlite3.Connection | None = None
         self._sync_level = ""  # the connection's PRAGMA synchronous
+        #: Whether the file hands freed pages back (asked once, when a writer opens it).
+        self.gives_pages_back = False
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """``fn(conn, *args)`` on the connection, sqlite3 errors translated to ours."""
@@ -164,6 +167,7 @@ class SqliteFile:
             else:
                 self._check_version(row[0])
             conn.execute("COMMIT")
+            self.gives_pages_back = gives_pages_back(conn)
         except (sqlite3.Error, UnicodeDecodeError, StorageError) as exc:
             conn.close()
             if isinstance(exc, StorageError):
@@ -303,31 +307,51 @@ def commit_writes(
     file.set_sync(conn, scope)
     conn.execute("BEGIN IMMEDIATE")
     try:
-        row = conn.execute("SELECT next_seq FROM sessions WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise SessionNotFoundError(
-                f"session {name!r} no longer exists in {file.location} "
-                "(deleted by another process?)"
-            )
+        first = _claim_seqs(conn, file, name, floor, len(writes))
         # Under BEGIN IMMEDIATE no other process writes until we commit, so the
         # preconditions still hold when the writes land.
         for e in expects:
             check_expect(name, e, get_value_text(conn, name, e.address))
-        # The database is the authority (another process may share the file); our own
-        # floor keeps seqs burnt by a failed commit from coming back.
-        first = max(int(row[0]), floor)
         seqs = tuple(range(first, first + len(writes)))
         cur = conn.cursor()
         for w, seq, data in zip(writes, seqs, payloads, strict=True):
             _sqlite_file.apply_write(cur, name, w, seq, data)
-        cur.execute("UPDATE sessions SET next_seq = ? WHERE name = ?", (seqs[-1] + 1, name))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-    if any(isinstance(w, RetireScope) for w in writes):
+    if file.gives_pages_back and any(isinstance(w, RetireScope) for w in writes):
         tidy_after_retirement(conn)
     return seqs
+
+
+#: SQLite 3.35 and later read and move a session's next seq in one statement.
+CLAIM_IN_ONE_STATEMENT = sqlite3.sqlite_version_info >= (3, 35, 0)
+
+
+def _claim_seqs(
+    conn: sqlite3.Connection, file: SqliteFile, name: str, floor: int, count: int
+) -> int:
+    """Inside the open transaction: move session ``name``'s stored next seq past
+    ``count`` fresh seqs and return the first. The database is the authority (another
+    process may share the file); ``floor``, the session's own, keeps seqs burnt by a
+    failed commit from coming back. Undone with the transaction if it rolls back."""
+    if CLAIM_IN_ONE_STATEMENT:
+        rows = conn.execute(
+            "UPDATE sessions SET next_seq = max(next_seq, ?) + ? WHERE name = ? RETURNING next_seq",
+            (floor, count, name),
+        ).fetchall()
+        first = int(rows[0][0]) - count if rows else None
+    else:
+        row = conn.execute("SELECT next_seq FROM sessions WHERE name = ?", (name,)).fetchone()
+        first = max(int(row[0]), floor) if row is not None else None
+        if first is not None:
+            conn.execute("UPDATE sessions SET next_seq = ? WHERE name = ?", (first + count, name))
+    if first is None:
+        raise SessionNotFoundError(
+            f"session {name!r} no longer exists in {file.location} (deleted by another process?)"
+        )
+    return first
 
 
 def get_value_text(conn: sqlite3.Connection, name: str, address: ValueAddress[Any]) -> str | None:
