@@ -188,6 +188,9 @@ def stamp(owner, name, label, after=None):
 stamp("toolfold.mcp._stdio", "LineReader._take", "1 request line decoded")
 stamp("toolfold.mcp._proxy", "ProxyHost._call_tool_or_task", "2 proxy handler entered")
 stamp("toolfold.mcp._proxy", "ProxyHost._proxy_call", "3 tool body reached")
+# The proxy's writer to its upstream (it writes through anyio's stream, or since the
+# sixth round under it: the first of the two stamps a call meets counts).
+stamp("toolfold.mcp._capped_stdio", "_PipeWriter.send", "4 request written upstream")
 stamp("anyio._backends._asyncio", "StreamWriterWrapper.send", "4 request written upstream")
 stamp("toolfold.mcp._capped_stdio", "_parse", "5 upstream line read", "6 upstream line parsed")
 stamp("toolfold.mcp._proxy", "ProxyHost._adopt", "7 result adopted (window)", "8 adopted")
