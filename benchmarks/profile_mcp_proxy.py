@@ -3,7 +3,7 @@ proxy`` while a client makes ``git_status`` calls through it.
 
     .venv/bin/pip install py-spy      # not a project dependency
     .venv/bin/python benchmarks/profile_mcp_proxy.py [--calls 150] [--store memory:]
-    .venv/bin/python benchmarks/profile_mcp_proxy.py --stages [--calls 300] [--src DIR]
+    .venv/bin/python benchmarks/profile_mcp_proxy.py --stages [--calls 300] [--src DIR] [--cpu]
 
 ``--stages`` (no py-spy) runs the proxy, and the pass-through SDK proxy
 (``mcp_naive_proxy.py``) beside it, under a small wrapper in their process that
@@ -14,7 +14,11 @@ decoded, the proxy's handler entered, the tool body reached, the request written
 the upstream, the upstream's line parsed, the result adopted, the result built, the
 answer written. Printed per call: the counters, and the median time between stamps
 (the critical path, the upstream's own time apart). A stamp whose function a tree
-does not have is left out.
+does not have is left out. With ``--cpu`` the stamps read the event loop thread's own
+CPU clock (``time.thread_time``) instead of the wall clock: the median between two
+stamps is then the loop's CPU over that stretch, whatever else ran on the machine
+(and nothing of the time it waited: the upstream's stretch is the loop's work while
+it waited, not the wait).
 
 py-spy samples every thread of the proxy process (``--idle --threads``, 250 Hz) while
 the calls run; each sample of the event loop's thread is put in one bucket by the
@@ -134,6 +138,7 @@ import asyncio, collections, functools, json, os, runpy, signal, sys, time
 from asyncio import base_events
 
 out = sys.argv.pop(1)
+clock = time.thread_time if os.environ.get("PROFILE_STAMP_CLOCK") == "thread" else time.perf_counter
 counts = collections.Counter()
 tasks = collections.Counter()
 stamps = []
@@ -167,19 +172,19 @@ def stamp(owner, name, label, after=None):
         @functools.wraps(orig)
         async def wrapped(*a, **k):
             if state["on"]:
-                stamps.append((label, time.perf_counter()))
+                stamps.append((label, clock()))
             result = await orig(*a, **k)
             if after and state["on"]:
-                stamps.append((after, time.perf_counter()))
+                stamps.append((after, clock()))
             return result
     else:
         @functools.wraps(orig)
         def wrapped(*a, **k):
             if state["on"]:
-                stamps.append((label, time.perf_counter()))
+                stamps.append((label, clock()))
             result = orig(*a, **k)
             if after and state["on"]:
-                stamps.append((after, time.perf_counter()))
+                stamps.append((after, clock()))
             return result
     setattr(obj, attr, wrapped)
 
@@ -239,13 +244,15 @@ def stage_medians(stamps: list[tuple[str, float]]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in gaps.items() if len(v) >= 0.8 * len(calls)}
 
 
-async def stages(calls: int, store: str | None, src: str | None) -> None:
+async def stages(calls: int, store: str | None, src: str | None, cpu: bool = False) -> None:
     with tempfile.TemporaryDirectory(prefix="profile-proxy-") as tmp:
         repo = Path(tmp) / "repo"
         make_repo(repo, 200)
         wrapper = Path(tmp) / "wrapper.py"
         wrapper.write_text(WRAPPER)
         env = dict(os.environ)
+        if cpu:
+            env["PROFILE_STAMP_CLOCK"] = "thread"
         if src is not None:
             env["PYTHONPATH"] = str(Path(src).resolve())
         rows = [
@@ -323,7 +330,8 @@ async def stages(calls: int, store: str | None, src: str | None) -> None:
         print(f"\n{name}: tasks created per call, by coroutine")
         for coro, n in sorted(data["tasks"].items(), key=lambda kv: -kv[1]):
             print(f"  {n / calls:4.1f}  {coro}")
-        print(f"{name}: median ms between stamps on a call's path")
+        clock = "the loop thread's CPU" if cpu else "ms"
+        print(f"{name}: median {clock} between stamps on a call's path (ms)")
         for gap, ms in stage_medians([tuple(x) for x in data["stamps"]]).items():
             print(f"  {ms:7.3f}  {gap}")
 
@@ -338,9 +346,14 @@ def main() -> None:
         help="counters and the call's path, beside the pass-through proxy (no py-spy)",
     )
     parser.add_argument("--src", help="with --stages: another source tree's src/")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="with --stages: stamp the event loop thread's CPU clock, not the wall clock",
+    )
     args = parser.parse_args()
     if args.stages:
-        anyio.run(stages, args.calls, args.store, args.src)
+        anyio.run(stages, args.calls, args.store, args.src, args.cpu)
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "samples.txt"
