@@ -330,7 +330,7 @@ async def stages(calls: int, store: str | None, src: str | None, cpu: bool = Fal
         print(f"\n{name}: tasks created per call, by coroutine")
         for coro, n in sorted(data["tasks"].items(), key=lambda kv: -kv[1]):
             print(f"  {n / calls:4.1f}  {coro}")
-        clock = "the loop thread's CPU" if cpu else "ms"
+        clock = "the loop thread's CPU" if cpu else "wall time"
         print(f"{name}: median {clock} between stamps on a call's path (ms)")
         for gap, ms in stage_medians([tuple(x) for x in data["stamps"]]).items():
             print(f"  {ms:7.3f}  {gap}")
