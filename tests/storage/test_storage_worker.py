@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -108,6 +110,32 @@ async def test_after_shutdown_no_call_is_taken_and_queued_ones_still_run() -> No
         worker.submit(lambda: "c")
     release.set()
     assert (await first, await queued) == ("a", "b")
+
+
+async def test_a_worker_shut_down_ends_its_thread() -> None:
+    worker = WorkerThread("worker-that-ends")
+    assert await worker.submit(lambda: 1) == 1
+    [thread] = [t for t in threading.enumerate() if t.name == "worker-that-ends"]
+    assert not thread.daemon  # an exit waits for the call it runs, as an executor's
+    worker.shutdown()
+    thread.join(30)
+    assert not thread.is_alive()
+
+
+def test_a_process_exits_with_a_worker_never_shut_down() -> None:
+    # The interpreter's exit tells the worker to end (its queued calls run first).
+    code = (
+        "import asyncio\n"
+        "from toolfold.storage._worker import WorkerThread\n"
+        "w = WorkerThread('left-running')\n"
+        "async def main():\n"
+        "    print(await w.submit(lambda: 'ran'))\n"
+        "asyncio.run(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout == "ran\n"
 
 
 def test_a_worker_never_used_starts_no_thread_and_shuts_down() -> None:

@@ -8,6 +8,10 @@ and the caller's future on a ``SimpleQueue``; its result reaches the future thro
 one ``call_soon_threadsafe``. The worker sleeps between calls, as the executor's does,
 and the two costs that remain per call are the ones any hop to a thread pays (waking
 the worker, waking the loop): docs/BENCHMARKS.md, "Sixth round".
+
+Like the executor's, the thread is not a daemon (an exit waits for the call it runs)
+and is told to end when the interpreter exits (``threading._register_atexit``, the
+hook ``concurrent.futures`` uses): the calls already queued run, then it ends.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable
 from queue import SimpleQueue
 from typing import Any, TypeVar
@@ -25,15 +30,32 @@ T = TypeVar("T")
 
 _Job = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
+_running: weakref.WeakSet[WorkerThread] = weakref.WeakSet()
+_exiting = False
+
+
+def _end_all() -> None:
+    # At interpreter exit, before non-daemon threads are joined: no thread starts after.
+    global _exiting
+    _exiting = True
+    for worker in list(_running):
+        worker.shutdown()
+
+
+# Not in every Python's threading (nor in its stubs): without it the thread is a daemon,
+# so that an exit never waits on it.
+_register_atexit = getattr(threading, "_register_atexit", None)
+if _register_atexit is not None:
+    _register_atexit(_end_all)
+
 
 class WorkerThread:
     """Runs callables on one thread of its own, one at a time, in submission order.
 
     A call whose future is cancelled before the thread takes it up is not run (as an
     executor's pending call is not); one already running runs to its end, its result
-    dropped. The thread starts with the first call and is a daemon: at interpreter
-    exit a call still queued is not run, which loses nothing its caller was told about
-    (nobody awaits it any more)."""
+    dropped. The thread starts with the first call; :meth:`shutdown` (or the
+    interpreter's exit) ends it once the calls already queued have run."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -47,11 +69,16 @@ class WorkerThread:
         it raised). ``RuntimeError`` once :meth:`shutdown` was called."""
         loop = asyncio.get_running_loop()
         with self._lock:
+            if _exiting:
+                self.closed = True
             if self.closed:
                 raise RuntimeError(f"{self.name} is shut down")
             if self._thread is None:
-                self._thread = threading.Thread(target=self._work, name=self.name, daemon=True)
+                self._thread = threading.Thread(
+                    target=self._work, name=self.name, daemon=_register_atexit is None
+                )
                 self._thread.start()
+                _running.add(self)
         future: asyncio.Future[T] = loop.create_future()
         self._jobs.put((fn, future, loop))
         return future
