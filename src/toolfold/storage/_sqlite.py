@@ -2,10 +2,10 @@
 
 Every sqlite3 call runs on one dedicated worker thread per repository
 (:class:`~toolfold.storage._worker.WorkerThread`), so the event loop never blocks on a
-disk flush; the thread also serialises all access to the one connection. Transactions are ``BEGIN IMMEDIATE`` (the write lock is taken up front, so
-two processes cannot both read ``next_seq`` and then collide), the database is in WAL
-mode, and retirement is a scoped ``DELETE`` inside the same transaction as the sibling
-session writes.
+disk flush; the thread also serialises all access to the one connection. Transactions
+are ``BEGIN IMMEDIATE`` (the write lock is taken up front, so two processes cannot both
+read ``next_seq`` and then collide), the database is in WAL mode, and retirement is a
+scoped ``DELETE`` inside the same transaction as the sibling session writes.
 """
 
 from __future__ import annotations
