@@ -226,7 +226,7 @@ class _PipeWriter:
     On asyncio, the line goes to the ``asyncio.StreamWriter`` under anyio's stream
     (``write``, then ``drain``, which waits only while the pipe is full): the same
     write and wait without the turn of the loop anyio's ``send`` takes after each
-    write that did not wait (docs/BENCHMARKS.md, "Sixth round")."""
+    write that did not wait (docs/BENCHMARKS.md, "Sixth round: the proxy's CPU")."""
 
     def __init__(self, process: Process, ledger: Ledger) -> None:
         assert process.stdin is not None

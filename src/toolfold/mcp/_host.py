@@ -531,9 +531,9 @@ class McpHost:
     def _mark_activity(self) -> None:
         # At most once per ACTIVITY_MARK_INTERVAL: the landing page orders sessions by
         # it, for which a second is fine-grained enough, and a mark is ~15 system calls
-        # (docs/BENCHMARKS.md, "Sixth round"). Judged again each time it is made (never
-        # touched through a link planted since the start: a bare utime would follow one
-        # at spill/), made again if it has gone since.
+        # (docs/BENCHMARKS.md, "Sixth round: the proxy's CPU"). Judged again each time
+        # it is made (never touched through a link planted since the start: a bare
+        # utime would follow one at spill/), made again if it has gone since.
         now = monotonic()
         if now - self._marked_at < ACTIVITY_MARK_INTERVAL:
             return

@@ -7,7 +7,7 @@ that future to an asyncio one, and the executor's bookkeeping: a call is the cal
 and the caller's future on a ``SimpleQueue``; its result reaches the future through
 one ``call_soon_threadsafe``. The worker sleeps between calls, as the executor's does,
 and the two costs that remain per call are the ones any hop to a thread pays (waking
-the worker, waking the loop): docs/BENCHMARKS.md, "Sixth round".
+the worker, waking the loop): docs/BENCHMARKS.md, "Sixth round: the proxy's CPU".
 
 Like the executor's, the thread is not a daemon (an exit waits for the call it runs)
 and is told to end when the interpreter exits (``threading._register_atexit``, the
