@@ -1,11 +1,11 @@
 """The SQLite backend: many sessions in one database file (the CLI's embedded default).
 
-Every sqlite3 call runs on one dedicated worker thread per repository, so the event
-loop never blocks on a disk flush; the thread also serialises all access to the one
-connection. Transactions are ``BEGIN IMMEDIATE`` (the write lock is taken up front, so
-two processes cannot both read ``next_seq`` and then collide), the database is in WAL
-mode, and retirement is a scoped ``DELETE`` inside the same transaction as the sibling
-session writes.
+Every sqlite3 call runs on one dedicated worker thread per repository
+(:class:`~toolfold.storage._worker.WorkerThread`), so the event loop never blocks on a
+disk flush; the thread also serialises all access to the one connection. Transactions
+are ``BEGIN IMMEDIATE`` (the write lock is taken up front, so two processes cannot both
+read ``next_seq`` and then collide), the database is in WAL mode, and retirement is a
+scoped ``DELETE`` inside the same transaction as the sibling session writes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import asyncio
 import functools
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,6 +41,7 @@ from ._sqlite_sync import (
     get_value_text,
     open_session,
 )
+from ._worker import WorkerThread
 from ._writes import JSON, Write
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ class SqliteRepository(Repository):
         self.path = self.file.path
         self.location = self.file.location
         self.fsync = self.file.fsync
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="toolfold-sqlite")
-        self._shut_down = False
+        self._worker = WorkerThread("toolfold-sqlite")
 
     # -- the worker ----------------------------------------------------------------
 
@@ -85,13 +84,10 @@ class SqliteRepository(Repository):
 
     def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """``fn(conn, *args)`` sent to the worker thread: the future of its result."""
-        loop = asyncio.get_running_loop()
         try:
-            return loop.run_in_executor(
-                self._executor, functools.partial(self.file.call, fn, *args)
-            )
+            return self._worker.submit(functools.partial(self.file.call, fn, *args))
         except RuntimeError as exc:
-            if self._shut_down:
+            if self._worker.closed:
                 raise ClosedError(f"repository {self.location} is closed") from exc
             raise
 
@@ -171,8 +167,7 @@ class SqliteRepository(Repository):
             if self.file.conn is not None:
                 await self._run(_close_file, self.file)
         finally:
-            self._shut_down = True
-            self._executor.shutdown(wait=False)
+            self._worker.shutdown()
 
 
 class SqliteSession(Session):
