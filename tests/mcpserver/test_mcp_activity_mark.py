@@ -14,6 +14,14 @@ from toolfold.storage import MemoryRepository
 from toolfold.tools import BASH
 
 
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The host's monotonic clock, set by the test (``clock[0]``)."""
+    now = [1000.0]
+    monkeypatch.setattr(_host, "monotonic", lambda: now[0])
+    return now
+
+
 async def _host_in(tmp_path: Path) -> tuple[McpHost, Path]:
     session = await MemoryRepository().open_session("s1", create=True)
     spill = tmp_path / "spill" / "s1"
@@ -21,34 +29,30 @@ async def _host_in(tmp_path: Path) -> tuple[McpHost, Path]:
 
 
 async def test_a_mark_within_the_interval_of_the_last_is_skipped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: list[float]
 ) -> None:
-    now = [1000.0]
-    monkeypatch.setattr(_host, "monotonic", lambda: now[0])
     host, spill = await _host_in(tmp_path)
     os.utime(spill, (0, 0))
     host._mark_activity()  # the first mark is made
     assert spill.stat().st_mtime > 0
 
     os.utime(spill, (0, 0))
-    now[0] += ACTIVITY_MARK_INTERVAL / 2
+    clock[0] += ACTIVITY_MARK_INTERVAL / 2
     host._mark_activity()  # too soon: left as it is
     assert spill.stat().st_mtime == 0
 
-    now[0] += ACTIVITY_MARK_INTERVAL / 2
+    clock[0] += ACTIVITY_MARK_INTERVAL / 2
     host._mark_activity()  # an interval after the last mark: made again
     assert spill.stat().st_mtime > 0
 
 
 async def test_a_mark_remakes_a_spill_directory_removed_since_the_last(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, clock: list[float]
 ) -> None:
-    now = [1000.0]
-    monkeypatch.setattr(_host, "monotonic", lambda: now[0])
     host, spill = await _host_in(tmp_path)
     host._mark_activity()
     spill.rmdir()
-    now[0] += ACTIVITY_MARK_INTERVAL
+    clock[0] += ACTIVITY_MARK_INTERVAL
     host._mark_activity()
     assert spill.is_dir()
     assert (spill.stat().st_mode & 0o777) == 0o700
